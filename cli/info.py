@@ -1,0 +1,41 @@
+"""``gnnprep info FILE``."""
+
+from __future__ import annotations
+
+import click
+
+from gnnprep.info import describe
+
+from .common import emit, json_option, size
+
+
+def _graph_lines(d: dict) -> list[str]:
+    splits = ", ".join(f"{k} {v:,}" for k, v in d["splits"].items()) or "none"
+    deg = d["degree"]
+    lines = [
+        f"{d['file']}: gnnprep graph store (format version {d['format_version']}, source {d['source']})",
+        f"  nodes          {d['num_nodes']:,}",
+        f"  stored edges   {d['num_edges']:,} ({'symmetric' if d['symmetric'] else 'directed'})",
+        f"  features       {d['num_features']} ({d['feature_dtype'] or 'none'})",
+        f"  classes        {d['num_classes']} ({d['labeled_nodes']:,} labeled nodes)",
+        f"  splits         {splits}",
+        f"  degree         min {deg['min']}, mean {deg['mean']:.2f}, max {deg['max']} "
+        f"({d['isolated_nodes']:,} isolated)",
+        f"  size on disk   {size(d['size_bytes'])}",
+    ]
+    if d.get("node_types"):
+        lines.insert(2, "  node types     " + ", ".join(f"{k} {v:,}" for k, v in d.get("nodes_per_type", {}).items()))
+    return lines
+
+
+@click.command()
+@click.argument("file", type=click.Path(dir_okay=True))
+@json_option
+def info(file, as_json):
+    """Describe a gnnprep artifact (graph store, HAG, HDG, features)."""
+    d = describe(file)
+    if d["format"] == "gnnprep.graph":
+        lines = _graph_lines(d)
+    else:
+        lines = [f"{d['file']}: {d['format']} (format version {d['format_version']}), {size(d['size_bytes'])}"]
+    emit(as_json, d, lines)

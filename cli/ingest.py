@@ -1,0 +1,50 @@
+"""``gnnprep ingest SOURCE -o graph.h5``."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from gnnprep.ingest import IngestConfig, ingest as run_ingest
+from gnnprep.sources import SourceOptions
+
+from .common import Progress, budget_option, emit, json_option, parse_budget, quiet_option, warn
+
+
+@click.command()
+@click.argument("source")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Graph store to write (.h5).")
+@click.option("--directed", is_flag=True, help="Keep edge direction (default: symmetrise).")
+@budget_option("Host memory ingest may hold (default: half the free RAM).")
+@click.option("--root", default=None, help="Folder holding ogbn_<name>/ data sets (default: $GNNPREP_DATA or ./data).")
+@click.option("--download", is_flag=True, help="Download a missing ogbn-* data set with the ogb package.")
+@click.option("--split", default=None, help="Split folder name under split/ when there are several.")
+@click.option("--index-base", type=click.Choice(["0", "1"]), default="0", help="Edge-list ids start at 0 or 1.")
+@click.option("--num-nodes", type=click.IntRange(min=1), default=None, help="Node count of an edge list.")
+@click.option("--features", type=click.Path(dir_okay=False), default=None, help="Node features (.npy [n, d]).")
+@click.option("--labels", type=click.Path(dir_okay=False), default=None, help="Node labels (.npy [n], NaN or -1 = unknown).")
+@click.option("--splits", type=click.Path(file_okay=False), default=None, help="Folder with train/valid/test id files.")
+@click.option("--tmp-dir", type=click.Path(file_okay=False), default=None, help="Where spill files go (default: next to the output).")
+@json_option
+@quiet_option
+def ingest(source, output, directed, memory_budget, root, download, split, index_base, num_nodes, features,
+           labels, splits, tmp_dir, as_json, quiet):
+    """Turn SOURCE (sample, ogbn-<name>, an OGB folder, an edge list, a graph store) into a graph store."""
+    opts = SourceOptions(root=root, download=download, split=split, index_base=int(index_base),
+                         num_nodes=num_nodes, features=features, labels=labels, splits=splits)
+    config = IngestConfig(directed=directed, memory_budget=parse_budget(memory_budget), tmp_dir=tmp_dir, source=opts)
+    progress = Progress(quiet)
+    try:
+        report = run_ingest(source, output, config, progress, command=" ".join(["gnnprep"] + sys.argv[1:]))
+    finally:
+        progress.close()
+    for w in report.warnings:
+        warn(quiet, w)
+    r = report
+    emit(as_json, r.to_dict(), [
+        f"{r.output}: {r.num_nodes:,} nodes, {r.num_edges:,} stored edges "
+        f"({'symmetric' if r.symmetric else 'directed'}), {r.num_features} features, {r.num_classes} classes",
+        f"read {r.edges_read:,} edges; dropped {r.self_loops_dropped:,} self-loops and "
+        f"{r.duplicates_dropped:,} duplicates; {r.seconds:.1f} s",
+    ])

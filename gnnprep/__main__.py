@@ -1,0 +1,3 @@
+from gnnprep.cli import main
+
+main()

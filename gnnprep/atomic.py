@@ -1,0 +1,110 @@
+"""Atomic outputs: a file exists at its final path only when it is complete.
+
+Writers get ``<name>.tmp-<pid>`` in the destination folder; on success it is flushed, fsynced and
+``os.replace``d onto the final name; on any exception (including KeyboardInterrupt and SIGTERM) it is
+removed. SIGKILL cannot be caught, so leftovers of dead processes are swept the next time anything
+writes to the same path.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from gnnprep.errors import GnnprepError
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale(folder: Path, prefix: str) -> None:
+    """Remove ``<prefix><pid>`` files or folders in ``folder`` whose process no longer exists."""
+    if not folder.is_dir():
+        return
+    for entry in folder.iterdir():
+        if not entry.name.startswith(prefix):
+            continue
+        pid = entry.name[len(prefix):]
+        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+            _remove(entry)
+
+
+def _remove(p: Path) -> None:
+    if p.is_dir() and not p.is_symlink():
+        shutil.rmtree(p, ignore_errors=True)
+    else:
+        try:
+            p.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def _fsync_path(p: Path, directory: bool = False) -> None:
+    fd = os.open(p, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def check_output_path(path: Path) -> None:
+    folder = path.parent
+    if not folder.is_dir():
+        raise GnnprepError(f"{path}: output folder {folder} does not exist")
+    if path.is_dir():
+        raise GnnprepError(f"{path}: is a folder; expected a file name for the output")
+    if not os.access(folder, os.W_OK):
+        raise GnnprepError(f"{path}: output folder {folder} is not writable")
+
+
+@contextmanager
+def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; move it onto ``path`` only if the block succeeds."""
+    path = Path(path).absolute()
+    check_output_path(path)
+    prefix = f"{path.name}.tmp-"
+    sweep_stale(path.parent, prefix)
+    tmp = path.with_name(f"{prefix}{os.getpid()}")
+    _remove(tmp)
+    try:
+        yield tmp
+        if not tmp.exists():
+            raise RuntimeError(f"writer did not create {tmp}")
+        _fsync_path(tmp)
+        os.replace(tmp, path)
+        _fsync_path(path.parent, directory=True)
+    except BaseException:
+        _remove(tmp)
+        raise
+
+
+@contextmanager
+def work_folder(near: str | os.PathLike, tmp_dir: str | os.PathLike | None = None) -> Iterator[Path]:
+    """A scratch folder for spill files, removed afterwards (and swept if a killed run left one).
+
+    It lives next to the output (same disk, so it has room for what the output will hold) unless
+    ``tmp_dir`` is given.
+    """
+    near = Path(near).absolute()
+    base = Path(tmp_dir).absolute() if tmp_dir else near.parent
+    if not base.is_dir():
+        raise GnnprepError(f"--tmp-dir {base}: folder does not exist")
+    prefix = f".{near.name}.work-"
+    sweep_stale(base, prefix)
+    folder = base / f"{prefix}{os.getpid()}"
+    _remove(folder)
+    folder.mkdir()
+    try:
+        yield folder
+    finally:
+        _remove(folder)

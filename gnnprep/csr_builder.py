@@ -1,0 +1,203 @@
+"""Out-of-core construction of a row-sorted, duplicate-free CSR adjacency.
+
+Edges (src -> dst) arrive in chunks of any order. Each is encoded as one int64 key
+``dst * n + src`` (so sorting keys sorts rows, then columns within a row) and appended to the spill
+file of its destination range ("bucket"). Buckets are sized so that one of them can be sorted and
+deduplicated in memory within the budget; a bucket that came out larger than planned (skewed
+degrees, unknown edge count) is split again by finer destination ranges before it is processed.
+Rows are then written in order, bucket by bucket, straight into the HDF5 datasets, so neither the
+edges nor ``indptr`` are ever held whole.
+
+Symmetrisation adds (dst, src) for every (src, dst); self-loops are dropped when they arrive.
+Memory per processed entry: 8 B key + 1 B mask + 8 B deduplicated copy (~20 B with slack).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from pathlib import Path
+from typing import Callable
+
+import h5py
+import numpy as np
+
+from gnnprep.errors import GnnprepError
+
+BYTES_PER_SORTED_ENTRY = 20      # key + mask + deduplicated copy, with slack
+BYTES_PER_INCOMING_EDGE = 96     # src, dst, keys (both directions), bucket ids, order, gathered keys
+MAX_NODES = 3_037_000_499        # largest n with n * n < 2**63 (keys must fit int64)
+
+Progress = Callable[[str, int, int | None], None]
+
+
+def _noop(stage: str, done: int, total: int | None) -> None:
+    pass
+
+
+class CSRBuilder:
+    """Collect edges with :meth:`add`, then :meth:`write` the CSR into an HDF5 group."""
+
+    def __init__(self, num_nodes: int, workdir: Path, memory_budget: int, symmetrize: bool,
+                 expected_edges: int | None = None):
+        if num_nodes > MAX_NODES:
+            raise GnnprepError(f"{num_nodes} nodes: more than the {MAX_NODES} this ingest supports")
+        self.n = int(num_nodes)
+        self.workdir = Path(workdir)
+        self.budget = int(memory_budget)
+        self.symmetrize = symmetrize
+        self.bucket_entries = max(1 << 16, int(self.budget * 0.6) // BYTES_PER_SORTED_ENTRY)
+        self.chunk_edges = max(1 << 14, int(self.budget * 0.3) // BYTES_PER_INCOMING_EDGE)
+        entries = (expected_edges or 0) * (2 if symmetrize else 1)
+        nb = max(1, math.ceil(entries / self.bucket_entries)) if entries else 16
+        nb = min(nb, max(1, self.n), 4096)
+        self.rows_per_bucket = max(1, math.ceil(self.n / nb))
+        self.num_buckets = max(1, math.ceil(self.n / self.rows_per_bucket)) if self.n else 1
+        self._files: dict[int, object] = {}
+        self.counts = np.zeros(self.num_buckets, dtype=np.int64)
+        self.edges_in = 0
+        self.self_loops = 0
+
+    def _path(self, b: int, tag: str = "b") -> Path:
+        return self.workdir / f"{tag}{b:05d}.keys"
+
+    def add(self, src: np.ndarray, dst: np.ndarray) -> None:
+        """Add edges src[i] -> dst[i]; ids must already be validated to lie in [0, n)."""
+        for s in range(0, len(src), self.chunk_edges):
+            self._add(np.asarray(src[s:s + self.chunk_edges], dtype=np.int64),
+                      np.asarray(dst[s:s + self.chunk_edges], dtype=np.int64))
+
+    def _add(self, src: np.ndarray, dst: np.ndarray) -> None:
+        self.edges_in += len(src)
+        loop = src == dst
+        if loop.any():
+            self.self_loops += int(loop.sum())
+            keep = ~loop
+            src, dst = src[keep], dst[keep]
+        if self.symmetrize:
+            src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
+        keys = dst * self.n + src
+        if self.num_buckets == 1:
+            self._append(0, keys)
+            return
+        bucket = dst // self.rows_per_bucket
+        del src, dst
+        bucket = bucket.astype(np.uint16 if self.num_buckets <= 65535 else np.int64)
+        order = np.argsort(bucket, kind="stable")  # radix sort for 16-bit ids: linear time
+        sizes = np.bincount(bucket, minlength=self.num_buckets)
+        keys = keys[order]
+        del order, bucket
+        start = 0
+        for b in np.flatnonzero(sizes):
+            stop = start + int(sizes[b])
+            self._append(int(b), keys[start:stop])
+            start = stop
+
+    def _append(self, b: int, keys: np.ndarray) -> None:
+        f = self._files.get(b)
+        if f is None:
+            if len(self._files) > 512:  # stay far below the open-file limit
+                for g in self._files.values():
+                    g.close()
+                self._files.clear()
+            f = self._files[b] = open(self._path(b), "ab")
+        keys.tofile(f)
+        self.counts[b] += len(keys)
+
+    def write(self, group: h5py.Group, progress: Progress = _noop) -> dict:
+        """Write ``indptr``/``indices`` into ``group``; return stats (and a content fingerprint)."""
+        for f in self._files.values():
+            f.close()
+        self._files.clear()
+        n = self.n
+        index_dtype = np.int32 if n < 2**31 else np.int64
+        indptr = group.create_dataset("indptr", shape=(n + 1,), dtype=np.int64,
+                                      chunks=(min(n + 1, 1 << 20),))
+        indices = group.create_dataset("indices", shape=(0,), maxshape=(None,), dtype=index_dtype,
+                                       chunks=(1 << 20,))
+        indptr[0] = 0
+        self._offset = 0
+        self._hash = hashlib.blake2b(digest_size=16)
+        self._hash.update(np.int64(n).tobytes())
+        total = int(self.counts.sum())
+        self._done = 0
+        self._progress = progress
+        for b in range(self.num_buckets):
+            lo = b * self.rows_per_bucket
+            hi = min(n, lo + self.rows_per_bucket)
+            self._process(lo, hi, self._path(b), int(self.counts[b]), indptr, indices, total, depth=0)
+        return {
+            "stored_entries": int(self._offset),
+            "edges_read": int(self.edges_in),
+            "self_loops_dropped": int(self.self_loops),
+            "duplicates_dropped": int(total - self._offset),
+            "fingerprint": self._hash.hexdigest(),
+            "index_dtype": np.dtype(index_dtype).name,
+        }
+
+    def _process(self, lo, hi, path: Path, count: int, indptr, indices, total, depth: int) -> None:
+        if hi <= lo:
+            return
+        if count > self.bucket_entries * 1.25 and hi - lo > 1:
+            self._split(lo, hi, path, count, indptr, indices, total, depth)
+            return
+        if count:
+            keys = np.fromfile(path, dtype=np.int64)
+            keys.sort()  # in place
+            keep = np.empty(len(keys), dtype=bool)
+            keep[0] = True
+            np.not_equal(keys[1:], keys[:-1], out=keep[1:])
+            keys = keys[keep]
+            del keep
+        else:
+            keys = np.empty(0, dtype=np.int64)
+        if path.exists():
+            path.unlink()
+        rows = hi - lo
+        deg = np.zeros(rows, dtype=np.int64)
+        step = 1 << 23
+        for s in range(0, len(keys), step):
+            deg += np.bincount(keys[s:s + step] // self.n - lo, minlength=rows)
+        ptr = self._offset + np.cumsum(deg)
+        indptr[lo + 1:hi + 1] = ptr
+        if len(keys):
+            indices.resize((self._offset + len(keys),))
+            for s in range(0, len(keys), step):
+                cols = (keys[s:s + step] % self.n).astype(indices.dtype)
+                indices[self._offset + s:self._offset + s + len(cols)] = cols
+                self._hash.update(cols.tobytes())
+        self._hash.update(ptr.tobytes())
+        self._offset += len(keys)
+        self._done += count
+        self._progress("sort", self._done, total)
+
+    def _split(self, lo, hi, path: Path, count: int, indptr, indices, total, depth: int) -> None:
+        parts = min(hi - lo, max(2, math.ceil(2 * count / self.bucket_entries)))
+        width = math.ceil((hi - lo) / parts)
+        sub_counts = np.zeros(parts, dtype=np.int64)
+        sub_paths = [path.with_name(f"{path.stem}.{depth}.{p:04d}.keys") for p in range(parts)]
+        handles = [open(p, "wb") for p in sub_paths]
+        try:
+            with open(path, "rb") as f:
+                while True:
+                    keys = np.fromfile(f, dtype=np.int64, count=self.chunk_edges * 2)
+                    if not len(keys):
+                        break
+                    part = (keys // self.n - lo) // width
+                    order = np.argsort(part.astype(np.uint16), kind="stable")
+                    sizes = np.bincount(part, minlength=parts)
+                    keys = keys[order]
+                    start = 0
+                    for p in np.flatnonzero(sizes):
+                        keys[start:start + sizes[p]].tofile(handles[p])
+                        sub_counts[p] += sizes[p]
+                        start += sizes[p]
+        finally:
+            for h in handles:
+                h.close()
+        os.unlink(path)
+        for p in range(parts):
+            plo = lo + p * width
+            self._process(plo, min(hi, plo + width), sub_paths[p], int(sub_counts[p]),
+                          indptr, indices, total, depth + 1)

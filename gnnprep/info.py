@@ -1,0 +1,80 @@
+"""``gnnprep info``: describe any gnnprep artifact as a flat dict (rendered by the CLI)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from gnnprep.meta import open_artifact
+from gnnprep.sources.base import SPLIT_NAMES
+from gnnprep.store import GraphStore
+
+
+def _attr(v):
+    if isinstance(v, bytes):
+        return v.decode()
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    return v
+
+
+def describe(path: str | Path) -> dict:
+    path = Path(path)
+    with open_artifact(path) as f:
+        fmt = _attr(f.attrs["format"])
+    if fmt == "gnnprep.graph":
+        return describe_graph(path)
+    with open_artifact(path) as f:  # later stages extend this with their own describers
+        return {"file": str(path), "format": fmt, "format_version": _attr(f.attrs.get("format_version")),
+                "size_bytes": path.stat().st_size}
+
+
+def describe_graph(path: Path, block: int = 1 << 22) -> dict:
+    with GraphStore(path) as g:
+        n = g.num_nodes
+        ip = g.f["adj/indptr"]
+        dmin, dmax, isolated = None, 0, 0
+        for s in range(0, n, block):
+            p = ip[s:min(n, s + block) + 1].astype(np.int64)
+            deg = np.diff(p)
+            if len(deg):
+                dmin = int(deg.min()) if dmin is None else min(dmin, int(deg.min()))
+                dmax = max(dmax, int(deg.max()))
+                isolated += int((deg == 0).sum())
+        feats = g.features
+        labels = g.f["nodes/labels"] if "nodes/labels" in g.f else None
+        out = {
+            "file": str(path),
+            "format": "gnnprep.graph",
+            "format_version": int(g.attrs["format_version"]),
+            "source": _attr(g.attrs.get("source", "")),
+            "num_nodes": n,
+            "num_edges": g.num_edges,
+            "symmetric": g.symmetric,
+            "undirected_edges": g.num_edges // 2 if g.symmetric else None,
+            "num_features": int(feats.shape[1]) if feats is not None else 0,
+            "feature_dtype": str(feats.dtype) if feats is not None else None,
+            "num_classes": int(g.attrs.get("num_classes", 0)),
+            "labeled_nodes": int(g.attrs.get("num_labeled", 0)) if labels is not None else 0,
+            "splits": {k: int(len(g.f["splits"][k])) for k in SPLIT_NAMES if "splits" in g.f and k in g.f["splits"]},
+            "degree": {"min": dmin or 0, "mean": round(g.num_edges / n, 4) if n else 0.0, "max": dmax},
+            "isolated_nodes": isolated,
+            "index_dtype": str(g.f["adj/indices"].dtype),
+            "node_types": g.node_types(),
+            "size_bytes": path.stat().st_size,
+            "fingerprint": g.fingerprint,
+            "created_utc": _attr(g.attrs.get("created_utc")),
+            "gnnprep_version": _attr(g.attrs.get("gnnprep_version")),
+        }
+        if out["node_types"] is not None and "nodes/type" in g.f:
+            t = g.f["nodes/type"][:]
+            out["nodes_per_type"] = dict(zip(out["node_types"], np.bincount(t, minlength=len(out["node_types"])).tolist()))
+        return out
+
+
+def to_json(d: dict) -> str:
+    return json.dumps(d, sort_keys=False)

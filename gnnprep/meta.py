@@ -1,0 +1,82 @@
+"""Root metadata shared by every gnnprep artifact (format, version, provenance) and its checks."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import h5py
+
+from gnnprep import __version__
+from gnnprep.errors import GnnprepError
+
+FORMATS = ("gnnprep.graph", "gnnprep.hag", "gnnprep.hdg", "gnnprep.features")
+
+
+def write_root_attrs(f: h5py.File, fmt: str, format_version: int, provenance: dict, **attrs) -> None:
+    f.attrs["format"] = fmt
+    f.attrs["format_version"] = int(format_version)
+    f.attrs["gnnprep_version"] = __version__
+    f.attrs["created_utc"] = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    f.attrs["provenance"] = json.dumps(provenance, sort_keys=True, default=str)
+    for key, value in attrs.items():
+        f.attrs[key] = value
+
+
+def file_fingerprint(path: str | os.PathLike) -> str:
+    """Cheap identity of an input file: size and modification time (content hashing would cost a
+    full extra read of inputs that can be hundreds of GB)."""
+    st = Path(path).stat()
+    return f"size={st.st_size},mtime_ns={st.st_mtime_ns}"
+
+
+def open_artifact(path: str | os.PathLike, expect: str | None = None) -> h5py.File:
+    """Open a gnnprep artifact read-only, with one-line errors for every way that can fail."""
+    path = Path(path)
+    if not path.exists():
+        raise GnnprepError(f"{path}: no such file")
+    if path.is_dir():
+        raise GnnprepError(f"{path}: is a folder; expected a gnnprep HDF5 file")
+    if not h5py.is_hdf5(path):
+        raise GnnprepError(f"{path}: not an HDF5 file (corrupt or another format)")
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        raise GnnprepError(f"{path}: cannot open HDF5 file ({_short(e)})") from None
+    fmt = f.attrs.get("format")
+    if isinstance(fmt, bytes):
+        fmt = fmt.decode()
+    if fmt not in FORMATS:
+        f.close()
+        raise GnnprepError(f"{path}: root attribute 'format' is {fmt!r}; expected one of {', '.join(FORMATS)} "
+                           "(not a gnnprep artifact)")
+    if expect is not None and fmt != expect:
+        f.close()
+        raise GnnprepError(f"{path}: is a {fmt} artifact; expected {expect}")
+    return f
+
+
+def _short(e: BaseException) -> str:
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
+class Timer:
+    """Collects named wall-clock timings for provenance."""
+
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+
+    def __call__(self, name: str):
+        timer = self
+
+        class _Span:
+            def __enter__(self):
+                self.t0 = time.perf_counter()
+
+            def __exit__(self, *exc):
+                timer.timings[name] = round(timer.timings.get(name, 0.0) + time.perf_counter() - self.t0, 4)
+
+        return _Span()
