@@ -47,8 +47,8 @@ class CSRBuilder:
         self.workdir = Path(workdir)
         self.budget = int(memory_budget)
         self.symmetrize = symmetrize
-        self.bucket_entries = max(1 << 16, int(self.budget * 0.6) // BYTES_PER_SORTED_ENTRY)
-        self.chunk_edges = max(1 << 14, int(self.budget * 0.3) // BYTES_PER_INCOMING_EDGE)
+        self.bucket_entries = max(1 << 10, int(self.budget * 0.6) // BYTES_PER_SORTED_ENTRY)
+        self.chunk_edges = max(1 << 10, int(self.budget * 0.3) // BYTES_PER_INCOMING_EDGE)
         entries = (expected_edges or 0) * (2 if symmetrize else 1)
         nb = max(1, math.ceil(entries / self.bucket_entries)) if entries else 16
         nb = min(nb, max(1, self.n), 4096)
@@ -138,6 +138,7 @@ class CSRBuilder:
 
     def _process(self, lo, hi, path: Path, count: int, indptr, indices, total, depth: int) -> None:
         if hi <= lo:
+            path.unlink(missing_ok=True)
             return
         if count > self.bucket_entries * 1.25 and hi - lo > 1:
             self._split(lo, hi, path, count, indptr, indices, total, depth)

@@ -29,7 +29,7 @@ from gnnprep.sources import GraphSource, SourceOptions, open_source
 from gnnprep.sources.base import check_ids
 
 Progress = Callable[[str, int, int | None], None]
-MIN_BUDGET = 64 * 1024**2
+MIN_BUDGET = 4 * 1024**2
 
 
 def _noop(stage: str, done: int, total: int | None) -> None:
@@ -99,7 +99,7 @@ def _write_rows(f: h5py.File, name: str, chunks, n: int, width: int | None, dtyp
         if width is not None and (block.ndim != 2 or block.shape[1] != width):
             raise GnnprepError(f"{origin}: {what} block of shape {block.shape}; expected {width} columns")
         if row + len(block) > n:
-            raise GnnprepError(f"{origin}: more than {n} {what} rows; expected one per node")
+            raise GnnprepError(f"{origin}: more than {n} {what} rows; expected {n} (one per node)")
         ds[row:row + len(block)] = block
         row += len(block)
         progress(what, row, n)
@@ -114,7 +114,7 @@ def ingest(spec: str, output: str | Path, config: IngestConfig = IngestConfig(),
     t0 = time.perf_counter()
     budget = config.memory_budget or default_host_budget()
     if budget < MIN_BUDGET:
-        raise GnnprepError(f"--memory-budget {budget} bytes is too small; ingest needs at least 64MiB")
+        raise GnnprepError(f"--memory-budget {budget} bytes is too small; ingest needs at least 4MiB")
     output = Path(output)
     source = open_source(spec, config.source)
     if isinstance(source, Path):  # already a graph store: validate and copy
@@ -132,7 +132,7 @@ def ingest(spec: str, output: str | Path, config: IngestConfig = IngestConfig(),
     timer = Timer()
     symmetrize = not config.directed or not source.stored_directed
     with atomic_output(output) as tmp, work_folder(output, config.tmp_dir) as work:
-        chunk = max(1 << 14, budget // 64)
+        chunk = max(1 << 10, budget // 64)
         edges = None
         if source.num_nodes is None:
             with timer("read_edges"):

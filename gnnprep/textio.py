@@ -25,6 +25,11 @@ BLOCK_BYTES = 32 * 1024**2
 _NUMERIC = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^[+-]?(nan|inf|infinity)$", re.I)
 
 
+def block_bytes_for(chunk_edges: int) -> int:
+    """Text block size matching a chunk of about ``chunk_edges`` lines (16 bytes per line)."""
+    return max(1 << 16, min(BLOCK_BYTES, chunk_edges * 16))
+
+
 def open_text(path: Path):
     """Binary stream of a text file, transparently gunzipped by name or magic bytes."""
     with open(path, "rb") as f:

@@ -15,7 +15,7 @@ from gnnprep.errors import GnnprepError
 from gnnprep.npzstream import NpzReader
 from gnnprep.sources.base import (SPLIT_NAMES, GraphSource, check_finite, check_ids, labels_from_float,
                                   read_id_file, split_file)
-from gnnprep.textio import TableReader
+from gnnprep.textio import TableReader, block_bytes_for
 
 TEXT_SUFFIXES = (".csv", ".tsv", ".txt", ".edges", ".el")
 
@@ -108,7 +108,7 @@ class EdgeListSource(GraphSource):
     def edges(self, chunk_edges: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         base, n = self.index_base, self.num_nodes
         if self.text:
-            for chunk in TableReader(self.path, "int", 2, what="node id"):
+            for chunk in TableReader(self.path, "int", 2, what="node id", block_bytes=block_bytes_for(chunk_edges)):
                 v = chunk.values.astype(np.int64, copy=False) - base
                 for col in (0, 1):
                     check_ids(v[:, col], n, self.nodes_from,

@@ -26,7 +26,7 @@ from gnnprep.errors import GnnprepError
 from gnnprep.npzstream import NpzReader
 from gnnprep.sources.base import (SPLIT_NAMES, GraphSource, check_finite, check_ids, find_split_folders,
                                   labels_from_float, read_id_file, split_file)
-from gnnprep.textio import TableReader
+from gnnprep.textio import TableReader, block_bytes_for
 
 # Facts from OGB's nodeproppred/master.csv: whether edges are stored once per undirected pair
 # (add_inverse_edge) and the default split folder.
@@ -161,7 +161,8 @@ class OgbCsvSource(_OgbBase):
 
     def edges(self, chunk_edges: int):
         path = _gz(self.raw, "edge")
-        for chunk in TableReader(path, "int", 2, what="node id", allow_header=False):
+        for chunk in TableReader(path, "int", 2, what="node id", allow_header=False,
+                                     block_bytes=block_bytes_for(chunk_edges)):
             v = chunk.values
             for col in (0, 1):
                 check_ids(v[:, col], self.num_nodes, self.nodes_from, lambda i, c=chunk: f"{path} line {c.line(i)}")
@@ -295,7 +296,8 @@ class OgbHeteroSource(_OgbBase):
             if path is None:
                 raise GnnprepError(f"{folder}: missing edge.csv.gz")
             h, t = self._type(head), self._type(tail)
-            for chunk in TableReader(path, "int", 2, what="node id", allow_header=False):
+            for chunk in TableReader(path, "int", 2, what="node id", allow_header=False,
+                                     block_bytes=block_bytes_for(chunk_edges)):
                 v = chunk.values
                 check_ids(v[:, 0], self.type_counts[h], f"{self.nodes_from} ({head})",
                           lambda i, c=chunk: f"{path} line {c.line(i)}")

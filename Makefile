@@ -1,0 +1,31 @@
+# Set-up: `make demo` runs the pipeline on the embedded sample; `make test` runs the tests.
+# Both create .venv and install what they need. GPU users: make TORCH="torch==2.13.0 --index-url ..." test
+PYTHON ?= python3
+VENV ?= .venv
+TORCH ?= torch==2.13.0
+BIN := $(VENV)/bin
+OUT ?= out
+
+.PHONY: demo test install clean sample-data
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q $(TORCH)
+	$(BIN)/pip install -q -e ".[test]"
+	touch $@
+
+demo: install
+	@mkdir -p $(OUT)
+	$(BIN)/gnnprep ingest sample -o $(OUT)/sample.h5
+	$(BIN)/gnnprep info $(OUT)/sample.h5
+
+test: install
+	$(BIN)/python -m pytest -q
+
+sample-data: install
+	$(BIN)/python scripts/make_sample_data.py --out sample_data
+
+clean:
+	rm -rf $(VENV) $(OUT) .pytest_cache

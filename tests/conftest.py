@@ -1,0 +1,14 @@
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+os.environ.setdefault("OUTDATED_IGNORE", "1")
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(12345)
