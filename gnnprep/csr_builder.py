@@ -36,6 +36,11 @@ def _noop(stage: str, done: int, total: int | None) -> None:
     pass
 
 
+def incoming_chunk_edges(memory_budget: int) -> int:
+    """Edges per incoming chunk so that bucketing one chunk stays within ~30% of the budget."""
+    return max(1 << 10, int(memory_budget * 0.3) // BYTES_PER_INCOMING_EDGE)
+
+
 class CSRBuilder:
     """Collect edges with :meth:`add`, then :meth:`write` the CSR into an HDF5 group."""
 
@@ -48,7 +53,7 @@ class CSRBuilder:
         self.budget = int(memory_budget)
         self.symmetrize = symmetrize
         self.bucket_entries = max(1 << 10, int(self.budget * 0.6) // BYTES_PER_SORTED_ENTRY)
-        self.chunk_edges = max(1 << 10, int(self.budget * 0.3) // BYTES_PER_INCOMING_EDGE)
+        self.chunk_edges = incoming_chunk_edges(self.budget)
         entries = (expected_edges or 0) * (2 if symmetrize else 1)
         nb = max(1, math.ceil(entries / self.bucket_entries)) if entries else 16
         nb = min(nb, max(1, self.n), 4096)

@@ -21,7 +21,7 @@ import numpy as np
 
 from gnnprep import store
 from gnnprep.atomic import atomic_output, work_folder
-from gnnprep.csr_builder import CSRBuilder
+from gnnprep.csr_builder import CSRBuilder, incoming_chunk_edges
 from gnnprep.errors import GnnprepError
 from gnnprep.meta import Timer, file_fingerprint, write_root_attrs
 from gnnprep.sizes import default_host_budget
@@ -132,7 +132,7 @@ def ingest(spec: str, output: str | Path, config: IngestConfig = IngestConfig(),
     timer = Timer()
     symmetrize = not config.directed or not source.stored_directed
     with atomic_output(output) as tmp, work_folder(output, config.tmp_dir) as work:
-        chunk = max(1 << 10, budget // 64)
+        chunk = incoming_chunk_edges(budget)
         edges = None
         if source.num_nodes is None:
             with timer("read_edges"):
