@@ -52,7 +52,7 @@ class CSRBuilder:
         self.workdir = Path(workdir)
         self.budget = int(memory_budget)
         self.symmetrize = symmetrize
-        self.bucket_entries = max(1 << 10, int(self.budget * 0.6) // BYTES_PER_SORTED_ENTRY)
+        self.bucket_entries = max(1 << 10, int(self.budget * 0.45) // BYTES_PER_SORTED_ENTRY)
         self.chunk_edges = incoming_chunk_edges(self.budget)
         entries = (expected_edges or 0) * (2 if symmetrize else 1)
         nb = max(1, math.ceil(entries / self.bucket_entries)) if entries else 16
@@ -119,13 +119,14 @@ class CSRBuilder:
         index_dtype = np.int32 if n < 2**31 else np.int64
         indptr = group.create_dataset("indptr", shape=(n + 1,), dtype=np.int64,
                                       chunks=(min(n + 1, 1 << 20),))
+        upper = int(self.counts.sum())  # entries before deduplication: an upper bound
         indices = group.create_dataset("indices", shape=(0,), maxshape=(None,), dtype=index_dtype,
-                                       chunks=(1 << 20,))
+                                       chunks=(max(1, min(1 << 18, upper)),))
         indptr[0] = 0
         self._offset = 0
         self._hash = hashlib.blake2b(digest_size=16)
         self._hash.update(np.int64(n).tobytes())
-        total = int(self.counts.sum())
+        total = upper
         self._done = 0
         self._progress = progress
         for b in range(self.num_buckets):
