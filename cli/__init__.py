@@ -48,6 +48,8 @@ def main() -> None:
 
 from .info import info  # noqa: E402
 from .ingest import ingest  # noqa: E402
+from .precompute import precompute  # noqa: E402
 
 cli.add_command(ingest)
 cli.add_command(info)
+cli.add_command(precompute)

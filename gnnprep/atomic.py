@@ -108,3 +108,72 @@ def work_folder(near: str | os.PathLike, tmp_dir: str | os.PathLike | None = Non
         yield folder
     finally:
         _remove(folder)
+
+
+class ResumableOutput:
+    """An output built in units over a long run that survives crashes and continues.
+
+    The data go to ``<name>.partial`` (HDF5, every dataset allocated up front, so later writes touch
+    raw data only and a killed process leaves a readable file) and finished units to
+    ``<name>.partial.json``, replaced atomically after the file is flushed. A rerun with the same
+    ``key`` continues from there; a different key starts afresh. ``commit`` renames the partial file
+    onto the final path. A lock stops two processes from writing the same output.
+    """
+
+    def __init__(self, path: str | os.PathLike, key: str):
+        import fcntl
+        import json
+
+        self._json = json
+        self.path = Path(path).absolute()
+        check_output_path(self.path)
+        self.key = key
+        self.partial = self.path.with_name(self.path.name + ".partial")
+        self.progress_file = self.path.with_name(self.path.name + ".partial.json")
+        self.lock_file = self.path.with_name(self.path.name + ".partial.lock")
+        self._lock = open(self.lock_file, "w")
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock.close()
+            raise GnnprepError(f"{self.path}: another gnnprep process is writing this output") from None
+        self.done: list = []
+        self.resumed = False
+        if self.partial.exists() and self.progress_file.exists():
+            try:
+                state = json.loads(self.progress_file.read_text())
+            except ValueError:
+                state = {}
+            if state.get("key") == key:
+                self.done = [tuple(u) for u in state.get("done", [])]
+                self.resumed = True
+                self.state = state
+        if not self.resumed:
+            self.discard_partial()
+            self.state = {"key": key, "done": []}
+
+    def discard_partial(self) -> None:
+        for p in (self.partial, self.progress_file):
+            _remove(p)
+
+    def mark(self, unit: tuple, h5file=None) -> None:
+        if h5file is not None:
+            h5file.flush()  # a killed process's page cache still reaches the disk; no fsync needed
+        self.done.append(tuple(unit))
+        self.state["done"] = [list(u) for u in self.done]
+        tmp = self.progress_file.with_name(self.progress_file.name + f".tmp-{os.getpid()}")
+        tmp.write_text(self._json.dumps(self.state))
+        os.replace(tmp, self.progress_file)
+
+    def commit(self) -> None:
+        _fsync_path(self.partial)
+        os.replace(self.partial, self.path)
+        _fsync_path(self.path.parent, directory=True)
+        self.close(keep=False)
+
+    def close(self, keep: bool = True) -> None:
+        if not keep:
+            self.discard_partial()
+        if not self._lock.closed:
+            self._lock.close()
+            _remove(self.lock_file)

@@ -10,6 +10,8 @@ metadata. The output appears at its path only when complete (:func:`gnnprep.atom
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -203,3 +205,47 @@ def ingest(spec: str, output: str | Path, config: IngestConfig = IngestConfig(),
         edges_read=stats["edges_read"], self_loops_dropped=stats["self_loops_dropped"],
         duplicates_dropped=stats["duplicates_dropped"], seconds=round(time.perf_counter() - t0, 3),
         warnings=tuple(source.warnings))
+
+
+def cached_store_path(spec: str, opts: SourceOptions, cache_dir: str | None) -> Path:
+    """Where the graph store for a dataset spec is cached: under ``cache_dir`` when given, else
+    beside the source (``<folder>/.gnnprep/graph.h5`` or ``<file>.gnnprep.h5``)."""
+    from gnnprep.sources import resolve_spec
+
+    path = resolve_spec(spec, opts).absolute()
+    if cache_dir:
+        tag = hashlib.sha256(str(path).encode()).hexdigest()[:10]
+        return Path(cache_dir).absolute() / f"{path.name}-{tag}.h5"
+    if path.is_dir():
+        return path / ".gnnprep" / "graph.h5"
+    return path.with_name(path.name + ".gnnprep.h5")
+
+
+def _cache_is_fresh(store_path: Path) -> bool:
+    """The cached store was made from input files that have not changed since."""
+    try:
+        with h5py.File(store_path, "r") as f:
+            prov = json.loads(f.attrs["provenance"])
+    except (OSError, KeyError, ValueError):
+        return False
+    for item in prov.get("inputs", []):
+        p = Path(item["path"])
+        if not p.exists() or file_fingerprint(p) != item["fingerprint"]:
+            return False
+    return True
+
+
+def ensure_graph_store(spec: str, config: IngestConfig = IngestConfig(), cache_dir: str | None = None,
+                       progress: Progress = _noop) -> Path:
+    """A graph store for ``spec``: the spec itself when it is one, else a cached ingest of it."""
+    from gnnprep.sources import is_graph_store, resolve_spec
+
+    path = resolve_spec(spec, config.source)
+    if is_graph_store(path):
+        return path
+    target = cached_store_path(spec, config.source, cache_dir)
+    if target.exists() and _cache_is_fresh(target):
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    ingest(spec, target, config, progress, command=f"(cached ingest of {spec})")
+    return target

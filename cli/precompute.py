@@ -1,0 +1,68 @@
+"""``gnnprep precompute DATASET -o features.h5 --hops K``."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from gnnprep.errors import GnnprepError
+from gnnprep.ingest import IngestConfig, ensure_graph_store
+from gnnprep.operators import parse_operators
+from gnnprep.propagate import PrecomputeConfig, precompute as run_precompute
+from gnnprep.sources import SourceOptions
+
+from .common import Progress, budget_option, emit, json_option, parse_budget, quiet_option, size
+
+
+def parse_blocks(text: str) -> tuple[int, int, int] | None:
+    if text == "auto":
+        return None
+    try:
+        a, b, c = (int(x) for x in text.split(","))
+    except ValueError:
+        raise GnnprepError(f"--blocks {text!r}: expected auto or three positive integers a,b,c") from None
+    if min(a, b, c) < 1:
+        raise GnnprepError(f"--blocks {text!r}: counts must be positive")
+    return a, b, c
+
+
+@click.command()
+@click.argument("dataset")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Features artifact to write.")
+@click.option("--hops", type=click.IntRange(min=0), default=3, show_default=True, help="K: write S^k X for k = 0..K.")
+@click.option("--operator", "operators", default="sym", show_default=True, help="sym, rw, sym-noloop (comma-separated for several channels).")
+@click.option("--blocks", default="auto", show_default=True, help="auto, or a,b,c (normalisation, edge and column blocks).")
+@budget_option("Memory for S and X blocks (default: free device memory, or half the free RAM on CPU).")
+@click.option("--rows", type=click.Choice(["all", "labeled"]), default="all", show_default=True, help="Store every node, or the union of the splits.")
+@click.option("--dtype", type=click.Choice(["float32", "float16"]), default="float32", show_default=True)
+@click.option("--device", default="auto", show_default=True, help="auto, cpu or cuda.")
+@click.option("--dry-run", is_flag=True, help="Print the plan, predicted peak memory and time; compute nothing.")
+@click.option("--cache-dir", default=None, help="Where a dataset spec is ingested to (default: beside the source).")
+@click.option("--root", default=None, help="Folder holding ogbn_<name>/ data sets.")
+@json_option
+@quiet_option
+def precompute(dataset, output, hops, operators, blocks, memory_budget, rows, dtype, device, dry_run, cache_dir,
+               root, as_json, quiet):
+    """Write hop features S^k X (k = 0..K) of DATASET, block-wise within a memory budget."""
+    progress = Progress(quiet)
+    try:
+        store = ensure_graph_store(dataset, IngestConfig(source=SourceOptions(root=root)), cache_dir, progress)
+        config = PrecomputeConfig(hops=hops, operators=parse_operators(operators), rows=rows, dtype=dtype,
+                                  device=device, memory_budget=parse_budget(memory_budget),
+                                  blocks=parse_blocks(blocks), dry_run=dry_run)
+        report = run_precompute(store, output, config, progress, command=" ".join(["gnnprep"] + sys.argv[1:]))
+    finally:
+        progress.close()
+    r = report
+    p = r.plan
+    lines = [f"plan: a={p['a']} b={p['b']} c={p['c']} (width {p['width']}), S {'resident' if p['s_resident'] else 'streamed'}, "
+             f"device {p['device']}, budget {size(p['budget'])}; predicted peak {size(p['predicted_peak'])} "
+             f"above a {size(p['baseline_rss'])} baseline, predicted {p['predicted_seconds']:.2f} s"]
+    if not r.dry_run:
+        measured = size(r.measured_peak_bytes) if r.measured_peak_bytes is not None else "n/a"
+        lines.insert(0, f"{r.output}: {r.hops + 1} hops x {len(r.operators)} operator(s) ({', '.join(r.operators)}), "
+                        f"{r.rows:,} rows, {r.dtype}; {r.seconds:.2f} s")
+        lines.append(f"measured peak {measured}; hop seconds " + ", ".join(f"{s:.2f}" for s in r.hop_seconds)
+                     + (f"; resumed after {r.resumed_units} finished units" if r.resumed_units else ""))
+    emit(as_json, r.to_dict(), lines)

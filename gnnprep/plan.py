@@ -1,0 +1,203 @@
+"""Block plan for precompute: how S and X are split so each piece fits the memory budget.
+
+Following Maekawa et al. (LC transformation, block-wise precomputation), S is split into ``b``
+nnz-balanced edge blocks (contiguous row ranges of the row-sorted CSR) and X into ``c`` column
+blocks; normalisation runs over ``a`` edge blocks. The paper picks the smallest counts that satisfy
+
+    (αA·BA + αS·BS)/a + αD·BD ≤ B        and        βS·BS/b + βX·BX/c ≤ B
+
+with coefficients measured on small graphs. We keep those constraints (with α, β made concrete by
+the memory model below), add host RAM and transfer costs, and choose among the feasible (b, c) the
+plan with the smallest *predicted time* from a calibrated :class:`Profile`.
+
+Column blocks are independent through all hops (S^k X[:, J] = S^k (X[:, J])), so each column block
+is carried through hops 1..K while S stays resident when it fits (moved to the device once), or is
+streamed block by block once per (hop, column block) when it does not.
+
+Memory model (bytes), n nodes, m stored entries, w = ⌈d / c⌉ columns per block:
+  vectors   = 16 n  (indptr int64, plus l and r in float32)
+  S part    = s_idx·m / b  (+ 4m/b with edge weights; + 12m/b explicit values on torch)
+  columns   = 2 · 4 n w  (the block's current hop and the next hop, float32)
+  out buf   = 4 · rows_b · w  (one edge block's output rows, converted to the output dtype)
+Predicted peak = measured baseline RSS + the sum, times a 1.05 allocator slack.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from gnnprep.errors import GnnprepError
+
+SLACK = 1.05
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Machine coefficients; ``gnnprep calibrate`` measures them, these defaults were measured on the
+    2-core CI-class machine (numba kernel, power-law graph, 2026-11-22)."""
+
+    device: str = "cpu"
+    # kernel seconds per stored nonzero, by column-block width (interpolated in between)
+    spmm_ns_per_nnz: dict = field(default_factory=lambda: {8: 24.0, 16: 48.0, 32: 64.0, 64: 75.0, 128: 86.0, 256: 170.0})
+    row_ns_per_col: float = 0.4        # self term, scaling, output write per row·column
+    read_bytes_per_s: float = 1.5e9    # HDF5 read (page cache warm-ish)
+    write_bytes_per_s: float = 1.0e9   # HDF5 write
+    copy_bytes_per_s: float = 1.0e10   # host<->device (CUDA) or memcpy
+    block_overhead_s: float = 0.002    # per (edge block, column block, hop) launch and bookkeeping
+    measured: str = "built-in defaults"
+
+    def spmm_seconds(self, nnz: int, rows: int, width: int) -> float:
+        table = sorted((int(k), float(v)) for k, v in self.spmm_ns_per_nnz.items())
+        if width <= table[0][0]:
+            ns = table[0][1] * width / table[0][0]
+        elif width >= table[-1][0]:
+            ns = table[-1][1] * width / table[-1][0]
+        else:
+            for (w0, t0), (w1, t1) in zip(table, table[1:]):
+                if w0 <= width <= w1:
+                    ns = t0 + (t1 - t0) * (width - w0) / (w1 - w0)
+                    break
+        return nnz * ns * 1e-9 + rows * width * self.row_ns_per_col * 1e-9
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1)
+
+    @staticmethod
+    def from_json(text: str) -> "Profile":
+        d = json.loads(text)
+        d["spmm_ns_per_nnz"] = {int(k): float(v) for k, v in d["spmm_ns_per_nnz"].items()}
+        return Profile(**d)
+
+
+def profile_path(device: str) -> Path:
+    base = Path(os.environ.get("GNNPREP_CONFIG") or Path.home() / ".config" / "gnnprep")
+    return base / f"profile-{device}.json"
+
+
+def load_profile(device: str) -> Profile:
+    p = profile_path(device)
+    if p.is_file():
+        try:
+            return Profile.from_json(p.read_text())
+        except (ValueError, TypeError, KeyError) as e:
+            raise GnnprepError(f"{p}: unreadable calibration profile ({e}); rerun gnnprep calibrate") from None
+    if device.startswith("cuda"):
+        return Profile(device="cuda", spmm_ns_per_nnz={8: 0.15, 32: 0.3, 128: 0.9, 256: 1.8}, row_ns_per_col=0.01,
+                       copy_bytes_per_s=2.0e10, block_overhead_s=0.0005)
+    return Profile()
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What is to be computed: sizes only, so plans can be made (and tested) without data."""
+
+    num_nodes: int
+    num_entries: int
+    num_features: int
+    hops: int
+    operators: int = 1
+    out_rows: int = 0            # rows stored per hop (n for --rows all)
+    index_bytes: int = 4
+    weighted: bool = False
+    out_itemsize: int = 4
+    in_itemsize: int = 4
+    device: str = "cpu"
+
+
+@dataclass(frozen=True)
+class Plan:
+    a: int                        # normalisation edge blocks
+    b: int                        # propagation edge blocks
+    c: int                        # column blocks
+    width: int                    # columns per column block (last one may be narrower)
+    s_resident: bool              # S held (on the device) for the whole run
+    device: str
+    budget: int
+    predicted_peak: int           # bytes above the baseline
+    predicted_seconds: float
+    baseline_rss: int = 0
+    source: str = "auto"          # auto | user
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _s_bytes(p: Problem) -> int:
+    per = p.index_bytes + (4 if p.weighted else 0) + (12 if p.device.startswith("cuda") else 0)
+    return per * p.num_entries
+
+
+def memory(p: Problem, b: int, c: int) -> int:
+    n, d = p.num_nodes, p.num_features
+    w = math.ceil(d / c) if d else 0
+    vectors = 16 * n
+    s_part = math.ceil(_s_bytes(p) / b) + (8 * math.ceil(n / b) if b > 1 else 0)
+    rows_b = math.ceil(max(p.out_rows, 1) / b)
+    cols = 2 * 4 * n * w
+    outbuf = 4 * rows_b * w
+    return int(SLACK * (vectors + s_part + cols + outbuf))
+
+
+def predict_seconds(p: Problem, prof: Profile, b: int, c: int) -> float:
+    n, m, d, K = p.num_nodes, p.num_entries, p.num_features, p.hops
+    w = math.ceil(d / c) if d else 0
+    widths = [w] * (d // w) + ([d % w] if d % w else []) if w else []
+    compute = p.operators * K * sum(prof.spmm_seconds(m, n, wj) for wj in widths)
+    s_reads = 1 if b == 1 else p.operators * K * len(widths)
+    stream = s_reads * _s_bytes(p) / prof.read_bytes_per_s
+    if p.device.startswith("cuda"):
+        stream += s_reads * _s_bytes(p) / prof.copy_bytes_per_s + p.operators * 2 * K * n * d * 4 / prof.copy_bytes_per_s
+    io = n * d * p.in_itemsize / prof.read_bytes_per_s
+    io += (p.operators * K + 1) * p.out_rows * d * p.out_itemsize / prof.write_bytes_per_s
+    overhead = p.operators * K * b * len(widths) * prof.block_overhead_s
+    return compute + stream + io + overhead
+
+
+def choose_plan(p: Problem, budget: int, prof: Profile, baseline_rss: int = 0,
+                blocks: tuple[int, int, int] | None = None) -> Plan:
+    """The feasible (a, b, c) with the least predicted time, or the user's counts checked."""
+    n, d = p.num_nodes, max(p.num_features, 1)
+    a = max(1, math.ceil((8 * n + _s_bytes(p)) / max(1, budget - 16 * n))) if budget > 16 * n else None
+
+    def make(b: int, c: int, source: str) -> Plan:
+        w = math.ceil(d / c)
+        aa = a if a is not None else b
+        return Plan(a=min(aa, max(1, n)), b=b, c=c, width=w, s_resident=(b == 1), device=p.device, budget=budget,
+                    predicted_peak=memory(p, b, c), predicted_seconds=round(predict_seconds(p, prof, b, c), 3),
+                    baseline_rss=baseline_rss, source=source)
+
+    if blocks is not None:
+        a_user, b, c = blocks
+        if min(blocks) < 1:
+            raise GnnprepError(f"--blocks {a_user},{b},{c}: counts must be positive integers")
+        b, c = min(b, max(1, n)), min(c, d)
+        plan = make(b, c, "user")
+        return Plan(**{**plan.to_dict(), "a": min(a_user, max(1, n))})
+    best = None
+    max_b = max(1, n)
+    for c in sorted({1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, d} | {math.ceil(d / w) for w in range(1, d + 1) if d % w == 0}):
+        if c > d:
+            continue
+        fixed = memory(p, 10**18, c)  # everything but S
+        if fixed >= budget:
+            continue
+        room = budget / SLACK - fixed / SLACK
+        b = max(1, math.ceil(_s_bytes(p) / max(1.0, room - 8 * n)))
+        if b > max_b:
+            continue
+        while b <= max_b and memory(p, b, c) > budget:
+            b = b * 2 if b < 64 else b + max(1, b // 4)
+        if b > max_b:
+            continue
+        plan = make(b, c, "auto")
+        if best is None or plan.predicted_seconds < best.predicted_seconds:
+            best = plan
+    if best is None:
+        need = memory(p, max_b, d)
+        raise GnnprepError(f"--memory-budget {budget / 2**20:.0f} MiB is too small for this graph: even one column "
+                           f"and row-sized edge blocks need about {need / 2**20:.0f} MiB")
+    return best

@@ -1,0 +1,536 @@
+"""Precompute hop features S^k X, k = 0..K, block-wise and within a memory budget.
+
+Maekawa et al. ("GNN Transformation Framework for Improving Efficiency and Scalability") show that
+GCN, JKNet and GPRGNN can be rewritten so that every graph multiplication touches only X; the
+products S^k X are then computed once, here. For each operator and each column block J
+(:mod:`gnnprep.plan`), X[:, J] is loaded once and carried through the hops:
+
+    H_0 = X[:, J];   H_k = S H_{k-1}   (rows r0..r1 of each edge block at a time)
+
+Every edge lies in exactly one edge block (contiguous row ranges of the CSR) and every column in
+exactly one column block, so nothing is dropped. Output row slices are written straight into the
+artifact (no per-block n-row accumulators) by a writer thread while the next block computes.
+Units (operator, column block, hop) are recorded as they finish; a rerun of the same command
+continues after the last finished unit (:class:`gnnprep.atomic.ResumableOutput`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import h5py
+import numpy as np
+
+from gnnprep import features as fa
+from gnnprep.atomic import ResumableOutput
+from gnnprep.errors import GnnprepError
+from gnnprep.meta import Timer, write_root_attrs
+from gnnprep.operators import Operator, make_operator
+from gnnprep.plan import Plan, Problem, choose_plan, load_profile
+from gnnprep.sizes import default_host_budget
+from gnnprep.sources.base import SPLIT_NAMES
+from gnnprep.store import GraphStore, feature_chunk_rows
+
+Progress = Callable[[str, int, int | None], None]
+
+
+def _noop(stage: str, done: int, total: int | None) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class PrecomputeConfig:
+    hops: int = 3
+    operators: tuple[str, ...] = ("sym",)
+    rows: str = "all"                      # all | labeled (the union of the splits)
+    dtype: str = "float32"                 # output dtype: float32 | float16
+    device: str = "auto"                   # auto | cpu | cuda
+    backend: str = "auto"                  # auto | numba | torch (torch on CPU tests the CUDA path)
+    memory_budget: int | None = None
+    blocks: tuple[int, int, int] | None = None   # (a, b, c) override
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
+class PrecomputeReport:
+    output: str
+    plan: dict
+    hops: int
+    operators: tuple[str, ...]
+    rows: int
+    dtype: str
+    hop_seconds: tuple[float, ...]
+    seconds: float
+    predicted_peak_bytes: int
+    measured_peak_bytes: int | None
+    baseline_rss_bytes: int
+    resumed_units: int
+    dry_run: bool = False
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+# -- memory measurement ----------------------------------------------------------------------------
+def _rss() -> int:
+    import psutil
+
+    return int(psutil.Process().memory_info().rss)
+
+
+def _reset_peak() -> bool:
+    """Reset the kernel's peak-RSS counter (Linux); False where unsupported."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _peak_rss() -> int | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+# -- devices and backends --------------------------------------------------------------------------
+def resolve_device(device: str) -> str:
+    if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
+        raise GnnprepError(f"--device {device!r}: expected auto, cpu or cuda")
+    if device == "cpu":
+        return "cpu"
+    try:
+        import torch
+    except ImportError:
+        if device == "auto":
+            return "cpu"
+        raise GnnprepError("--device cuda: torch is not installed") from None
+    if torch.cuda.is_available():
+        return "cuda" if device == "auto" else device
+    if device == "auto":
+        return "cpu"
+    raise GnnprepError(f"--device {device}: no CUDA device is available (torch.cuda.is_available() is False)")
+
+
+def default_budget(device: str) -> int:
+    if device.startswith("cuda"):
+        import torch
+
+        free, _ = torch.cuda.mem_get_info(torch.device(device))
+        return int(free * 0.9)
+    return default_host_budget()
+
+
+class _Graph:
+    """The CSR pattern (resident, or read per edge block) and the edge-block boundaries."""
+
+    def __init__(self, store: GraphStore, plan: Plan):
+        self.store = store
+        self.n = store.num_nodes
+        self.indptr = store.indptr()
+        self.weighted = "adj/weights" in store.f
+        m = int(self.indptr[-1])
+        targets = np.linspace(0, m + self.n, plan.b + 1)
+        cost = self.indptr + np.arange(self.n + 1)
+        bounds = np.searchsorted(cost, targets)
+        bounds[0], bounds[-1] = 0, self.n
+        self.row_bounds = np.unique(bounds)
+        self.resident = plan.s_resident
+        if self.resident:
+            self._indices = store.f["adj/indices"][:]
+            self._weights = store.f["adj/weights"][:] if self.weighted else None
+
+    def blocks(self):
+        for r0, r1 in zip(self.row_bounds[:-1], self.row_bounds[1:]):
+            yield int(r0), int(r1)
+
+    def block(self, r0: int, r1: int):
+        p0, p1 = int(self.indptr[r0]), int(self.indptr[r1])
+        if self.resident:
+            idx = self._indices[p0:p1]
+            w = self._weights[p0:p1] if self._weights is not None else None
+        else:
+            idx = self.store.f["adj/indices"][p0:p1]
+            w = self.store.f["adj/weights"][p0:p1] if self.weighted else None
+        return self.indptr[r0:r1 + 1], idx, w
+
+    def degree(self, a: int) -> np.ndarray:
+        """Row sums of A (edge counts, or weight sums) computed over ``a`` row blocks."""
+        if not self.weighted:
+            return np.diff(self.indptr).astype(np.float64)
+        deg = np.zeros(self.n)
+        for rows in np.array_split(np.arange(self.n), max(1, min(a, self.n))):
+            if len(rows):
+                r0, r1 = int(rows[0]), int(rows[-1]) + 1
+                p0, p1 = int(self.indptr[r0]), int(self.indptr[r1])
+                w = self.store.f["adj/weights"][p0:p1].astype(np.float64)
+                local = np.repeat(np.arange(r1 - r0), np.diff(self.indptr[r0:r1 + 1]))
+                deg[r0:r1] = np.bincount(local, weights=w, minlength=r1 - r0)
+        return deg
+
+
+class _NumbaBackend:
+    name = "numba"
+
+    def __init__(self, graph: _Graph, op: Operator, device: str):
+        from gnnprep import kernels
+
+        self.k = kernels
+        self.graph, self.op = graph, op
+
+    def prepare(self, cur: np.ndarray) -> np.ndarray:
+        return cur
+
+    def empty_like(self, cur):
+        return np.empty_like(cur)
+
+    def hop_block(self, r0, r1, cur, nxt):
+        ip, idx, w = self.graph.block(r0, r1)
+        self.k.spmm_rows_numba(ip, idx, w, r0, self.op.left, self.op.right, self.op.loop, cur, nxt[r0:r1])
+
+    def to_host(self, arr, rows):
+        return arr[rows] if not isinstance(rows, slice) else arr[rows]
+
+    def sync(self):
+        pass
+
+
+class _TorchBackend:
+    name = "torch"
+
+    def __init__(self, graph: _Graph, op: Operator, device: str):
+        import torch
+
+        from gnnprep.kernels import TorchBlock
+
+        self.torch, self.TorchBlock = torch, TorchBlock
+        self.graph, self.op, self.device = graph, op, torch.device(device)
+        self.cache: dict = {}
+
+    def _block(self, r0, r1):
+        if (r0, r1) in self.cache:
+            return self.cache[(r0, r1)]
+        ip, idx, w = self.graph.block(r0, r1)
+        blk = self.TorchBlock(ip, idx, w, r0, self.graph.n, self.op.left, self.op.right, self.op.loop, self.device)
+        if self.graph.resident:  # moved to the device once for the whole run
+            self.cache[(r0, r1)] = blk
+        return blk
+
+    def prepare(self, cur: np.ndarray):
+        t = self.torch.from_numpy(cur)
+        if self.device.type == "cuda":
+            t = t.pin_memory().to(self.device, non_blocking=True)
+        return t
+
+    def empty_like(self, cur):
+        return self.torch.empty_like(cur)
+
+    def hop_block(self, r0, r1, cur, nxt):
+        nxt[r0:r1] = self._block(r0, r1).matmul(cur)
+
+    def to_host(self, arr, rows):
+        sel = arr[rows] if isinstance(rows, slice) else arr[self.torch.from_numpy(rows).to(arr.device)]
+        return sel.to("cpu").numpy()
+
+    def sync(self):
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize(self.device)
+
+
+class _Writer:
+    """Writes (dataset, rows, columns, array) in a thread, overlapping the kernels.
+
+    ``put`` returns a sequence number; ``wait(seq)`` blocks until every write up to it is done.
+    """
+
+    def __init__(self, dtype):
+        self.dtype = np.dtype(dtype)
+        self.q: queue.Queue = queue.Queue(maxsize=8)
+        self.error: BaseException | None = None
+        self.cv = threading.Condition()
+        self.issued = 0
+        self.finished = 0
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        while True:
+            item = self.q.get()
+            if item is None:
+                return
+            try:
+                if self.error is None:
+                    ds, p0, p1, c0, c1, arr = item
+                    ds[p0:p1, c0:c1] = arr.astype(self.dtype, copy=False)
+            except BaseException as e:  # surfaced in the main thread by wait()
+                self.error = e
+            finally:
+                with self.cv:
+                    self.finished += 1
+                    self.cv.notify_all()
+
+    def put(self, *item) -> int:
+        if self.error is not None:
+            raise self.error
+        self.issued += 1
+        self.q.put(item)
+        return self.issued
+
+    def wait(self, seq: int | None = None):
+        seq = self.issued if seq is None else seq
+        with self.cv:
+            while self.finished < seq and self.error is None:
+                self.cv.wait()
+        if self.error is not None:
+            raise self.error
+
+    def close(self):
+        self.q.put(None)
+        self.t.join()
+
+
+def _select_rows(store: GraphStore, rows: str) -> np.ndarray | None:
+    """None for all rows, else the sorted union of the splits."""
+    if rows == "all":
+        return None
+    if rows != "labeled":
+        raise GnnprepError(f"--rows {rows!r}: expected all or labeled")
+    splits = store.splits()
+    if not splits:
+        raise GnnprepError(f"{store.path}: --rows labeled needs splits, and this graph store has none")
+    return np.unique(np.concatenate(list(splits.values()))).astype(np.int64)
+
+
+def _run_key(store: GraphStore, config: PrecomputeConfig) -> str:
+    parts = [store.fingerprint, config.hops, list(config.operators), config.rows, config.dtype]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
+
+
+def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeConfig = PrecomputeConfig(),
+               progress: Progress = _noop, command: str = "") -> PrecomputeReport:
+    t_start = time.perf_counter()
+    if config.hops < 0:
+        raise GnnprepError(f"--hops {config.hops}: expected a non-negative integer")
+    if config.dtype not in ("float32", "float16"):
+        raise GnnprepError(f"--dtype {config.dtype!r}: expected float32 or float16")
+    device = resolve_device(config.device)
+    backend = config.backend
+    if backend == "auto":
+        backend = "torch" if device.startswith("cuda") else "numba"
+    if backend == "numba" and device != "cpu":
+        raise GnnprepError("--backend numba runs on the CPU only")
+    with GraphStore(graph_path) as store:
+        feats = store.features
+        if feats is None:
+            raise GnnprepError(f"{store.path}: the graph store has no /nodes/features to propagate")
+        n, d = feats.shape
+        m = store.num_edges
+        out_rows = _select_rows(store, config.rows)
+        r = n if out_rows is None else len(out_rows)
+        budget = config.memory_budget or default_budget(device)
+        problem = Problem(num_nodes=n, num_entries=m, num_features=d, hops=config.hops,
+                          operators=len(config.operators), out_rows=r,
+                          index_bytes=store.f["adj/indices"].dtype.itemsize, weighted="adj/weights" in store.f,
+                          out_itemsize=np.dtype(config.dtype).itemsize, in_itemsize=feats.dtype.itemsize,
+                          device=device if backend == "torch" else "cpu")
+        if backend == "numba":
+            from gnnprep.kernels import warm_up
+
+            warm_up()
+        baseline = _rss()
+        plan = choose_plan(problem, budget, load_profile(device), baseline, config.blocks)
+        if config.dry_run:
+            return PrecomputeReport(str(output), plan.to_dict(), config.hops, tuple(config.operators), r, config.dtype,
+                                    (), 0.0, plan.predicted_peak, None, baseline, 0, dry_run=True)
+        for name in config.operators:  # refuse before anything is written
+            make_operator(name, np.zeros(1), store.symmetric)
+        peak_ok = _reset_peak()
+        baseline = _rss()
+        out = ResumableOutput(output, _run_key(store, config))
+        try:
+            report = _run(store, out, config, plan, out_rows, device, backend, progress, command, t_start, baseline)
+        except GnnprepError:
+            out.close(keep=bool(out.done))  # nothing worth resuming: leave no trace
+            raise
+        except BaseException:
+            out.close(keep=True)  # crash or interrupt: keep the partial output for a rerun to resume
+            raise
+        measured = (_peak_rss() - baseline) if peak_ok and _peak_rss() else None
+        return dataclasses.replace(report, measured_peak_bytes=measured)
+
+
+def _column_blocks(d: int, width: int) -> list[tuple[int, int]]:
+    return [(c0, min(d, c0 + width)) for c0 in range(0, d, width)]
+
+
+def _create_layout(f: h5py.File, store: GraphStore, config: PrecomputeConfig, plan: Plan, out_rows, n, d, r):
+    f.create_dataset("rows", data=(np.arange(n) if out_rows is None else out_rows).astype(
+        np.int32 if n < 2**31 else np.int64))
+    chunk_rows = min(max(r, 1), feature_chunk_rows(plan.width, np.dtype(config.dtype).itemsize))
+    chunks = (chunk_rows, plan.width)
+    hops = f.create_group("hops")
+    channels = f.create_group("channels")
+    first = config.operators[0]
+    for op in config.operators:
+        g = channels.create_group(op)
+        for k in range(config.hops + 1):
+            if k == 0 and op != first:
+                continue
+            fa.create_early(g, str(k), (r, d), config.dtype, chunks)
+    for op in config.operators[1:]:
+        channels[op]["0"] = channels[first]["0"]  # hard link: hop 0 is X for every operator
+    for k in range(config.hops + 1):
+        hops[str(k)] = channels[first][str(k)]
+    labels = store.labels()
+    if labels is not None:
+        f.create_dataset("labels", data=labels if out_rows is None else labels[out_rows])
+    sp = f.create_group("splits")
+    for name, ids in store.splits().items():
+        sp.create_dataset(name, data=ids)
+
+
+def _run(store, out: ResumableOutput, config, plan, out_rows, device, backend, progress, command, t_start, baseline):
+    feats = store.features
+    n, d = feats.shape
+    r = n if out_rows is None else len(out_rows)
+    timer = Timer()
+    f = h5py.File(out.partial, "r+" if out.resumed else "w")
+    try:
+        if not out.resumed:
+            _create_layout(f, store, config, plan, out_rows, n, d, r)
+            f.flush()
+        else:
+            plan = Plan(**{**plan.to_dict(), **json.loads(out.state.get("plan", "{}"))}) if out.state.get("plan") else plan
+        out.state["plan"] = json.dumps({k: plan.to_dict()[k] for k in ("a", "b", "c", "width")})
+        done = set(out.done)
+        graph = _Graph(store, plan)
+        with timer("normalise"):
+            deg = graph.degree(plan.a)
+            ops = {name: make_operator(name, deg, store.symmetric) for name in config.operators}
+        blocks = list(graph.blocks())
+        cols = _column_blocks(d, plan.width)
+        hop_seconds = [0.0] * (config.hops + 1)
+        writer = _Writer(config.dtype)
+        units_total = len(cols) * (1 + config.hops * len(config.operators))
+        units_done = len(done)
+        progress("units", units_done, units_total)
+        if out_rows is None:
+            row_parts = [(r0, r1, slice(r0, r1), r0, r1) for r0, r1 in blocks]
+        else:
+            row_parts = []
+            for r0, r1 in blocks:
+                p0, p1 = np.searchsorted(out_rows, [r0, r1])
+                row_parts.append((r0, r1, out_rows[p0:p1], int(p0), int(p1)))
+        try:
+            for j, (c0, c1) in enumerate(cols):
+                x_block = None
+
+                def load_x():
+                    t0 = time.perf_counter()
+                    xb = np.empty((n, c1 - c0), dtype=np.float32)
+                    step = max(1, (64 << 20) // max(1, (c1 - c0) * 4))
+                    for s in range(0, n, step):
+                        xb[s:s + step] = feats[s:s + step, c0:c1]
+                    if not np.isfinite(xb).all():
+                        raise GnnprepError(f"{store.path}: /nodes/features has non-finite values in columns {c0}..{c1 - 1}")
+                    hop_seconds[0] += time.perf_counter() - t0
+                    return xb
+
+                if ("x", j, 0) not in done:
+                    x_block = load_x()
+                    t0 = time.perf_counter()
+                    ds0 = f[f"hops/0"]
+                    for _, _, rows, p0, p1 in row_parts:
+                        if p1 > p0:
+                            writer.put(ds0, p0, p1, c0, c1, x_block[rows])
+                    writer.wait()
+                    out.mark(("x", j, 0), f)
+                    units_done += 1
+                    progress("units", units_done, units_total)
+                    hop_seconds[0] += time.perf_counter() - t0
+                for name in config.operators:
+                    todo = [k for k in range(1, config.hops + 1) if (name, j, k) not in done]
+                    if not todo:
+                        continue
+                    k_from = todo[0]
+                    be = (_TorchBackend if backend == "torch" else _NumbaBackend)(graph, ops[name], device)
+                    if k_from > 1 and out_rows is None:
+                        # resume: the last finished hop of this block is in the artifact
+                        src = np.empty((n, c1 - c0), dtype=np.float32)
+                        src[:] = f[f"channels/{name}/{k_from - 1}"][:, c0:c1]
+                        start_k = k_from
+                    else:
+                        src = x_block if x_block is not None else load_x()
+                        start_k = 1
+                    cur = be.prepare(src)
+                    x_block = None  # its buffer is reused for later hops; reload X for the next operator
+                    nxt = be.empty_like(cur)
+                    pending = None  # (unit, last write seq) of the previous hop, still being written
+                    for k in range(start_k, config.hops + 1):
+                        t0 = time.perf_counter()
+                        ds = f[f"channels/{name}/{k}"]
+                        write = (name, j, k) not in done
+                        seq = writer.issued
+                        for r0, r1, rows, p0, p1 in row_parts:
+                            be.hop_block(r0, r1, cur, nxt)
+                            if write and p1 > p0:
+                                be.sync()
+                                seq = writer.put(ds, p0, p1, c0, c1, be.to_host(nxt, rows))
+                        be.sync()
+                        if pending is not None:
+                            # hop k-1's rows are on disk before its unit is marked and before its
+                            # buffer (cur) is overwritten by hop k+1; hop k's writes overlap hop k+1
+                            writer.wait(pending[1])
+                            out.mark(pending[0], f)
+                            units_done += 1
+                            progress("units", units_done, units_total)
+                        pending = ((name, j, k), seq) if write else None
+                        if not write:
+                            writer.wait(seq)
+                        hop_seconds[k] += time.perf_counter() - t0
+                        cur, nxt = nxt, cur
+                    writer.wait()
+                    if pending is not None:
+                        out.mark(pending[0], f)
+                        units_done += 1
+                        progress("units", units_done, units_total)
+                    del cur, nxt
+        finally:
+            writer.close()
+        f.attrs["_resumed"] = out.resumed
+        provenance = {
+            "command": command or "precompute",
+            "parameters": {**dataclasses.asdict(config), "device": device, "backend": backend},
+            "inputs": [{"path": str(Path(store.path).absolute()), "graph_fingerprint": store.fingerprint}],
+            "plan": plan.to_dict(),
+            "timings": {**timer.timings, "hop_seconds": [round(s, 4) for s in hop_seconds]},
+        }
+        write_root_attrs(f, fa.FORMAT, fa.FORMAT_VERSION, provenance,
+                         hops=config.hops, operator=config.operators[0], operators=json.dumps(list(config.operators)),
+                         plan=json.dumps(plan.to_dict()), graph_fingerprint=store.fingerprint,
+                         num_classes=int(store.attrs.get("num_classes", 0)), rows=config.rows, dtype=config.dtype,
+                         num_nodes=n, num_features=d)
+        del f.attrs["_resumed"]
+    finally:
+        f.close()
+    out.commit()
+    return PrecomputeReport(
+        output=str(out.path), plan=plan.to_dict(), hops=config.hops, operators=tuple(config.operators), rows=r,
+        dtype=config.dtype, hop_seconds=tuple(round(s, 4) for s in hop_seconds),
+        seconds=round(time.perf_counter() - t_start, 3), predicted_peak_bytes=plan.predicted_peak,
+        measured_peak_bytes=None, baseline_rss_bytes=baseline, resumed_units=len(done))

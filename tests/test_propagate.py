@@ -1,0 +1,139 @@
+"""Precompute equals a float64 scipy reference for every operator and block plan."""
+
+import h5py
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from gnnprep.features import FeatureStore
+from gnnprep.ingest import IngestConfig, ingest
+from gnnprep.operators import OPERATORS, make_operator
+from gnnprep.propagate import PrecomputeConfig, precompute
+from gnnprep.sources import SourceOptions
+from helpers import random_edges
+
+
+def make_store(tmp_path, rng, n=90, m=400, d=7, directed=False, splits=True, name="g.h5"):
+    src, dst = random_edges(rng, n, m, self_loops=4, duplicates=15, isolated=4)
+    np.save(tmp_path / "e.npy", np.stack([src, dst]))
+    x = rng.standard_normal((n, d)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", rng.integers(0, 3, n))
+    opts = dict(num_nodes=n, features=str(tmp_path / "x.npy"), labels=str(tmp_path / "y.npy"))
+    if splits:
+        (tmp_path / "splits").mkdir(exist_ok=True)
+        np.save(tmp_path / "splits" / "train.npy", np.arange(0, n, 3))
+        np.save(tmp_path / "splits" / "test.npy", np.arange(1, n, 7))
+        opts["splits"] = str(tmp_path / "splits")
+    ingest(str(tmp_path / "e.npy"), tmp_path / name, IngestConfig(directed=directed, source=SourceOptions(**opts)))
+    return tmp_path / name, src, dst, x
+
+
+def reference_hops(src, dst, x, n, op_name, hops, directed=False):
+    """S^k X in float64 from a dense construction straight from the definition."""
+    a = np.zeros((n, n))
+    a[dst, src] = 1.0
+    if not directed:
+        a = np.maximum(a, a.T)
+    np.fill_diagonal(a, 0.0)
+    deg = a.sum(1)
+    if op_name == "sym":
+        dt = deg + 1
+        s = (a + np.eye(n)) / np.sqrt(dt)[:, None] / np.sqrt(dt)[None, :]
+    elif op_name == "rw":
+        s = (a + np.eye(n)) / (deg + 1)[:, None]
+    else:
+        inv = np.where(deg > 0, 1 / np.sqrt(np.where(deg > 0, deg, 1)), 0.0)
+        s = inv[:, None] * a * inv[None, :]
+    out = [x.astype(np.float64)]
+    for _ in range(hops):
+        out.append(s @ out[-1])
+    return out
+
+
+def assert_close(got, ref, rtol=1e-5):
+    np.testing.assert_allclose(got, ref, rtol=rtol, atol=rtol * max(1.0, np.abs(ref).max()))
+
+
+GRID = [(1, 1, 1), (1, 2, 3), (2, 3, 2), (3, 7, 7), (1, 1, 4), (5, 200, 1), (200, 500, 9)]  # b, c beyond rows/cols
+
+
+@pytest.mark.parametrize("blocks", GRID)
+@pytest.mark.parametrize("backend", ["numba", "torch"])
+def test_all_operators_match_reference_for_block_grid(tmp_path, rng, blocks, backend):
+    n, d, K = 90, 7, 3
+    path, src, dst, x = make_store(tmp_path, rng, n=n, d=d)
+    out = tmp_path / "f.h5"
+    cfg = PrecomputeConfig(hops=K, operators=OPERATORS, blocks=blocks, backend=backend, device="cpu")
+    report = precompute(path, out, cfg)
+    assert report.plan["b"] == min(blocks[1], n) and report.plan["c"] == min(blocks[2], d)
+    with FeatureStore(out) as fs:
+        np.testing.assert_array_equal(fs.rows, np.arange(n))
+        for op in OPERATORS:
+            ref = reference_hops(src, dst, x, n, op, K)
+            for k in range(K + 1):
+                assert_close(fs.hop(k, op)[:], ref[k])
+        for k in range(K + 1):
+            np.testing.assert_array_equal(fs.hop(k)[:], fs.hop(k, "sym")[:])
+
+
+def test_rw_on_directed_store_and_sym_refused(tmp_path, rng):
+    n, K = 60, 2
+    path, src, dst, x = make_store(tmp_path, rng, n=n, d=5, directed=True)
+    precompute(path, tmp_path / "f.h5", PrecomputeConfig(hops=K, operators=("rw",), device="cpu"))
+    ref = reference_hops(src, dst, x, n, "rw", K, directed=True)
+    with FeatureStore(tmp_path / "f.h5") as fs:
+        for k in range(K + 1):
+            assert_close(fs.hop(k)[:], ref[k])
+    from gnnprep.errors import GnnprepError
+
+    with pytest.raises(GnnprepError, match="needs a symmetric graph store"):
+        precompute(path, tmp_path / "bad.h5", PrecomputeConfig(hops=K, operators=("sym",), device="cpu"))
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("bad.h5")]
+
+
+def test_rows_labeled_and_float16(tmp_path, rng):
+    n, K = 90, 3
+    path, src, dst, x = make_store(tmp_path, rng, n=n, d=6)
+    precompute(path, tmp_path / "all.h5", PrecomputeConfig(hops=K, device="cpu"))
+    precompute(path, tmp_path / "lab.h5", PrecomputeConfig(hops=K, rows="labeled", device="cpu", blocks=(1, 4, 2)))
+    precompute(path, tmp_path / "half.h5", PrecomputeConfig(hops=K, dtype="float16", device="cpu"))
+    want = np.union1d(np.arange(0, n, 3), np.arange(1, n, 7))
+    with FeatureStore(tmp_path / "all.h5") as a, FeatureStore(tmp_path / "lab.h5") as b, \
+            FeatureStore(tmp_path / "half.h5") as h:
+        np.testing.assert_array_equal(b.rows, want)
+        np.testing.assert_array_equal(b.f["labels"][:], a.f["labels"][:][want])
+        for k in range(K + 1):
+            np.testing.assert_allclose(b.hop(k)[:], a.hop(k)[:][want], rtol=1e-6, atol=1e-6)
+            assert h.hop(k).dtype == np.float16
+            assert_close(h.hop(k)[:].astype(np.float32), a.hop(k)[:], rtol=1e-3)
+        np.testing.assert_array_equal(b.f["splits/train"][:], np.arange(0, n, 3))
+
+
+def test_weighted_store_matches_reference(tmp_path, rng):
+    n, K = 50, 2
+    path, src, dst, x = make_store(tmp_path, rng, n=n, d=4, splits=False)
+    with h5py.File(path, "r+") as f:
+        m = f["adj/indices"].shape[0]
+        w = rng.random(m).astype(np.float32) + 0.5
+        ip, ix = f["adj/indptr"][:], f["adj/indices"][:]
+        a = sp.csr_matrix((w, ix, ip), shape=(n, n))
+        a = (a + a.T) / 2  # keep it symmetric
+        a.sort_indices()
+        np.testing.assert_array_equal(a.indices, ix)
+        f["adj/weights"] = a.data.astype(np.float32)
+    dense = a.toarray().astype(np.float64)
+    deg = dense.sum(1)
+    s = (dense + np.eye(n)) / np.sqrt(deg + 1)[:, None] / np.sqrt(deg + 1)[None, :]
+    for backend in ("numba", "torch"):
+        out = tmp_path / f"{backend}.h5"
+        precompute(path, out, PrecomputeConfig(hops=K, backend=backend, device="cpu", blocks=(2, 3, 2)))
+        with FeatureStore(out) as fs:
+            assert_close(fs.hop(2)[:], s @ (s @ x.astype(np.float64)))
+
+
+def test_operator_scalings_definition():
+    deg = np.array([0.0, 1.0, 3.0])
+    op = make_operator("sym-noloop", deg, True)
+    np.testing.assert_array_equal(op.left, [0.0, 1.0, np.float32(3 ** -0.5)])
+    assert make_operator("sym", deg, True).loop == 1.0
