@@ -28,6 +28,20 @@ def _graph_lines(d: dict) -> list[str]:
     return lines
 
 
+def _features_lines(d: dict) -> list[str]:
+    p = d["plan"]
+    splits = ", ".join(f"{k} {v:,}" for k, v in d["splits"].items()) or "none"
+    return [
+        f"{d['file']}: gnnprep features (format version {d['format_version']})",
+        f"  hops           0..{d['hops']} of {', '.join(d['operators'])}",
+        f"  rows           {d['rows']:,} ({d['row_selection']}) x {d['num_features']} features, {d['dtype']}",
+        f"  classes        {d['num_classes']}; splits {splits}",
+        f"  plan           a={p['a']} b={p['b']} c={p['c']} on {p['device']}, hop seconds "
+        + ", ".join(f"{s:.2f}" for s in (d['hop_seconds'] or [])),
+        f"  size on disk   {size(d['size_bytes'])}",
+    ]
+
+
 @click.command()
 @click.argument("file", type=click.Path(dir_okay=True))
 @json_option
@@ -36,6 +50,8 @@ def info(file, as_json):
     d = describe(file)
     if d["format"] == "gnnprep.graph":
         lines = _graph_lines(d)
+    elif d["format"] == "gnnprep.features":
+        lines = _features_lines(d)
     else:
         lines = [f"{d['file']}: {d['format']} (format version {d['format_version']}), {size(d['size_bytes'])}"]
     emit(as_json, d, lines)

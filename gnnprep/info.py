@@ -28,6 +28,8 @@ def describe(path: str | Path) -> dict:
         fmt = _attr(f.attrs["format"])
     if fmt == "gnnprep.graph":
         return describe_graph(path)
+    if fmt == "gnnprep.features":
+        return describe_features(path)
     with open_artifact(path) as f:  # later stages extend this with their own describers
         return {"file": str(path), "format": fmt, "format_version": _attr(f.attrs.get("format_version")),
                 "size_bytes": path.stat().st_size}
@@ -78,3 +80,30 @@ def describe_graph(path: Path, block: int = 1 << 22) -> dict:
 
 def to_json(d: dict) -> str:
     return json.dumps(d, sort_keys=False)
+
+
+def describe_features(path: Path) -> dict:
+    from gnnprep.features import FeatureStore
+
+    with FeatureStore(path) as fs:
+        f = fs.f
+        h0 = f["hops/0"]
+        prov = json.loads(f.attrs["provenance"])
+        return {
+            "file": str(path),
+            "format": "gnnprep.features",
+            "format_version": int(f.attrs["format_version"]),
+            "hops": fs.hops,
+            "operators": fs.operators(),
+            "rows": int(h0.shape[0]),
+            "row_selection": _attr(f.attrs.get("rows")),
+            "num_features": int(h0.shape[1]),
+            "dtype": str(h0.dtype),
+            "num_classes": int(f.attrs.get("num_classes", 0)),
+            "splits": {k: int(len(f["splits"][k])) for k in SPLIT_NAMES if "splits" in f and k in f["splits"]},
+            "plan": fs.plan(),
+            "hop_seconds": prov.get("timings", {}).get("hop_seconds"),
+            "graph_fingerprint": _attr(f.attrs.get("graph_fingerprint")),
+            "size_bytes": path.stat().st_size,
+            "created_utc": _attr(f.attrs.get("created_utc")),
+        }

@@ -424,6 +424,9 @@ def _run(store, out: ResumableOutput, config, plan, out_rows, device, backend, p
             ops = {name: make_operator(name, deg, store.symmetric) for name in config.operators}
         blocks = list(graph.blocks())
         cols = _column_blocks(d, plan.width)
+        # one backend per operator for the whole run: a resident S is built (and moved) once
+        backends = {name: (_TorchBackend if backend == "torch" else _NumbaBackend)(graph, ops[name], device)
+                    for name in config.operators}
         hop_seconds = [0.0] * (config.hops + 1)
         writer = _Writer(config.dtype)
         units_total = len(cols) * (1 + config.hops * len(config.operators))
@@ -468,7 +471,7 @@ def _run(store, out: ResumableOutput, config, plan, out_rows, device, backend, p
                     if not todo:
                         continue
                     k_from = todo[0]
-                    be = (_TorchBackend if backend == "torch" else _NumbaBackend)(graph, ops[name], device)
+                    be = backends[name]
                     if k_from > 1 and out_rows is None:
                         # resume: the last finished hop of this block is in the artifact
                         src = np.empty((n, c1 - c0), dtype=np.float32)

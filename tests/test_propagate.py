@@ -55,16 +55,28 @@ def assert_close(got, ref, rtol=1e-5):
     np.testing.assert_allclose(got, ref, rtol=rtol, atol=rtol * max(1.0, np.abs(ref).max()))
 
 
+def _has_cuda():
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+BACKENDS = ["numba", "torch", pytest.param("cuda", marks=pytest.mark.skipif(not _has_cuda(), reason="no CUDA device here; run on the lent GPU machine"))]
 GRID = [(1, 1, 1), (1, 2, 3), (2, 3, 2), (3, 7, 7), (1, 1, 4), (5, 200, 1), (200, 500, 9)]  # b, c beyond rows/cols
 
 
 @pytest.mark.parametrize("blocks", GRID)
-@pytest.mark.parametrize("backend", ["numba", "torch"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_all_operators_match_reference_for_block_grid(tmp_path, rng, blocks, backend):
     n, d, K = 90, 7, 3
     path, src, dst, x = make_store(tmp_path, rng, n=n, d=d)
     out = tmp_path / "f.h5"
-    cfg = PrecomputeConfig(hops=K, operators=OPERATORS, blocks=blocks, backend=backend, device="cpu")
+    device = "cuda" if backend == "cuda" else "cpu"
+    cfg = PrecomputeConfig(hops=K, operators=OPERATORS, blocks=blocks, backend="torch" if backend == "cuda" else backend,
+                           device=device)
     report = precompute(path, out, cfg)
     assert report.plan["b"] == min(blocks[1], n) and report.plan["c"] == min(blocks[2], d)
     with FeatureStore(out) as fs:
