@@ -46,6 +46,7 @@ def main() -> None:
     cli.main(prog_name="gnnprep")
 
 
+from .calibrate import calibrate  # noqa: E402
 from .info import info  # noqa: E402
 from .ingest import ingest  # noqa: E402
 from .precompute import precompute  # noqa: E402
@@ -53,3 +54,4 @@ from .precompute import precompute  # noqa: E402
 cli.add_command(ingest)
 cli.add_command(info)
 cli.add_command(precompute)
+cli.add_command(calibrate)

@@ -439,49 +439,51 @@ def _run(store, out: ResumableOutput, config, plan, out_rows, device, backend, p
             for r0, r1 in blocks:
                 p0, p1 = np.searchsorted(out_rows, [r0, r1])
                 row_parts.append((r0, r1, out_rows[p0:p1], int(p0), int(p1)))
+        def load_x(c0: int, c1: int) -> np.ndarray:
+            t0 = time.perf_counter()
+            xb = np.empty((n, c1 - c0), dtype=np.float32)
+            step = max(1, (64 << 20) // max(1, (c1 - c0) * 4))
+            for s in range(0, n, step):
+                xb[s:s + step] = feats[s:s + step, c0:c1]
+            if not np.isfinite(xb).all():
+                raise GnnprepError(f"{store.path}: /nodes/features has non-finite values in columns {c0}..{c1 - 1}")
+            hop_seconds[0] += time.perf_counter() - t0
+            return xb
+
+        def mark(unit):
+            nonlocal units_done
+            out.mark(unit, f)
+            units_done += 1
+            progress("units", units_done, units_total)
+
         try:
-            for j, (c0, c1) in enumerate(cols):
-                x_block = None
-
-                def load_x():
-                    t0 = time.perf_counter()
-                    xb = np.empty((n, c1 - c0), dtype=np.float32)
-                    step = max(1, (64 << 20) // max(1, (c1 - c0) * 4))
-                    for s in range(0, n, step):
-                        xb[s:s + step] = feats[s:s + step, c0:c1]
-                    if not np.isfinite(xb).all():
-                        raise GnnprepError(f"{store.path}: /nodes/features has non-finite values in columns {c0}..{c1 - 1}")
-                    hop_seconds[0] += time.perf_counter() - t0
-                    return xb
-
-                if ("x", j, 0) not in done:
-                    x_block = load_x()
-                    t0 = time.perf_counter()
-                    ds0 = f[f"hops/0"]
-                    for _, _, rows, p0, p1 in row_parts:
-                        if p1 > p0:
-                            writer.put(ds0, p0, p1, c0, c1, x_block[rows])
-                    writer.wait()
-                    out.mark(("x", j, 0), f)
-                    units_done += 1
-                    progress("units", units_done, units_total)
-                    hop_seconds[0] += time.perf_counter() - t0
-                for name in config.operators:
+            for name in config.operators:  # operator-outer: a resident S is built once per operator
+                be = backends.pop(name)
+                for j, (c0, c1) in enumerate(cols):
+                    x_block = None
+                    if ("x", j, 0) not in done:
+                        x_block = load_x(c0, c1)
+                        t0 = time.perf_counter()
+                        for _, _, rows, p0, p1 in row_parts:
+                            if p1 > p0:
+                                writer.put(f["hops/0"], p0, p1, c0, c1, x_block[rows])
+                        writer.wait()
+                        mark(("x", j, 0))
+                        done.add(("x", j, 0))
+                        hop_seconds[0] += time.perf_counter() - t0
                     todo = [k for k in range(1, config.hops + 1) if (name, j, k) not in done]
                     if not todo:
                         continue
-                    k_from = todo[0]
-                    be = backends[name]
-                    if k_from > 1 and out_rows is None:
+                    if todo[0] > 1 and out_rows is None:
                         # resume: the last finished hop of this block is in the artifact
                         src = np.empty((n, c1 - c0), dtype=np.float32)
-                        src[:] = f[f"channels/{name}/{k_from - 1}"][:, c0:c1]
-                        start_k = k_from
+                        src[:] = f[f"channels/{name}/{todo[0] - 1}"][:, c0:c1]
+                        start_k = todo[0]
                     else:
-                        src = x_block if x_block is not None else load_x()
+                        src = x_block if x_block is not None else load_x(c0, c1)
                         start_k = 1
                     cur = be.prepare(src)
-                    x_block = None  # its buffer is reused for later hops; reload X for the next operator
+                    del src, x_block  # cur's buffer is reused for later hops
                     nxt = be.empty_like(cur)
                     pending = None  # (unit, last write seq) of the previous hop, still being written
                     for k in range(start_k, config.hops + 1):
@@ -499,9 +501,7 @@ def _run(store, out: ResumableOutput, config, plan, out_rows, device, backend, p
                             # hop k-1's rows are on disk before its unit is marked and before its
                             # buffer (cur) is overwritten by hop k+1; hop k's writes overlap hop k+1
                             writer.wait(pending[1])
-                            out.mark(pending[0], f)
-                            units_done += 1
-                            progress("units", units_done, units_total)
+                            mark(pending[0])
                         pending = ((name, j, k), seq) if write else None
                         if not write:
                             writer.wait(seq)
@@ -509,10 +509,9 @@ def _run(store, out: ResumableOutput, config, plan, out_rows, device, backend, p
                         cur, nxt = nxt, cur
                     writer.wait()
                     if pending is not None:
-                        out.mark(pending[0], f)
-                        units_done += 1
-                        progress("units", units_done, units_total)
+                        mark(pending[0])
                     del cur, nxt
+                del be
         finally:
             writer.close()
         f.attrs["_resumed"] = out.resumed
