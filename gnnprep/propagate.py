@@ -35,7 +35,7 @@ from gnnprep.atomic import ResumableOutput
 from gnnprep.errors import GnnprepError
 from gnnprep.meta import Timer, write_root_attrs
 from gnnprep.operators import Operator, make_operator
-from gnnprep.plan import Plan, Problem, choose_plan, load_profile
+from gnnprep.plan import Plan, Problem, choose_plan, load_profile, with_reorder
 from gnnprep.sizes import default_host_budget
 from gnnprep.sources.base import SPLIT_NAMES
 from gnnprep.store import GraphStore, feature_chunk_rows
@@ -57,6 +57,7 @@ class PrecomputeConfig:
     backend: str = "auto"                  # auto | numba | torch (torch on CPU tests the CUDA path)
     memory_budget: int | None = None
     blocks: tuple[int, int, int] | None = None   # (a, b, c) override
+    reorder: str = "auto"                  # auto | none | bfs (compute in breadth-first node order)
     dry_run: bool = False
 
 
@@ -136,6 +137,15 @@ def default_budget(device: str) -> int:
     return default_host_budget()
 
 
+def _balanced(indptr: np.ndarray, b: int) -> np.ndarray:
+    """Row boundaries of b contiguous edge blocks with about equal nnz + rows each."""
+    n = len(indptr) - 1
+    cost = indptr + np.arange(n + 1)
+    bounds = np.searchsorted(cost, np.linspace(0, cost[-1], b + 1))
+    bounds[0], bounds[-1] = 0, n
+    return np.unique(bounds)
+
+
 class _Graph:
     """The CSR pattern (resident, or read per edge block) and the edge-block boundaries."""
 
@@ -144,16 +154,18 @@ class _Graph:
         self.n = store.num_nodes
         self.indptr = store.indptr()
         self.weighted = "adj/weights" in store.f
-        m = int(self.indptr[-1])
-        targets = np.linspace(0, m + self.n, plan.b + 1)
-        cost = self.indptr + np.arange(self.n + 1)
-        bounds = np.searchsorted(cost, targets)
-        bounds[0], bounds[-1] = 0, self.n
-        self.row_bounds = np.unique(bounds)
+        self.row_bounds = _balanced(self.indptr, plan.b)
         self.resident = plan.s_resident
+        self.order = self.inv = None
         if self.resident:
             self._indices = store.f["adj/indices"][:]
             self._weights = store.f["adj/weights"][:] if self.weighted else None
+            if plan.reorder:
+                from gnnprep.reorder import bfs_order, permute_csr
+
+                self.order = bfs_order(self.indptr, self._indices)
+                self.indptr, self._indices, self.inv = permute_csr(self.indptr, self._indices, self.order)
+                self.row_bounds = _balanced(self.indptr, plan.b)
 
     def blocks(self):
         for r0, r1 in zip(self.row_bounds[:-1], self.row_bounds[1:]):
@@ -194,6 +206,8 @@ class _NumbaBackend:
         self.graph, self.op = graph, op
 
     def prepare(self, cur: np.ndarray) -> np.ndarray:
+        if self.graph.order is not None:
+            return np.take(cur, self.graph.order, axis=0)  # rows in the computation's order
         return cur
 
     def empty_like(self, cur):
@@ -276,6 +290,8 @@ class _Writer:
             try:
                 if self.error is None:
                     ds, p0, p1, c0, c1, arr = item
+                    if callable(arr):  # a gather to run here, off the compute thread
+                        arr = arr()
                     ds[p0:p1, c0:c1] = arr.astype(self.dtype, copy=False)
             except BaseException as e:  # surfaced in the main thread by wait()
                 self.error = e
@@ -316,6 +332,22 @@ def _select_rows(store: GraphStore, rows: str) -> np.ndarray | None:
     return np.unique(np.concatenate(list(splits.values()))).astype(np.int64)
 
 
+def _sampled_locality(store: GraphStore, windows: int = 64, width: int = 2048) -> float:
+    """Mean |u - v| / n over evenly spaced windows of stored entries: about 1/3 when ids are
+    arbitrary, small when neighbours already have nearby ids."""
+    n, m = store.num_nodes, store.num_edges
+    if m == 0 or n < 2:
+        return 0.0
+    ip = store.indptr()
+    total, count = 0.0, 0
+    for start in np.linspace(0, max(0, m - width), min(windows, max(1, m // width))).astype(np.int64):
+        cols = store.f["adj/indices"][start:start + width].astype(np.int64)
+        rows = np.searchsorted(ip, np.arange(start, start + len(cols)), side="right") - 1
+        total += float(np.abs(cols - rows).sum())
+        count += len(cols)
+    return total / count / n
+
+
 def _run_key(store: GraphStore, config: PrecomputeConfig) -> str:
     parts = [store.fingerprint, config.hops, list(config.operators), config.rows, config.dtype]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
@@ -353,7 +385,12 @@ def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeCon
 
             warm_up()
         baseline = _rss()
-        plan = choose_plan(problem, budget, load_profile(device), baseline, config.blocks)
+        profile = load_profile(device)
+        plan = choose_plan(problem, budget, profile, baseline, config.blocks)
+        if config.reorder not in ("auto", "none", "bfs"):
+            raise GnnprepError(f"--reorder {config.reorder!r}: expected auto, none or bfs")
+        if backend == "numba":
+            plan = with_reorder(plan, problem, profile, _sampled_locality(store), config.reorder)
         if config.dry_run:
             return PrecomputeReport(str(output), plan.to_dict(), config.hops, tuple(config.operators), r, config.dtype,
                                     (), 0.0, plan.predicted_peak, None, baseline, 0, dry_run=True)
@@ -439,6 +476,15 @@ def _run(store, out: ResumableOutput, config, plan, out_rows, device, backend, p
             for r0, r1 in blocks:
                 p0, p1 = np.searchsorted(out_rows, [r0, r1])
                 row_parts.append((r0, r1, out_rows[p0:p1], int(p0), int(p1)))
+        # with reordering, output rows (original order) are gathered after the whole hop
+        write_parts = None
+        if graph.inv is not None:
+            ids = np.arange(n) if out_rows is None else out_rows
+            step = max(1, (32 << 20) // max(1, 4 * plan.width))
+            write_parts = [(p0, min(r, p0 + step), graph.inv[ids[p0:p0 + step]]) for p0 in range(0, r, step)]
+        hop0_parts = [(rows, p0, p1) for _, _, rows, p0, p1 in row_parts] if graph.inv is None else \
+            [(np.arange(n)[p0:p1] if out_rows is None else out_rows[p0:p1], p0, p1) for p0, p1, _ in write_parts]
+
         def load_x(c0: int, c1: int) -> np.ndarray:
             t0 = time.perf_counter()
             xb = np.empty((n, c1 - c0), dtype=np.float32)
@@ -464,7 +510,7 @@ def _run(store, out: ResumableOutput, config, plan, out_rows, device, backend, p
                     if ("x", j, 0) not in done:
                         x_block = load_x(c0, c1)
                         t0 = time.perf_counter()
-                        for _, _, rows, p0, p1 in row_parts:
+                        for rows, p0, p1 in hop0_parts:
                             if p1 > p0:
                                 writer.put(f["hops/0"], p0, p1, c0, c1, x_block[rows])
                         writer.wait()
@@ -493,10 +539,13 @@ def _run(store, out: ResumableOutput, config, plan, out_rows, device, backend, p
                         seq = writer.issued
                         for r0, r1, rows, p0, p1 in row_parts:
                             be.hop_block(r0, r1, cur, nxt)
-                            if write and p1 > p0:
+                            if write and p1 > p0 and write_parts is None:
                                 be.sync()
                                 seq = writer.put(ds, p0, p1, c0, c1, be.to_host(nxt, rows))
                         be.sync()
+                        if write and write_parts is not None:
+                            for p0, p1, idx in write_parts:
+                                seq = writer.put(ds, p0, p1, c0, c1, lambda a=nxt, i=idx: a[i])
                         if pending is not None:
                             # hop k-1's rows are on disk before its unit is marked and before its
                             # buffer (cur) is overwritten by hop k+1; hop k's writes overlap hop k+1

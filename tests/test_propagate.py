@@ -76,7 +76,7 @@ def test_all_operators_match_reference_for_block_grid(tmp_path, rng, blocks, bac
     out = tmp_path / "f.h5"
     device = "cuda" if backend == "cuda" else "cpu"
     cfg = PrecomputeConfig(hops=K, operators=OPERATORS, blocks=blocks, backend="torch" if backend == "cuda" else backend,
-                           device=device)
+                           device=device, reorder="bfs" if backend == "numba" and blocks[1] <= 3 else "auto")
     report = precompute(path, out, cfg)
     assert report.plan["b"] == min(blocks[1], n) and report.plan["c"] == min(blocks[2], d)
     with FeatureStore(out) as fs:
@@ -149,3 +149,40 @@ def test_operator_scalings_definition():
     op = make_operator("sym-noloop", deg, True)
     np.testing.assert_array_equal(op.left, [0.0, 1.0, np.float32(3 ** -0.5)])
     assert make_operator("sym", deg, True).loop == 1.0
+
+
+def test_rows_labeled_on_papers100m_fixture_and_float16_halves_the_file(tmp_path):
+    from ogb_layouts import make_papers100m_like
+
+    truth = make_papers100m_like(tmp_path / "data", n=400, m=2000, d=64)
+    graph = tmp_path / "g.h5"
+    ingest(str(truth.path), graph)
+    want = np.unique(np.concatenate([truth.split[k] for k in ("train", "valid", "test")]))
+    sizes = {}
+    for dtype in ("float32", "float16"):
+        out = tmp_path / f"{dtype}.h5"
+        precompute(graph, out, PrecomputeConfig(hops=2, rows="labeled", dtype=dtype, device="cpu"))
+        sizes[dtype] = out.stat().st_size
+        with FeatureStore(out) as fs:
+            np.testing.assert_array_equal(fs.rows, want)
+            assert fs.hop(2).shape == (len(want), 64)
+            np.testing.assert_array_equal(fs.f["labels"][:], truth.labels[want])
+    with FeatureStore(tmp_path / "float32.h5") as a, FeatureStore(tmp_path / "float16.h5") as h:
+        for k in range(3):
+            assert_close(h.hop(k)[:].astype(np.float32), a.hop(k)[:], rtol=1e-3)
+    data32 = 3 * len(want) * 64 * 4
+    assert sizes["float16"] - (sizes["float32"] - data32 / 2) < 0.1 * data32, sizes  # the hop data halves
+
+
+@pytest.mark.parametrize("rows", ["all", "labeled"])
+def test_reordered_computation_writes_original_order(tmp_path, rng, rows):
+    n, K = 90, 3
+    path, src, dst, x = make_store(tmp_path, rng, n=n, d=5)
+    precompute(path, tmp_path / "plain.h5", PrecomputeConfig(hops=K, device="cpu", reorder="none", rows=rows))
+    rep = precompute(path, tmp_path / "bfs.h5", PrecomputeConfig(hops=K, device="cpu", reorder="bfs", rows=rows,
+                                                                 blocks=(1, 1, 2)))
+    assert rep.plan["reorder"] is True
+    with FeatureStore(tmp_path / "plain.h5") as a, FeatureStore(tmp_path / "bfs.h5") as b:
+        np.testing.assert_array_equal(a.rows, b.rows)
+        for k in range(K + 1):
+            assert_close(b.hop(k)[:], a.hop(k)[:], rtol=1e-6)
