@@ -18,7 +18,7 @@ Memory model (bytes), n nodes, m stored entries, w = ⌈d / c⌉ columns per blo
   vectors   = 16 n  (indptr int64, plus l and r in float32)
   S part    = s_idx·m / b  (+ 4m/b with edge weights; + 12m/b explicit values on torch)
   columns   = 2 · 4 n w  (the block's current hop and the next hop, float32)
-  out buf   = 4 · rows_b · w  (one edge block's output rows, converted to the output dtype)
+  out buf   = rows_b · w · (4 if rows are selected + 2 if float16): the one write in flight
 Predicted peak = measured baseline RSS + the sum, times a 1.05 allocator slack.
 """
 
@@ -139,10 +139,13 @@ def memory(p: Problem, b: int, c: int) -> int:
     w = math.ceil(d / c) if d else 0
     vectors = 16 * n
     s_part = math.ceil(_s_bytes(p) / b) + (8 * math.ceil(n / b) if b > 1 else 0)
-    rows_b = math.ceil(max(p.out_rows, 1) / b)
     cols = 2 * 4 * n * w
-    outbuf = 4 * rows_b * w
-    return int(SLACK * (vectors + s_part + cols + outbuf))
+    # one write in flight: a gathered copy (selected rows) and/or a float16 conversion of at most
+    # one edge block's rows, capped at the writer's 32 MiB chunks
+    rows_b = min(math.ceil(max(p.out_rows, 1) / b), max(1, (32 << 20) // max(1, 4 * w)))
+    gathered = 4 * rows_b * w if p.out_rows < n else 0
+    converted = p.out_itemsize * rows_b * w if p.out_itemsize != 4 else 0
+    return int(SLACK * (vectors + s_part + cols + gathered + converted))
 
 
 def predict_seconds(p: Problem, prof: Profile, b: int, c: int) -> float:

@@ -218,7 +218,9 @@ class _NumbaBackend:
         self.k.spmm_rows_numba(ip, idx, w, r0, self.op.left, self.op.right, self.op.loop, cur, nxt[r0:r1])
 
     def to_host(self, arr, rows):
-        return arr[rows] if not isinstance(rows, slice) else arr[rows]
+        # a slice is a view; selected rows are gathered lazily in the writer thread, so at most one
+        # gathered copy exists at a time (the rows are final once their edge block is computed)
+        return arr[rows] if isinstance(rows, slice) else (lambda a=arr, i=rows: a[i])
 
     def sync(self):
         pass
@@ -469,20 +471,21 @@ def _run(store, out: ResumableOutput, config, plan, out_rows, device, backend, p
         units_total = len(cols) * (1 + config.hops * len(config.operators))
         units_done = len(done)
         progress("units", units_done, units_total)
-        if out_rows is None:
-            row_parts = [(r0, r1, slice(r0, r1), r0, r1) for r0, r1 in blocks]
-        else:
-            row_parts = []
-            for r0, r1 in blocks:
-                p0, p1 = np.searchsorted(out_rows, [r0, r1])
-                row_parts.append((r0, r1, out_rows[p0:p1], int(p0), int(p1)))
+        step = max(1, (32 << 20) // max(1, 4 * plan.width))  # rows per write: at most 32 MiB in flight
+        row_parts = []  # (r0, r1, [(rows, p0, p1), ...]): an edge block and its output writes
+        for r0, r1 in blocks:
+            if out_rows is None:
+                writes = [(slice(q, min(r1, q + step)), q, min(r1, q + step)) for q in range(r0, r1, step)]
+            else:
+                a, z = (int(v) for v in np.searchsorted(out_rows, [r0, r1]))
+                writes = [(out_rows[q:min(z, q + step)], q, min(z, q + step)) for q in range(a, z, step)]
+            row_parts.append((r0, r1, writes))
         # with reordering, output rows (original order) are gathered after the whole hop
         write_parts = None
         if graph.inv is not None:
             ids = np.arange(n) if out_rows is None else out_rows
-            step = max(1, (32 << 20) // max(1, 4 * plan.width))
             write_parts = [(p0, min(r, p0 + step), graph.inv[ids[p0:p0 + step]]) for p0 in range(0, r, step)]
-        hop0_parts = [(rows, p0, p1) for _, _, rows, p0, p1 in row_parts] if graph.inv is None else \
+        hop0_parts = [w for _, _, writes in row_parts for w in writes] if graph.inv is None else \
             [(np.arange(n)[p0:p1] if out_rows is None else out_rows[p0:p1], p0, p1) for p0, p1, _ in write_parts]
 
         def load_x(c0: int, c1: int) -> np.ndarray:
@@ -537,11 +540,12 @@ def _run(store, out: ResumableOutput, config, plan, out_rows, device, backend, p
                         ds = f[f"channels/{name}/{k}"]
                         write = (name, j, k) not in done
                         seq = writer.issued
-                        for r0, r1, rows, p0, p1 in row_parts:
+                        for r0, r1, writes in row_parts:
                             be.hop_block(r0, r1, cur, nxt)
-                            if write and p1 > p0 and write_parts is None:
+                            if write and write_parts is None:
                                 be.sync()
-                                seq = writer.put(ds, p0, p1, c0, c1, be.to_host(nxt, rows))
+                                for rows, p0, p1 in writes:
+                                    seq = writer.put(ds, p0, p1, c0, c1, be.to_host(nxt, rows))
                         be.sync()
                         if write and write_parts is not None:
                             for p0, p1, idx in write_parts:

@@ -503,9 +503,13 @@ def main() -> None:
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
+    load0 = os.getloadavg()
     result = speed(args, work) if args.mode == "speed" else budget_mode(args, work)
     result["total_seconds"] = round(time.perf_counter() - t0, 1)
-    print(f"total {result['total_seconds']} s")
+    result["load_average_before_after"] = [round(load0[0], 2), round(os.getloadavg()[0], 2)]
+    busy = load0[0] > 0.5 * (os.cpu_count() or 1)
+    print(f"total {result['total_seconds']} s; 1-min load average {load0[0]:.2f} before, {os.getloadavg()[0]:.2f} after"
+          + (" (the machine was busy: timings are noisy)" if busy else ""))
     print(json.dumps(result))
 
 
