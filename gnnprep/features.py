@@ -10,12 +10,10 @@ operator; ``/channels/<op>/<k>`` for every operator (hard links: no copies; hop 
 from __future__ import annotations
 
 import json
-from pathlib import Path
-
 import h5py
 import numpy as np
 
-from gnnprep.meta import open_artifact
+from gnnprep.meta import Artifact
 
 FORMAT = "gnnprep.features"
 FORMAT_VERSION = 1
@@ -34,19 +32,10 @@ def create_early(group: h5py.Group, name: str, shape: tuple, dtype, chunks: tupl
     return h5py.Dataset(dsid)
 
 
-class FeatureStore:
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.f = open_artifact(self.path, expect=FORMAT)
+class FeatureStore(Artifact):
+    """Read access to a features artifact; hop datasets are read lazily (row blocks)."""
 
-    def close(self) -> None:
-        self.f.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+    FORMAT = FORMAT
 
     @property
     def hops(self) -> int:

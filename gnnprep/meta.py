@@ -59,6 +59,25 @@ def open_artifact(path: str | os.PathLike, expect: str | None = None) -> h5py.Fi
     return f
 
 
+class Artifact:
+    """Base of the artifact readers: an open read-only HDF5 file, usable as a context manager."""
+
+    FORMAT = ""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.f = open_artifact(self.path, expect=self.FORMAT)
+
+    def close(self) -> None:
+        self.f.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 def _short(e: BaseException) -> str:
     return str(e).splitlines()[0] if str(e) else type(e).__name__
 

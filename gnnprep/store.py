@@ -14,7 +14,7 @@ import h5py
 import numpy as np
 
 from gnnprep.errors import GnnprepError
-from gnnprep.meta import open_artifact
+from gnnprep.meta import Artifact
 
 FORMAT = "gnnprep.graph"
 FORMAT_VERSION = 1
@@ -26,12 +26,13 @@ def feature_chunk_rows(num_features: int, itemsize: int) -> int:
     return max(1, FEATURE_CHUNK_BYTES // max(1, num_features * itemsize))
 
 
-class GraphStore:
+class GraphStore(Artifact):
     """Read access to a graph store. Arrays are read lazily, in row blocks where they scale."""
 
+    FORMAT = FORMAT
+
     def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.f = open_artifact(self.path, expect=FORMAT)
+        super().__init__(path)
         version = int(self.f.attrs.get("format_version", 0))
         if version > FORMAT_VERSION:
             self.f.close()
@@ -41,15 +42,6 @@ class GraphStore:
             if name not in self.f:
                 self.f.close()
                 raise GnnprepError(f"{self.path}: missing dataset /{name}; the graph store is incomplete")
-
-    def close(self) -> None:
-        self.f.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     @property
     def attrs(self) -> h5py.AttributeManager:

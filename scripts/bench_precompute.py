@@ -166,21 +166,32 @@ print(json.dumps({"rss": psutil.Process().memory_info().rss, "torch_loaded": "to
 """
 
 
+# Spawns the measured command and reaps it with wait4. Exists so that the measured process is
+# started by a small, fresh process: Linux carries the parent's peak RSS (hiwater) into a child's
+# ru_maxrss across fork/vfork + exec, so a child of this (large: generation, verification) process
+# would report at least this process's own peak.
+LAUNCHER = r"""
+import json, os, subprocess, sys
+proc = subprocess.Popen(sys.argv[1:])
+_, status, usage = os.wait4(proc.pid, 0)
+sys.stdout.flush()
+print(json.dumps({"__code": os.waitstatus_to_exitcode(status), "__peak_rss": usage.ru_maxrss * 1024}), flush=True)
+"""
+
+
 def run_measured(args: list[str], log: Path) -> dict:
-    """Run ``python -c BODY args...``; wall time, peak RSS (wait4) and the JSON on stdout's last line."""
-    cmd = [sys.executable, "-c", *args]
+    """Run ``python -c BODY args...`` under the launcher; wall time, the body's peak RSS (wait4's
+    ru_maxrss) and the JSON the body printed last on stdout."""
+    cmd = [sys.executable, "-c", LAUNCHER, sys.executable, "-c", *args]
     t0 = time.perf_counter()
     with open(log, "wb") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err)
-        out = proc.stdout.read()
-        _, status, usage = os.wait4(proc.pid, 0)
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err)
     wall = time.perf_counter() - t0
-    code = os.waitstatus_to_exitcode(status)
-    proc.returncode = code
-    if code != 0:
-        sys.exit(f"subprocess failed ({code}); stderr in {log}:\n{log.read_text()[-3000:]}")
-    lines = out.decode().strip().splitlines()
-    return {"wall": wall, "peak_rss": usage.ru_maxrss * 1024, **json.loads(lines[-1])}
+    lines = proc.stdout.decode().strip().splitlines()
+    status = json.loads(lines[-1]) if lines and lines[-1].startswith('{"__code"') else {"__code": proc.returncode}
+    if proc.returncode != 0 or status["__code"] != 0:
+        sys.exit(f"subprocess failed ({status['__code']}); stderr in {log}:\n{log.read_text()[-3000:]}")
+    return {"wall": wall, "peak_rss": status["__peak_rss"], **json.loads(lines[-2])}
 
 
 # -- graph generation ------------------------------------------------------------------------------
@@ -299,6 +310,21 @@ def read_hop(out: Path, k: int) -> np.ndarray:
         return fs.hop(k)[:].astype(np.float32, copy=False)
 
 
+def cpu_idle(seconds: float = 1.0) -> float | None:
+    """Share of all cores' time that was idle over ``seconds`` (from /proc/stat); None off Linux."""
+    def read():
+        with open("/proc/stat") as f:
+            v = [int(t) for t in f.readline().split()[1:]]
+        return v[3] + v[4], sum(v)  # idle + iowait, total
+    try:
+        i0, t0 = read()
+        time.sleep(seconds)
+        i1, t1 = read()
+    except (OSError, ValueError, IndexError):
+        return None
+    return round((i1 - i0) / max(1, t1 - t0), 3)
+
+
 def gib(x: float) -> str:
     return f"{x / GiB:.2f} GiB"
 
@@ -358,7 +384,7 @@ def speed(args, work: Path) -> dict:
     p = rep["plan"]
     print(f"{'(iii) gnnprep precompute (whole call)':<44} {ours:9.2f} {gib(gp['peak_rss']):>10}  "
           f"hop_seconds {list(rep['hop_seconds'])}; plan a={p['a']} b={p['b']} c={p['c']} width={p['width']} "
-          f"S {'resident' if p['s_resident'] else 'streamed'}, predicted {p['predicted_seconds']} s")
+          f"S {'resident' if p['s_resident'] else 'streamed'}, reorder {p.get('reorder')}, predicted {p['predicted_seconds']} s")
     r1 = sc["products_seconds"] / ours
     print(f"speed-up (i)/(iii)  = {r1:5.2f}x  (target >= 2.0x)  {verdict(r1 >= 2.0)}")
     r2 = None
@@ -422,12 +448,14 @@ def budget_mode(args, work: Path) -> dict:
     p = rep["plan"]
     pred, meas = rep["predicted_peak_bytes"], rep["measured_peak_bytes"]
     print(f"plan: a={p['a']} b={p['b']} c={p['c']} width={p['width']} S {'resident' if p['s_resident'] else 'streamed'}"
+          f", reorder {p.get('reorder')}"
           f"; predicted {p['predicted_seconds']} s, took {gp['wall_seconds']:.2f} s (hop_seconds {list(rep['hop_seconds'])})")
     print(f"baseline RSS (in precompute, after imports + JIT warm-up): {rep['baseline_rss_bytes'] / MiB:.0f} MiB")
     print(f"baseline RSS of a process with torch, numpy, h5py, gnnprep.propagate imported: "
           f"{base['rss_imports'] / MiB:.0f} MiB ({base['rss_after_warm_up'] / MiB:.0f} MiB after the numba warm-up; "
           f"{base_nt['rss'] / MiB:.0f} MiB without torch, after warm-up)")
-    print(f"predicted peak above baseline: {pred / MiB:.1f} MiB")
+    print(f"predicted peak above baseline: {pred / MiB:.1f} MiB ({'within' if pred <= budget else 'OVER'} the "
+          f"{budget / MiB:.0f} MiB budget the plan was chosen for)")
     ok1 = ok2 = False
     ratio = None
     if meas is None:
@@ -502,14 +530,14 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
+    idle0 = cpu_idle()
     t0 = time.perf_counter()
-    load0 = os.getloadavg()
     result = speed(args, work) if args.mode == "speed" else budget_mode(args, work)
     result["total_seconds"] = round(time.perf_counter() - t0, 1)
-    result["load_average_before_after"] = [round(load0[0], 2), round(os.getloadavg()[0], 2)]
-    busy = load0[0] > 0.5 * (os.cpu_count() or 1)
-    print(f"total {result['total_seconds']} s; 1-min load average {load0[0]:.2f} before, {os.getloadavg()[0]:.2f} after"
-          + (" (the machine was busy: timings are noisy)" if busy else ""))
+    result["cpu_idle_before"] = idle0
+    note = " (another process was using the CPU: timings are noisy)" if idle0 is not None and idle0 < 0.9 else ""
+    print(f"total {result['total_seconds']} s; CPU idle over 1 s before the run: "
+          f"{'n/a' if idle0 is None else f'{idle0 * 100:.0f}%'}{note}")
     print(json.dumps(result))
 
 
