@@ -94,6 +94,20 @@ def calibrate(device: str = "cpu", nodes: int = 200_000, degree: int = 20,
         run()
         table[w] = round(_best(run) / nnz * 1e9, 3)
     progress("widths", len(widths), len(widths))
+    reorder_speedup, reorder_ns = 1.0, Profile().reorder_ns_per_entry
+    if not cuda:
+        from gnnprep.reorder import bfs_order, permute_csr
+
+        t0 = time.perf_counter()
+        order = bfs_order(indptr, indices)
+        p_indptr, p_indices, _ = permute_csr(indptr, indices, order)
+        reorder_ns = (time.perf_counter() - t0) / (nnz + n) * 1e9
+        x = rng.standard_normal((n, 128), dtype=np.float32)
+        out = np.empty_like(x)
+        plain = _best(lambda: kernels.spmm_rows_numba(indptr, indices, None, 0, scale, scale, 1.0, x, out))
+        xp = x[order]
+        ordered = _best(lambda: kernels.spmm_rows_numba(p_indptr, p_indices, None, 0, scale, scale, 1.0, xp, out))
+        reorder_speedup = min(1.0, ordered / plain)
     # HDF5 bandwidth and copy bandwidth
     with tempfile.TemporaryDirectory() as tmp:
         a = rng.standard_normal((1 << 24,), dtype=np.float32)  # 64 MiB
@@ -140,7 +154,8 @@ def calibrate(device: str = "cpu", nodes: int = 200_000, degree: int = 20,
                    row_ns_per_col=round(float(np.median(row_cost)), 4) if row_cost else 0.01,
                    read_bytes_per_s=round(a.nbytes / t_read), write_bytes_per_s=round(a.nbytes / t_write),
                    copy_bytes_per_s=round(2 * a.nbytes / t_copy if not cuda else a.nbytes / t_copy),
-                   block_overhead_s=round(overhead, 6),
+                   block_overhead_s=round(overhead, 6), reorder_ns_per_entry=round(reorder_ns, 3),
+                   reorder_speedup=round(reorder_speedup, 3),
                    measured=f"gnnprep calibrate, {time.strftime('%Y-%m-%d')}, {n} nodes, {nnz} nonzeros, pid {os.getpid()}")
     target = None
     if save:

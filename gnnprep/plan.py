@@ -19,7 +19,8 @@ Memory model (bytes), n nodes, m stored entries, w = ⌈d / c⌉ columns per blo
   S part    = s_idx·m / b  (+ 4m/b with edge weights; + 12m/b explicit values on torch)
   columns   = 2 · 4 n w  (the block's current hop and the next hop, float32)
   out buf   = rows_b · w · (4 if rows are selected + 2 if float16): the one write in flight
-Predicted peak = measured baseline RSS + the sum, times a 1.05 allocator slack.
+Predicted peak above the measured baseline RSS = 1.05 × the sum (allocator slack) + 40 MiB fixed
+(HDF5 buffers, the writer thread's arena).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from pathlib import Path
 from gnnprep.errors import GnnprepError
 
 SLACK = 1.05
+FIXED = 40 << 20  # HDF5 buffers and chunk cache, the writer thread's arena, pages first touched late
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,7 @@ class Profile:
     copy_bytes_per_s: float = 1.0e10   # host<->device (CUDA) or memcpy
     block_overhead_s: float = 0.002    # per (edge block, column block, hop) launch and bookkeeping
     reorder_ns_per_entry: float = 25.0  # breadth-first order + relabelling, per stored nonzero
-    reorder_speedup: float = 0.78       # kernel time after reordering a graph with arbitrary ids
+    reorder_speedup: float = 1.0        # kernel time ratio after reordering (calibrate measures it)
     measured: str = "built-in defaults"
 
     def spmm_seconds(self, nnz: int, rows: int, width: int) -> float:
@@ -145,7 +147,7 @@ def memory(p: Problem, b: int, c: int) -> int:
     rows_b = min(math.ceil(max(p.out_rows, 1) / b), max(1, (32 << 20) // max(1, 4 * w)))
     gathered = 4 * rows_b * w if p.out_rows < n else 0
     converted = p.out_itemsize * rows_b * w if p.out_itemsize != 4 else 0
-    return int(SLACK * (vectors + s_part + cols + gathered + converted))
+    return int(SLACK * (vectors + s_part + cols + gathered + converted) + FIXED)
 
 
 def predict_seconds(p: Problem, prof: Profile, b: int, c: int) -> float:
@@ -157,7 +159,7 @@ def predict_seconds(p: Problem, prof: Profile, b: int, c: int) -> float:
     stream = s_reads * _s_bytes(p) / prof.read_bytes_per_s
     if p.device.startswith("cuda"):
         stream += s_reads * _s_bytes(p) / prof.copy_bytes_per_s + p.operators * 2 * K * n * d * 4 / prof.copy_bytes_per_s
-    io = n * d * p.in_itemsize / prof.read_bytes_per_s
+    io = len(widths) * n * d * p.in_itemsize / prof.read_bytes_per_s  # chunks span all columns
     io += (p.operators * K + 1) * p.out_rows * d * p.out_itemsize / prof.write_bytes_per_s
     overhead = p.operators * K * b * len(widths) * prof.block_overhead_s
     return compute + stream + io + overhead
@@ -171,6 +173,7 @@ def choose_plan(p: Problem, budget: int, prof: Profile, baseline_rss: int = 0,
 
     def make(b: int, c: int, source: str) -> Plan:
         w = math.ceil(d / c)
+        c = math.ceil(d / w)  # the number of blocks of that width actually needed
         aa = a if a is not None else b
         return Plan(a=min(aa, max(1, n)), b=b, c=c, width=w, s_resident=(b == 1), device=p.device, budget=budget,
                     predicted_peak=memory(p, b, c), predicted_seconds=round(predict_seconds(p, prof, b, c), 3),
@@ -209,7 +212,8 @@ def choose_plan(p: Problem, budget: int, prof: Profile, baseline_rss: int = 0,
     return best
 
 
-def with_reorder(plan: Plan, p: Problem, prof: Profile, locality: float, mode: str = "auto") -> Plan:
+def with_reorder(plan: Plan, p: Problem, prof: Profile, locality: float, mode: str = "auto",
+                 budget: int | None = None) -> Plan:
     """Decide whether to compute in breadth-first order: only with S resident on the CPU kernel,
     ids that look arbitrary (mean |u - v| / n above 0.1), and a predicted saving above its cost."""
     if mode == "none" or not plan.s_resident or p.device != "cpu" or p.weighted:
@@ -219,8 +223,9 @@ def with_reorder(plan: Plan, p: Problem, prof: Profile, locality: float, mode: s
     kernel = p.operators * p.hops * sum(prof.spmm_seconds(p.num_entries, p.num_nodes, wj) for wj in widths)
     cost = (p.num_entries + p.num_nodes) * prof.reorder_ns_per_entry * 1e-9
     gain = kernel * (1 - prof.reorder_speedup)
-    if mode == "bfs" or (locality > 0.1 and gain > cost):
-        extra = 8 * p.num_nodes * 2 + p.index_bytes * p.num_entries  # order, inv, relabelled indices
+    extra = 8 * p.num_nodes * 2 + p.index_bytes * p.num_entries  # order, inv, relabelled indices
+    fits = budget is None or plan.predicted_peak + SLACK * extra <= budget
+    if (mode == "bfs" or (locality > 0.1 and gain > cost)) and fits:
         return Plan(**{**plan.to_dict(), "reorder": True,
                        "predicted_peak": plan.predicted_peak + int(SLACK * extra),
                        "predicted_seconds": round(plan.predicted_seconds + cost - gain, 3)})

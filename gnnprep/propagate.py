@@ -392,7 +392,7 @@ def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeCon
         if config.reorder not in ("auto", "none", "bfs"):
             raise GnnprepError(f"--reorder {config.reorder!r}: expected auto, none or bfs")
         if backend == "numba":
-            plan = with_reorder(plan, problem, profile, _sampled_locality(store), config.reorder)
+            plan = with_reorder(plan, problem, profile, _sampled_locality(store), config.reorder, budget)
         if config.dry_run:
             return PrecomputeReport(str(output), plan.to_dict(), config.hops, tuple(config.operators), r, config.dtype,
                                     (), 0.0, plan.predicted_peak, None, baseline, 0, dry_run=True)
@@ -491,11 +491,15 @@ def _run(store, out: ResumableOutput, config, plan, out_rows, device, backend, p
         def load_x(c0: int, c1: int) -> np.ndarray:
             t0 = time.perf_counter()
             xb = np.empty((n, c1 - c0), dtype=np.float32)
-            step = max(1, (64 << 20) // max(1, (c1 - c0) * 4))
+            step = max(1, (4 << 20) // max(1, (c1 - c0) * 4))  # small steps: no large temporaries
             for s in range(0, n, step):
-                xb[s:s + step] = feats[s:s + step, c0:c1]
-            if not np.isfinite(xb).all():
-                raise GnnprepError(f"{store.path}: /nodes/features has non-finite values in columns {c0}..{c1 - 1}")
+                e = min(n, s + step)
+                if feats.dtype == np.float32:
+                    feats.read_direct(xb, np.s_[s:e, c0:c1], np.s_[s:e])
+                else:
+                    xb[s:e] = feats[s:e, c0:c1]
+                if not np.isfinite(xb[s:e]).all():
+                    raise GnnprepError(f"{store.path}: /nodes/features has non-finite values in rows {s}..{e - 1}")
             hop_seconds[0] += time.perf_counter() - t0
             return xb
 

@@ -9,7 +9,8 @@ added until the symmetrised, deduplicated, loop-free graph has at least --nnz st
 the graph store is built with ``gnnprep.ingest.ingest`` (features: standard normal float32).
 
 --mode speed (default): one run, every tool in its own subprocess (wall time, and that process's
-peak RSS from os.wait4's ru_maxrss):
+peak RSS from os.wait4's ru_maxrss; each is started by a tiny launcher process, because Linux
+carries a parent's own peak RSS into its child's ru_maxrss across fork + exec):
   (i)   scipy, the way OGB's papers100M ``sgc.py`` does it: load the CSR from the graph store, build
         S (float32, self-loops, sym normalisation; build time reported separately), then
         ``x = S @ x`` K times keeping every hop in memory (nothing written); only the K products
@@ -27,6 +28,9 @@ peak RSS from os.wait4's ru_maxrss):
   baseline RSS, ``report.measured_peak_bytes``), the process's peak RSS (wait4) and checks
   measured <= 1.25 x budget, |predicted - measured| / measured <= 25%, and process peak RSS <=
   1.25 x budget + the RSS of a process that has imported torch, numpy, h5py and gnnprep.propagate.
+
+--reorder auto|none|bfs is passed to PrecomputeConfig (default: the library's). Timings on a shared
+2-core machine are noisy: the run prints how idle the CPU was just before it started.
 
 Both modes end with one JSON line holding every figure.
 
@@ -119,14 +123,15 @@ print(json.dumps({"build_seconds": build, "products_seconds": products, "hop_sec
                   "mkl": bool(torch.backends.mkl.is_available())}))
 """
 
-# argv: graph store, output, K, budget bytes (0: gnnprep's default)
+# argv: graph store, output, K, budget bytes (0: gnnprep's default), repo root, reorder ('': default)
 GNNPREP = r"""
 import sys, json, time
 sys.path.insert(0, sys.argv[5])
 from gnnprep.propagate import precompute, PrecomputeConfig
-graph, out, K, budget = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+graph, out, K, budget, reorder = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[6]
+extra = {"reorder": reorder} if reorder else {}
 t0 = time.perf_counter()
-rep = precompute(graph, out, PrecomputeConfig(hops=K, device="cpu", memory_budget=budget or None))
+rep = precompute(graph, out, PrecomputeConfig(hops=K, device="cpu", memory_budget=budget or None, **extra))
 wall = time.perf_counter() - t0
 print(json.dumps({"wall_seconds": wall, "report": rep.to_dict()}))
 """
@@ -304,10 +309,10 @@ def rel_errors(got: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
 
 
 def read_hop(out: Path, k: int) -> np.ndarray:
-    from gnnprep.features import FeatureStore
+    import h5py
 
-    with FeatureStore(out) as fs:
-        return fs.hop(k)[:].astype(np.float32, copy=False)
+    with h5py.File(out, "r") as f:  # the features artifact's layout: /hops/<k> [rows, d]
+        return f[f"hops/{k}"][:].astype(np.float32, copy=False)
 
 
 def cpu_idle(seconds: float = 1.0) -> float | None:
@@ -357,7 +362,7 @@ def speed(args, work: Path) -> dict:
         print(f"(ii) torch done: products {tc['products_seconds']:.2f} s", file=sys.stderr, flush=True)
     clear_output(out)
     budget = 0 if args.memory_budget is None else parse_budget(args.memory_budget)
-    gp = run_measured([GNNPREP, str(graph), str(out), str(K), str(budget), str(ROOT)], logs / "gnnprep.err")
+    gp = run_measured([GNNPREP, str(graph), str(out), str(K), str(budget), str(ROOT), args.reorder or ""], logs / "gnnprep.err")
     rep = gp["report"]
     ours = gp["wall_seconds"]
 
@@ -443,7 +448,7 @@ def budget_mode(args, work: Path) -> dict:
     base_nt = run_measured([BASELINE_NO_TORCH, str(ROOT)], logs / "baseline_nt.err")
     out = work / "feats_budget.h5"
     clear_output(out)
-    gp = run_measured([GNNPREP, str(graph), str(out), str(K), str(budget), str(ROOT)], logs / "gnnprep_budget.err")
+    gp = run_measured([GNNPREP, str(graph), str(out), str(K), str(budget), str(ROOT), args.reorder or ""], logs / "gnnprep_budget.err")
     rep = gp["report"]
     p = rep["plan"]
     pred, meas = rep["predicted_peak_bytes"], rep["measured_peak_bytes"]
@@ -518,6 +523,8 @@ def main() -> None:
     ap.add_argument("--alpha", type=float, default=1.5, help="Pareto shape of the node weights")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--ingest-budget", default="2GiB")
+    ap.add_argument("--reorder", choices=["auto", "none", "bfs"], default=None,
+                    help="passed to PrecomputeConfig(reorder=...) (default: the library's default)")
     ap.add_argument("--no-torch", action="store_true", help="speed: skip (ii)")
     ap.add_argument("--no-verify", action="store_true", help="budget: skip the scipy reference")
     ap.add_argument("--keep", action="store_true", help="keep the artifacts and reference arrays")
