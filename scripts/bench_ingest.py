@@ -64,20 +64,27 @@ print(hp.hexdigest() + hi.hexdigest())
 """
 
 
+# Linux carries a parent's peak RSS into a forked child's ru_maxrss, so each measured command is
+# started by this tiny launcher (whose own peak is small) and reaped with wait4 there.
+LAUNCHER = r"""
+import os, subprocess, sys
+proc = subprocess.Popen(sys.argv[1:])
+_, status, usage = os.wait4(proc.pid, 0)
+sys.stderr.write(f"__peak_rss={usage.ru_maxrss * 1024}\n")
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def run_measured(cmd: list[str]) -> dict:
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    # read the output, then reap with wait4 to get this child's own peak RSS
-    # (stderr is small: --quiet; peers print nothing there)
-    out = proc.stdout.read()
-    err = proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
+    proc = subprocess.Popen([sys.executable, "-c", LAUNCHER, *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = proc.communicate()
+    code = proc.returncode
     wall = time.perf_counter() - t0
-    code = os.waitstatus_to_exitcode(status)
-    proc.returncode = code
     if code != 0:
         sys.exit(f"command failed ({code}): {' '.join(cmd)}\n{err.decode()[-2000:]}")
-    return {"seconds": wall, "peak_rss": usage.ru_maxrss * 1024, "stdout": out.decode().strip()}
+    peak = int(err.decode().rsplit("__peak_rss=", 1)[1].split()[0])
+    return {"seconds": wall, "peak_rss": peak, "stdout": out.decode().strip()}
 
 
 def gen_text(path: Path, m: int, n: int, seed: int = 0) -> None:
