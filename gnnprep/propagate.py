@@ -31,6 +31,7 @@ import h5py
 import numpy as np
 
 from gnnprep import features as fa
+from gnnprep import kernels  # numba: compiled on first use, loaded from its cache afterwards
 from gnnprep.atomic import ResumableOutput
 from gnnprep.errors import GnnprepError
 from gnnprep.meta import Timer, write_root_attrs
@@ -200,8 +201,6 @@ class _NumbaBackend:
     name = "numba"
 
     def __init__(self, graph: _Graph, op: Operator, device: str):
-        from gnnprep import kernels
-
         self.k = kernels
         self.graph, self.op = graph, op
 
@@ -383,9 +382,7 @@ def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeCon
                           out_itemsize=np.dtype(config.dtype).itemsize, in_itemsize=feats.dtype.itemsize,
                           device=device if backend == "torch" else "cpu")
         if backend == "numba":
-            from gnnprep.kernels import warm_up
-
-            warm_up()
+            kernels.warm_up()
         baseline = _rss()
         profile = load_profile(device)
         plan = choose_plan(problem, budget, profile, baseline, config.blocks)
