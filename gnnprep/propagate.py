@@ -20,6 +20,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
 import queue
 import threading
 import time
@@ -289,7 +290,12 @@ class _Writer:
             if item is None:
                 return
             try:
-                if self.error is None:
+                if self.error is None and item[0] == "sync":
+                    # write back what this hop wrote while the next hop computes, so the final
+                    # fsync before the rename has little left to do
+                    item[1].flush()
+                    os.fdatasync(item[1].id.get_vfd_handle())
+                elif self.error is None:
                     ds, p0, p1, c0, c1, arr = item
                     if callable(arr):  # a gather to run here, off the compute thread
                         arr = arr()
@@ -551,6 +557,8 @@ def _run(store, out: ResumableOutput, config, plan, out_rows, device, backend, p
                         if write and write_parts is not None:
                             for p0, p1, idx in write_parts:
                                 seq = writer.put(ds, p0, p1, c0, c1, lambda a=nxt, i=idx: a[i])
+                        if write:
+                            seq = writer.put("sync", f)
                         if pending is not None:
                             # hop k-1's rows are on disk before its unit is marked and before its
                             # buffer (cur) is overwritten by hop k+1; hop k's writes overlap hop k+1
