@@ -156,8 +156,10 @@ class _Graph:
         self.n = store.num_nodes
         self.indptr = store.indptr()
         self.weighted = "adj/weights" in store.f
-        self.row_bounds = _balanced(self.indptr, plan.b)
         self.resident = plan.s_resident
+        # a resident S is still walked in several row blocks, so each block's rows are written
+        # while the next block computes (the last hop's writes would otherwise all come at the end)
+        self.row_bounds = _balanced(self.indptr, max(plan.b, 8) if self.resident else plan.b)
         self.order = self.inv = None
         if self.resident:
             self._indices = store.f["adj/indices"][:]
@@ -167,7 +169,7 @@ class _Graph:
 
                 self.order = bfs_order(self.indptr, self._indices)
                 self.indptr, self._indices, self.inv = permute_csr(self.indptr, self._indices, self.order)
-                self.row_bounds = _balanced(self.indptr, plan.b)
+                self.row_bounds = _balanced(self.indptr, max(plan.b, 8))
 
     def blocks(self):
         for r0, r1 in zip(self.row_bounds[:-1], self.row_bounds[1:]):
@@ -423,8 +425,10 @@ def _column_blocks(d: int, width: int) -> list[tuple[int, int]]:
 def _create_layout(f: h5py.File, store: GraphStore, config: PrecomputeConfig, plan: Plan, out_rows, n, d, r):
     f.create_dataset("rows", data=(np.arange(n) if out_rows is None else out_rows).astype(
         np.int32 if n < 2**31 else np.int64))
+    # one column block: contiguous rows (a single pwrite per write, row-block reads for training);
+    # several: chunks one column block wide, so block writes never rewrite each other's chunks
     chunk_rows = min(max(r, 1), feature_chunk_rows(plan.width, np.dtype(config.dtype).itemsize))
-    chunks = (chunk_rows, plan.width)
+    chunks = None if plan.c == 1 else (chunk_rows, plan.width)
     hops = f.create_group("hops")
     channels = f.create_group("channels")
     first = config.operators[0]
