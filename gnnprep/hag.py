@@ -1,0 +1,179 @@
+"""Hierarchically aggregated computation graphs (HAG), Jia et al., "Redundancy-Free Computation
+Graphs for Graph Neural Networks" (KDD 2020).
+
+Neighbour sets overlap, so Σ_{u∈N(v)} h_u recomputes the same partial sums for many v. A HAG adds
+aggregation nodes VA, each the sum of exactly two inputs, and rewires every destination v to an
+in-list N̂(v) over V ∪ VA whose *cover* is N(v):
+
+    cover(x) = {x}                          for x ∈ V
+    cover(a) = cover(in₀(a)) ⊎ cover(in₁(a))  for a ∈ VA
+    equivalent  ⇔  ⊎_{x∈N̂(v)} cover(x) = N(v)  for every v ∈ V   (multisets, set aggregation)
+
+Cost (binary aggregations) = Σ_{v∈V∪VA} (|N̂(v)| − 1); transfers = |Ê| = Σ_{v∈V∪VA} |N̂(v)|.
+Because S = diag(l)(A + λI)diag(r) factorises, S·X = diag(l)(Â·(diag(r)X) + λ·diag(r)X) runs on the
+HAG exactly: :func:`execute` computes the aggregation nodes level by level, then one sparse product
+over the rewired in-lists.
+
+Ids: 0..n−1 are graph nodes, n+i is aggregation node i; aggregation nodes are numbered by level
+(1 + the max level of their inputs; graph nodes are level 0), so both inputs of n+i are < n+i.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from gnnprep.errors import GnnprepError
+
+
+@dataclass(frozen=True)
+class Hag:
+    num_nodes: int
+    inputs: np.ndarray      # [|VA|, 2] int64, topological (sorted by level)
+    level_ptr: np.ndarray   # [L+1]: level l holds aggregation nodes level_ptr[l] .. level_ptr[l+1]-1
+    indptr: np.ndarray      # [n+1] rewired in-lists of the graph nodes
+    indices: np.ndarray     # ids in V ∪ VA
+
+    @property
+    def num_agg(self) -> int:
+        return len(self.inputs)
+
+    def aggregations(self) -> int:
+        deg = np.diff(self.indptr)
+        return int(np.maximum(deg - 1, 0).sum()) + self.num_agg
+
+    def transfers(self) -> int:
+        return int(len(self.indices)) + 2 * self.num_agg
+
+
+def graph_cost(indptr: np.ndarray) -> tuple[int, int]:
+    """(aggregations, transfers) of plain neighbour aggregation over a CSR."""
+    deg = np.diff(indptr)
+    return int(np.maximum(deg - 1, 0).sum()), int(indptr[-1])
+
+
+def covers(h: Hag) -> list[np.ndarray]:
+    """cover(v) for every graph node, as sorted arrays (multisets) — for checking equivalence."""
+    n = h.num_nodes
+    memo: list[np.ndarray | None] = [None] * h.num_agg
+    for i, (a, b) in enumerate(h.inputs):  # topological order: inputs are already known
+        parts = [np.array([x]) if x < n else memo[x - n] for x in (int(a), int(b))]
+        memo[i] = np.sort(np.concatenate(parts))
+    out = []
+    for v in range(n):
+        row = h.indices[h.indptr[v]:h.indptr[v + 1]]
+        parts = [np.array([x]) if x < n else memo[x - n] for x in row.tolist()]
+        out.append(np.sort(np.concatenate(parts)) if parts else np.empty(0, dtype=np.int64))
+    return out
+
+
+def _finish(n: int, lists: list[list[int]], inputs: list[tuple[int, int]]) -> Hag:
+    """Number aggregation nodes by level (stable), rewrite ids, pack in-lists as CSR."""
+    na = len(inputs)
+    level = np.zeros(n + na, dtype=np.int64)
+    for i, (a, b) in enumerate(inputs):
+        level[n + i] = 1 + max(level[a], level[b])
+    agg_level = level[n:]
+    order = np.argsort(agg_level, kind="stable")
+    new_id = np.arange(n + na, dtype=np.int64)
+    new_id[n + order] = n + np.arange(na)
+    ins = np.array(inputs, dtype=np.int64).reshape(-1, 2)[order]
+    ins = new_id[ins] if na else ins
+    ins.sort(axis=1)
+    levels = int(agg_level.max()) if na else 0
+    # level_ptr[l] .. level_ptr[l+1]-1: the aggregation nodes of level l+1 (graph nodes are level 0)
+    level_ptr = np.concatenate([[0], np.cumsum(np.bincount(agg_level, minlength=levels + 1)[1:])])
+    rows = [np.sort(new_id[np.asarray(l, dtype=np.int64)]) if l else np.empty(0, np.int64) for l in lists]
+    indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
+    indices = np.concatenate(rows) if rows else np.empty(0, dtype=np.int64)
+    return Hag(n, ins, level_ptr.astype(np.int64), indptr, indices.astype(np.int64))
+
+
+def exact_pair_count(indptr: np.ndarray) -> int:
+    """Σ_v d_v (d_v − 1) / 2: how many pair occurrences the exact search keeps counts for."""
+    d = np.diff(indptr).astype(np.int64)
+    return int((d * (d - 1) // 2).sum())
+
+
+BYTES_PER_PAIR = 200  # Python dict entry, heap entry and the per-node destination sets
+
+
+def exact_search(indptr: np.ndarray, indices: np.ndarray, capacity: int | None = None,
+                 memory_budget: int | None = None) -> Hag:
+    """Algorithm 3 of Jia et al. (set aggregation), with a lazy max-heap.
+
+    Repeatedly take the pair of ids (in V ∪ VA) that co-occurs in the most in-lists — ties broken by
+    the smallest pair (u, w), u < w — stop when the best pair is shared by fewer than two
+    destinations or when |VA| reaches ``capacity`` (default ⌊|V|/4⌋, as in the paper); the new
+    aggregation node replaces u and w in every in-list that holds both.
+    """
+    n = len(indptr) - 1
+    capacity = n // 4 if capacity is None else int(capacity)
+    pairs = exact_pair_count(indptr)
+    if memory_budget is not None and pairs * BYTES_PER_PAIR > memory_budget:
+        raise GnnprepError(f"--method exact needs about {pairs * BYTES_PER_PAIR / 2**20:.0f} MiB for its {pairs:,} "
+                           f"pair occurrences, more than --memory-budget {memory_budget / 2**20:.0f} MiB; "
+                           "use --method rounds")
+    lists: list[set[int]] = [set(indices[indptr[v]:indptr[v + 1]].tolist()) for v in range(n)]
+    users: dict[int, set[int]] = defaultdict(set)  # id -> destinations whose in-list holds it
+    count: dict[tuple[int, int], int] = defaultdict(int)
+    for v, s in enumerate(lists):
+        items = sorted(s)
+        for x in items:
+            users[x].add(v)
+        for i, a in enumerate(items):
+            for b in items[i + 1:]:
+                count[(a, b)] += 1
+    heap = [(-c, a, b) for (a, b), c in count.items() if c >= 2]
+    heapq.heapify(heap)
+    inputs: list[tuple[int, int]] = []
+    while heap and len(inputs) < capacity:
+        neg, a, b = heapq.heappop(heap)
+        c = count.get((a, b), 0)
+        if -neg != c:  # stale entry
+            if c >= 2:
+                heapq.heappush(heap, (-c, a, b))
+            continue
+        if c < 2:
+            break
+        new = n + len(inputs)
+        inputs.append((a, b))
+        both = users[a] & users[b]
+        for v in both:
+            s = lists[v]
+            s.discard(a)
+            s.discard(b)
+            for x in s:
+                for y in (a, b):
+                    key = (x, y) if x < y else (y, x)
+                    count[key] -= 1
+                    if count[key] == 0:
+                        del count[key]
+                key = (x, new)  # x < new always
+                count[key] += 1
+                if count[key] >= 2:
+                    heapq.heappush(heap, (-count[key], x, new))
+            s.add(new)
+            users[new].add(v)
+            users[a].discard(v)
+            users[b].discard(v)
+        count.pop((a, b), None)
+    return _finish(n, [sorted(s) for s in lists], inputs)
+
+
+def execute(h: Hag, x: np.ndarray) -> np.ndarray:
+    """Â·x through the HAG: aggregation nodes level by level, then one sparse product."""
+    n, d = x.shape
+    hbuf = np.empty((n + h.num_agg, d), dtype=x.dtype)
+    hbuf[:n] = x
+    for l in range(len(h.level_ptr) - 1):
+        a0, a1 = int(h.level_ptr[l]), int(h.level_ptr[l + 1])
+        ins = h.inputs[a0:a1]
+        np.add(hbuf[ins[:, 0]], hbuf[ins[:, 1]], out=hbuf[n + a0:n + a1])
+    a = sp.csr_matrix((np.ones(len(h.indices), dtype=x.dtype), h.indices, h.indptr), shape=(n, n + h.num_agg))
+    return a @ hbuf

@@ -1,0 +1,80 @@
+"""HAG search and executor: cover(v) = N(v) exactly, Algorithm 3 on hand-checked cases."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from gnnprep.errors import GnnprepError
+from gnnprep.hag import covers, execute, exact_search, graph_cost
+from helpers import random_edges, reference_csr
+
+
+def csr_from_lists(lists):
+    """CSR of in-lists, padded with empty rows so that every id is a node."""
+    n = max([len(lists)] + [x + 1 for l in lists for x in l])
+    lists = list(lists) + [[]] * (n - len(lists))
+    indptr = np.concatenate([[0], np.cumsum([len(l) for l in lists])]).astype(np.int64)
+    indices = np.array([x for l in lists for x in sorted(l)], dtype=np.int64)
+    return indptr, indices
+
+
+def assert_equivalent(h, indptr, indices):
+    cov = covers(h)
+    for v in range(len(indptr) - 1):
+        np.testing.assert_array_equal(cov[v], np.sort(indices[indptr[v]:indptr[v + 1]]))
+    # inputs come before the aggregation node that uses them
+    assert all(max(a, b) < h.num_nodes + i for i, (a, b) in enumerate(h.inputs))
+
+
+def test_paper_style_example_by_hand():
+    # three destinations share {0, 1}, two of them also {2}: merge (0, 1) first (shared 3 times),
+    # then ({0, 1}, 2) (shared twice); node 4 (in-list {}) pads the id range
+    lists = [[0, 1, 2], [0, 1, 2], [0, 1, 3], [4]]
+    indptr, indices = csr_from_lists(lists)
+    h = exact_search(indptr, indices, capacity=10)
+    np.testing.assert_array_equal(h.inputs, [[0, 1], [2, 5]])
+    assert h.level_ptr.tolist() == [0, 1, 2]
+    rows = [h.indices[h.indptr[v]:h.indptr[v + 1]].tolist() for v in range(5)]
+    assert rows == [[6], [6], [3, 5], [4], []]
+    assert graph_cost(indptr) == (2 + 2 + 2 + 0, 10)
+    assert h.aggregations() == 0 + 0 + 1 + 0 + 2  # destinations + one per aggregation node
+    assert h.transfers() == 5 + 4
+    assert_equivalent(h, indptr, indices)
+
+
+def test_ties_take_the_smallest_pair_and_capacity_stops():
+    # pairs (0,1) and (2,3) are each shared by two destinations: (0,1) wins the tie; capacity 1 stops
+    lists = [[0, 1, 2, 3], [0, 1, 2, 3]]
+    indptr, indices = csr_from_lists(lists)
+    h = exact_search(indptr, indices, capacity=1)
+    np.testing.assert_array_equal(h.inputs, [[0, 1]])
+    assert_equivalent(h, indptr, indices)
+    h2 = exact_search(indptr, indices, capacity=10)
+    assert h2.num_agg == 3  # (0,1), then (2,3), then (agg, agg)
+    assert h2.aggregations() == 3 and h2.transfers() == 2 + 6
+    assert_equivalent(h2, indptr, indices)
+
+
+def test_pairs_shared_once_are_not_merged():
+    indptr, indices = csr_from_lists([[0, 1], [1, 2], [0, 2]])
+    assert exact_search(indptr, indices, capacity=10).num_agg == 0
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_random_graphs_cover_and_executor_match(seed):
+    rng = np.random.default_rng(seed)
+    n = 60
+    src, dst = random_edges(rng, n, 500)
+    a = reference_csr(src, dst, n, True)
+    indptr, indices = a.indptr.astype(np.int64), a.indices.astype(np.int64)
+    h = exact_search(indptr, indices, capacity=n)  # capacity |V|
+    assert_equivalent(h, indptr, indices)
+    assert h.aggregations() < graph_cost(indptr)[0]
+    x = rng.standard_normal((n, 5))
+    np.testing.assert_allclose(execute(h, x), a @ x, rtol=1e-12, atol=1e-12)
+
+
+def test_exact_refuses_when_pairs_exceed_the_budget():
+    indptr, indices = csr_from_lists([list(range(50))] * 3)
+    with pytest.raises(GnnprepError, match="use --method rounds"):
+        exact_search(indptr, indices, memory_budget=1000)
