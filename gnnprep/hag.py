@@ -177,3 +177,116 @@ def execute(h: Hag, x: np.ndarray) -> np.ndarray:
         np.add(hbuf[ins[:, 0]], hbuf[ins[:, 1]], out=hbuf[n + a0:n + a1])
     a = sp.csr_matrix((np.ones(len(h.indices), dtype=x.dtype), h.indices, h.indptr), shape=(n, n + h.num_agg))
     return a @ hbuf
+
+
+def rounds_search(indptr: np.ndarray, indices: np.ndarray, capacity: int | None = None, window: int = 4,
+                  max_depth: int = 16, memory_budget: int | None = None, max_rounds: int = 200) -> Hag:
+    """Scalable HAG search: candidate pairs from a window of frequency-sorted in-lists, merged in
+    rounds of conflict-free matchings under a decreasing threshold.
+
+    Each round: (1) sort every in-list by global frequency (ids in more in-lists first); (2) take as
+    candidates the pairs (list[i], list[j]) with i < j ≤ i + window, counted by sorting their keys;
+    (3) walk candidates by count (ties: smallest pair) and keep a matching — no id in two chosen
+    pairs — of pairs with count ≥ the round's threshold and depth ≤ ``max_depth``; (4) rewire, all
+    in-lists at once: a chosen pair (a, b) is replaced by its new aggregation node wherever both
+    occur, and kept only where it occurs at least twice. The threshold halves when a round finds
+    nothing, down to 2. Memory: O(window · stored entries) per round (sorted int64 keys).
+    """
+    n = len(indptr) - 1
+    capacity = n // 4 if capacity is None else int(capacity)
+    m = int(indptr[-1])
+    if memory_budget is not None and m * window * 24 > memory_budget:
+        raise GnnprepError(f"--memory-budget {memory_budget / 2**20:.0f} MiB is too small for window {window} over "
+                           f"{m:,} entries (needs about {m * window * 24 / 2**20:.0f} MiB)")
+    dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
+    src = indices.astype(np.int64).copy()
+    inputs: list[tuple[int, int]] = []
+    level = np.zeros(n + capacity + 1, dtype=np.int64)
+    big = np.int64(n + capacity + 1)
+    threshold = None
+    for _ in range(max_rounds):
+        if len(inputs) >= capacity or len(src) == 0:
+            break
+        total = n + len(inputs)
+        freq = np.bincount(src, minlength=total)
+        order = np.lexsort((src, -freq[src], dst))
+        dst, src = dst[order], src[order]
+        starts = np.searchsorted(dst, dst, side="left")
+        pos = np.arange(len(dst)) - starts
+        lens = np.diff(np.concatenate([np.searchsorted(dst, np.arange(n)), [len(dst)]]))
+        keys = []
+        for k in range(1, window + 1):
+            ok = pos + k < lens[dst]
+            i = np.flatnonzero(ok)
+            a, b = src[i], src[i + k]
+            lo, hi = np.minimum(a, b), np.maximum(a, b)
+            keys.append(lo * big + hi)
+        if not keys:
+            break
+        keys = np.concatenate(keys)
+        if not len(keys):
+            break
+        uniq, counts = np.unique(keys, return_counts=True)
+        good = counts >= 2
+        uniq, counts = uniq[good], counts[good]
+        if not len(uniq):
+            break
+        if threshold is None:
+            threshold = int(counts.max())
+        while threshold > 2 and not (counts >= threshold).any():
+            threshold //= 2
+        threshold = max(threshold, 2)
+        sel = np.flatnonzero(counts >= threshold)
+        sel = sel[np.lexsort((uniq[sel], -counts[sel]))]
+        a_all, b_all = uniq[sel] // big, uniq[sel] % big
+        used = np.zeros(total, dtype=bool)
+        chosen: list[tuple[int, int]] = []
+        room = capacity - len(inputs)
+        for a, b in zip(a_all.tolist(), b_all.tolist()):
+            if used[a] or used[b] or max(level[a], level[b]) + 1 > max_depth:
+                continue
+            used[a] = used[b] = True
+            chosen.append((a, b))
+            if len(chosen) >= room:
+                break
+        if not chosen:
+            if threshold <= 2:
+                break
+            threshold //= 2
+            continue
+        # rewire: where both ids of a chosen pair occur in an in-list, replace them by the new node
+        pair_of = np.full(total, -1, dtype=np.int64)
+        ca = np.array(chosen, dtype=np.int64)
+        pair_of[ca[:, 0]] = np.arange(len(ca))
+        pair_of[ca[:, 1]] = np.arange(len(ca))
+        p = pair_of[src]
+        hit = np.flatnonzero(p >= 0)
+        hkey = dst[hit] * len(ca) + p[hit]
+        hk, hcount = np.unique(hkey, return_counts=True)
+        applied = hk[hcount == 2]
+        support = np.bincount(applied % len(ca), minlength=len(ca))
+        keep_pair = support >= 2
+        new_id = np.full(len(ca), -1, dtype=np.int64)
+        for j in np.flatnonzero(keep_pair):
+            new_id[j] = n + len(inputs)
+            a, b = int(ca[j, 0]), int(ca[j, 1])
+            inputs.append((a, b))
+            level[new_id[j]] = 1 + max(level[a], level[b])
+        applied = applied[keep_pair[applied % len(ca)]]
+        if not len(applied):
+            threshold = max(2, threshold // 2) if threshold > 2 else 1
+            if threshold < 2:
+                break
+            continue
+        drop = np.isin(hkey, applied)
+        keep = np.ones(len(src), dtype=bool)
+        keep[hit[drop]] = False
+        add_dst = applied // len(ca)
+        add_src = new_id[applied % len(ca)]
+        dst = np.concatenate([dst[keep], add_dst])
+        src = np.concatenate([src[keep], add_src])
+    order = np.lexsort((src, dst))
+    dst, src = dst[order], src[order]
+    bounds = np.searchsorted(dst, np.arange(n + 1))
+    lists = [src[bounds[v]:bounds[v + 1]].tolist() for v in range(n)]
+    return _finish(n, lists, inputs)

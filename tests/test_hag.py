@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse as sp
 
 from gnnprep.errors import GnnprepError
-from gnnprep.hag import covers, execute, exact_search, graph_cost
+from gnnprep.hag import covers, execute, exact_search, graph_cost, rounds_search
 from helpers import random_edges, reference_csr
 
 
@@ -78,3 +78,33 @@ def test_exact_refuses_when_pairs_exceed_the_budget():
     indptr, indices = csr_from_lists([list(range(50))] * 3)
     with pytest.raises(GnnprepError, match="use --method rounds"):
         exact_search(indptr, indices, memory_budget=1000)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("capacity", [5, None, 10**6])
+def test_rounds_is_equivalent_and_saves(seed, capacity):
+    rng = np.random.default_rng(seed)
+    n = 80
+    # overlapping groups (cliques) so there is redundancy to find
+    lists = [set() for _ in range(n)]
+    for _ in range(40):
+        g = rng.choice(n, 6, replace=False)
+        for v in g:
+            lists[v].update(int(u) for u in g if u != v)
+    indptr, indices = csr_from_lists([sorted(l) for l in lists])
+    h = rounds_search(indptr, indices, capacity=capacity)
+    assert_equivalent(h, indptr, indices)
+    assert h.num_agg <= (n // 4 if capacity is None else capacity)
+    x = rng.standard_normal((n, 3))
+    a = sp.csr_matrix((np.ones(len(indices)), indices, indptr), shape=(n, n))
+    np.testing.assert_allclose(execute(h, x), a @ x, rtol=1e-12, atol=1e-12)
+    if capacity != 5:
+        assert h.aggregations() < graph_cost(indptr)[0]
+
+
+def test_rounds_depth_bound():
+    lists = [list(range(12))] * 3
+    indptr, indices = csr_from_lists(lists)
+    h = rounds_search(indptr, indices, capacity=100, max_depth=2)
+    assert len(h.level_ptr) - 1 <= 2
+    assert_equivalent(h, indptr, indices)
