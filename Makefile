@@ -20,7 +20,8 @@ demo: install
 	@mkdir -p $(OUT)
 	$(BIN)/gnnprep ingest sample -o $(OUT)/sample.h5
 	$(BIN)/gnnprep info $(OUT)/sample.h5
-	$(BIN)/gnnprep precompute $(OUT)/sample.h5 --hops 3 --blocks auto -o $(OUT)/sample-features.h5
+	$(BIN)/gnnprep hag $(OUT)/sample.h5 -o $(OUT)/sample-hag.h5
+	$(BIN)/gnnprep precompute $(OUT)/sample.h5 --hops 3 --blocks auto --hag $(OUT)/sample-hag.h5 -o $(OUT)/sample-features.h5
 	$(BIN)/gnnprep info $(OUT)/sample-features.h5
 
 test: install

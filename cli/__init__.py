@@ -47,6 +47,7 @@ def main() -> None:
 
 
 from .calibrate import calibrate  # noqa: E402
+from .hag import hag  # noqa: E402
 from .info import info  # noqa: E402
 from .ingest import ingest  # noqa: E402
 from .precompute import precompute  # noqa: E402
@@ -55,3 +56,4 @@ cli.add_command(ingest)
 cli.add_command(info)
 cli.add_command(precompute)
 cli.add_command(calibrate)
+cli.add_command(hag)

@@ -52,6 +52,12 @@ def info(file, as_json):
         lines = _graph_lines(d)
     elif d["format"] == "gnnprep.features":
         lines = _features_lines(d)
+    elif d["format"] == "gnnprep.hag":
+        lines = [f"{d['file']}: gnnprep HAG (format version {d['format_version']}, {d['aggregate']} aggregation)",
+                 f"  aggregation nodes {d['num_agg']:,} in {d['levels']} levels (capacity {d['capacity']:,})",
+                 f"  aggregations   {d['aggregations_graph']:,} -> {d['aggregations_hag']:,} ({d['aggregation_ratio']:.2f}x)",
+                 f"  transfers      {d['transfers_graph']:,} -> {d['transfers_hag']:,} ({d['transfer_ratio']:.2f}x)",
+                 f"  search seconds {d['search_seconds']}; size on disk {size(d['size_bytes'])}"]
     else:
         lines = [f"{d['file']}: {d['format']} (format version {d['format_version']}), {size(d['size_bytes'])}"]
     emit(as_json, d, lines)

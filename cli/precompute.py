@@ -37,20 +37,24 @@ def parse_blocks(text: str) -> tuple[int, int, int] | None:
 @click.option("--rows", type=click.Choice(["all", "labeled"]), default="all", show_default=True, help="Store every node, or the union of the splits.")
 @click.option("--dtype", type=click.Choice(["float32", "float16"]), default="float32", show_default=True)
 @click.option("--device", default="auto", show_default=True, help="auto, cpu or cuda.")
+@click.option("--hag", "hag_path", default=None, type=click.Path(dir_okay=False),
+              help="Aggregate through this HAG (from gnnprep hag on the same graph; CPU).")
+@click.option("--reorder", type=click.Choice(["auto", "none", "bfs"]), default="auto", show_default=True,
+              help="Compute in breadth-first node order when it pays (output stays in original order).")
 @click.option("--dry-run", is_flag=True, help="Print the plan, predicted peak memory and time; compute nothing.")
 @click.option("--cache-dir", default=None, help="Where a dataset spec is ingested to (default: beside the source).")
 @click.option("--root", default=None, help="Folder holding ogbn_<name>/ data sets.")
 @json_option
 @quiet_option
-def precompute(dataset, output, hops, operators, blocks, memory_budget, rows, dtype, device, dry_run, cache_dir,
-               root, as_json, quiet):
+def precompute(dataset, output, hops, operators, blocks, memory_budget, rows, dtype, device, hag_path, reorder,
+               dry_run, cache_dir, root, as_json, quiet):
     """Write hop features S^k X (k = 0..K) of DATASET, block-wise within a memory budget."""
     progress = Progress(quiet)
     try:
         store = ensure_graph_store(dataset, IngestConfig(source=SourceOptions(root=root)), cache_dir, progress)
         config = PrecomputeConfig(hops=hops, operators=parse_operators(operators), rows=rows, dtype=dtype,
                                   device=device, memory_budget=parse_budget(memory_budget),
-                                  blocks=parse_blocks(blocks), dry_run=dry_run)
+                                  blocks=parse_blocks(blocks), dry_run=dry_run, hag=hag_path, reorder=reorder)
         report = run_precompute(store, output, config, progress, command=" ".join(["gnnprep"] + sys.argv[1:]))
     finally:
         progress.close()

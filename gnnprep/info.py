@@ -30,6 +30,8 @@ def describe(path: str | Path) -> dict:
         return describe_graph(path)
     if fmt == "gnnprep.features":
         return describe_features(path)
+    if fmt == "gnnprep.hag":
+        return describe_hag(path)
     with open_artifact(path) as f:  # later stages extend this with their own describers
         return {"file": str(path), "format": fmt, "format_version": _attr(f.attrs.get("format_version")),
                 "size_bytes": path.stat().st_size}
@@ -107,3 +109,17 @@ def describe_features(path: Path) -> dict:
             "size_bytes": path.stat().st_size,
             "created_utc": _attr(f.attrs.get("created_utc")),
         }
+
+
+def describe_hag(path: Path) -> dict:
+    from gnnprep.meta import open_artifact
+
+    with open_artifact(path, expect="gnnprep.hag") as f:
+        a = {k: _attr(v) for k, v in f.attrs.items()}
+        prov = json.loads(a.pop("provenance", "{}"))
+        out = {"file": str(path), **a, "levels": int(len(f["agg/level_ptr"]) - 1),
+               "search_seconds": prov.get("timings", {}).get("search_seconds"),
+               "size_bytes": path.stat().st_size}
+    out["aggregation_ratio"] = round(out["aggregations_graph"] / max(1, out["aggregations_hag"]), 4)
+    out["transfer_ratio"] = round(out["transfers_graph"] / max(1, out["transfers_hag"]), 4)
+    return out

@@ -64,6 +64,54 @@ def _spmm_rows_weighted(indptr, indices, weights, base, bounds, left, right, loo
                 o[j] *= lv
 
 
+@njit(parallel=True, nogil=True, cache=True)
+def _hag_level(inputs, h, first):
+    """h[first + i] = h[inputs[i, 0]] + h[inputs[i, 1]] for one level of aggregation nodes."""
+    d = h.shape[1]
+    for i in prange(inputs.shape[0]):
+        a = inputs[i, 0]
+        b = inputs[i, 1]
+        o = h[first + i]
+        for j in range(d):
+            o[j] = h[a, j] + h[b, j]
+
+
+@njit(parallel=True, fastmath=False, nogil=True, cache=True)
+def _hag_rows(indptr, indices, base, bounds, left, right, loop, x, h, out):
+    """out[v - r0] = l[v] (λ r[v] x[v] + Σ_{y ∈ N̂(v)} h[y]), h = r ⊙ x extended by the HAG nodes."""
+    d = x.shape[1]
+    r0 = bounds[0]
+    for c in prange(len(bounds) - 1):
+        for v in range(bounds[c], bounds[c + 1]):
+            o = out[v - r0]
+            xv = x[v]
+            rv = loop * right[v]
+            for j in range(d):
+                o[j] = rv * xv[j]
+            for p in range(indptr[v - r0] - base, indptr[v - r0 + 1] - base):
+                hy = h[indices[p]]
+                for j in range(d):
+                    o[j] += hy[j]
+            lv = left[v]
+            for j in range(d):
+                o[j] *= lv
+
+
+def hag_prepare(x, right, inputs, level_ptr, h) -> None:
+    """h[:n] = r ⊙ x, then every aggregation node, level by level (``h`` has n + |VA| rows)."""
+    n = x.shape[0]
+    np.multiply(x, right[:, None], out=h[:n])
+    for l in range(len(level_ptr) - 1):
+        a0, a1 = int(level_ptr[l]), int(level_ptr[l + 1])
+        if a1 > a0:
+            _hag_level(inputs[a0:a1], h, n + a0)
+
+
+def hag_rows(indptr_block, indices_block, r0, left, right, loop, x, h, out) -> None:
+    bounds = balanced_bounds(indptr_block, r0, PARTS_PER_BLOCK)
+    _hag_rows(indptr_block, indices_block, np.int64(indptr_block[0]), bounds, left, right, np.float32(loop), x, h, out)
+
+
 def balanced_bounds(indptr_block: np.ndarray, r0: int, parts: int) -> np.ndarray:
     """Split rows r0..r0+len-1 into ``parts`` chunks of about equal nnz + rows."""
     rows = len(indptr_block) - 1
@@ -146,3 +194,6 @@ def warm_up() -> None:
         one = np.ones(2, dtype=np.float32)
         spmm_rows_numba(ip, idx, None, 0, one, one, 1.0, x, out)
         spmm_rows_numba(ip, idx, np.ones(1, np.float32), 0, one, one, 1.0, x, out)
+        h = np.ones((3, 2), dtype=np.float32)
+        hag_prepare(x, one, np.array([[0, 1]], dtype=np.int64), np.array([0, 1], dtype=np.int64), h)
+        hag_rows(ip, idx, 0, one, one, 1.0, x, h, out)

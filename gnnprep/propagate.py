@@ -60,6 +60,7 @@ class PrecomputeConfig:
     memory_budget: int | None = None
     blocks: tuple[int, int, int] | None = None   # (a, b, c) override
     reorder: str = "auto"                  # auto | none | bfs (compute in breadth-first node order)
+    hag: str | None = None                 # a hag.h5 for the graph: aggregate through it (CPU)
     dry_run: bool = False
 
 
@@ -207,6 +208,9 @@ class _NumbaBackend:
         self.k = kernels
         self.graph, self.op = graph, op
 
+    def begin_hop(self, cur) -> None:
+        pass
+
     def prepare(self, cur: np.ndarray) -> np.ndarray:
         if self.graph.order is not None:
             return np.take(cur, self.graph.order, axis=0)  # rows in the computation's order
@@ -228,8 +232,33 @@ class _NumbaBackend:
         pass
 
 
+class _HagBackend(_NumbaBackend):
+    """Â·(r ⊙ X) through a HAG (Jia et al.): aggregation nodes first, then the rewired in-lists."""
+
+    name = "hag"
+
+    def __init__(self, graph: _Graph, op: Operator, device: str, hag):
+        super().__init__(graph, op, device)
+        self.hag = hag
+        self.h = None
+
+    def begin_hop(self, cur) -> None:
+        n = cur.shape[0]
+        if self.h is None or self.h.shape[1] != cur.shape[1]:
+            self.h = np.empty((n + self.hag.num_agg, cur.shape[1]), dtype=np.float32)
+        self.k.hag_prepare(cur, self.op.right, self.hag.inputs, self.hag.level_ptr, self.h)
+
+    def hop_block(self, r0, r1, cur, nxt):
+        ip = self.hag.indptr[r0:r1 + 1]
+        idx = self.hag.indices[ip[0]:ip[-1]]
+        self.k.hag_rows(ip, idx, r0, self.op.left, self.op.right, self.op.loop, cur, self.h, nxt[r0:r1])
+
+
 class _TorchBackend:
     name = "torch"
+
+    def begin_hop(self, cur) -> None:
+        pass
 
     def __init__(self, graph: _Graph, op: Operator, device: str):
         import torch
@@ -358,7 +387,8 @@ def _sampled_locality(store: GraphStore, windows: int = 64, width: int = 2048) -
 
 
 def _run_key(store: GraphStore, config: PrecomputeConfig) -> str:
-    parts = [store.fingerprint, config.hops, list(config.operators), config.rows, config.dtype]
+    parts = [store.fingerprint, config.hops, list(config.operators), config.rows, config.dtype,
+             str(Path(config.hag).absolute()) if config.hag else None]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
 
@@ -396,7 +426,12 @@ def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeCon
         plan = choose_plan(problem, budget, profile, baseline, config.blocks)
         if config.reorder not in ("auto", "none", "bfs"):
             raise GnnprepError(f"--reorder {config.reorder!r}: expected auto, none or bfs")
-        if backend == "numba":
+        hag = None
+        if config.hag is not None:
+            hag = _load_hag(config.hag, store, backend)
+            plan = Plan(**{**plan.to_dict(), "b": 1, "s_resident": True,
+                           "predicted_peak": plan.predicted_peak + int(4 * (n + hag.num_agg) * plan.width)})
+        elif backend == "numba":
             plan = with_reorder(plan, problem, profile, _sampled_locality(store), config.reorder, budget)
         if config.dry_run:
             return PrecomputeReport(str(output), plan.to_dict(), config.hops, tuple(config.operators), r, config.dtype,
@@ -407,7 +442,7 @@ def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeCon
         baseline = _rss()
         out = ResumableOutput(output, _run_key(store, config))
         try:
-            report = _run(store, out, config, plan, out_rows, device, backend, progress, command, t_start, baseline)
+            report = _run(store, out, config, plan, out_rows, device, backend, progress, command, t_start, baseline, hag)
         except GnnprepError:
             out.close(keep=bool(out.done))  # nothing worth resuming: leave no trace
             raise
@@ -450,7 +485,21 @@ def _create_layout(f: h5py.File, store: GraphStore, config: PrecomputeConfig, pl
         sp.create_dataset(name, data=ids)
 
 
-def _run(store, out: ResumableOutput, config, plan, out_rows, device, backend, progress, command, t_start, baseline):
+def _load_hag(path, store: GraphStore, backend: str):
+    from gnnprep.hag import read_hag
+
+    if backend != "numba":
+        raise GnnprepError("--hag runs on the CPU kernels; use --device cpu")
+    h, attrs = read_hag(path)
+    if attrs.get("graph_fingerprint") != store.fingerprint:
+        raise GnnprepError(f"{path}: graph_fingerprint does not match {store.path}; this HAG was built for another graph")
+    if "adj/weights" in store.f:
+        raise GnnprepError(f"{path}: --hag needs an unweighted graph store")
+    return h
+
+
+def _run(store, out: ResumableOutput, config, plan, out_rows, device, backend, progress, command, t_start, baseline,
+         hag=None):
     feats = store.features
     n, d = feats.shape
     r = n if out_rows is None else len(out_rows)
@@ -471,8 +520,11 @@ def _run(store, out: ResumableOutput, config, plan, out_rows, device, backend, p
         blocks = list(graph.blocks())
         cols = _column_blocks(d, plan.width)
         # one backend per operator for the whole run: a resident S is built (and moved) once
-        backends = {name: (_TorchBackend if backend == "torch" else _NumbaBackend)(graph, ops[name], device)
-                    for name in config.operators}
+        if hag is not None:
+            backends = {name: _HagBackend(graph, ops[name], device, hag) for name in config.operators}
+        else:
+            backends = {name: (_TorchBackend if backend == "torch" else _NumbaBackend)(graph, ops[name], device)
+                        for name in config.operators}
         hop_seconds = [0.0] * (config.hops + 1)
         writer = _Writer(config.dtype)
         units_total = len(cols) * (1 + config.hops * len(config.operators))
@@ -551,6 +603,7 @@ def _run(store, out: ResumableOutput, config, plan, out_rows, device, backend, p
                         ds = f[f"channels/{name}/{k}"]
                         write = (name, j, k) not in done
                         seq = writer.issued
+                        be.begin_hop(cur)
                         for r0, r1, writes in row_parts:
                             be.hop_block(r0, r1, cur, nxt)
                             if write and write_parts is None:

@@ -1,5 +1,7 @@
 """HAG search and executor: cover(v) = N(v) exactly, Algorithm 3 on hand-checked cases."""
 
+import json
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -108,3 +110,49 @@ def test_rounds_depth_bound():
     h = rounds_search(indptr, indices, capacity=100, max_depth=2)
     assert len(h.level_ptr) - 1 <= 2
     assert_equivalent(h, indptr, indices)
+
+
+def test_precompute_through_a_hag_equals_plain(tmp_path):
+    from gnnprep.features import FeatureStore
+    from gnnprep.ingest import IngestConfig, ingest
+    from gnnprep.propagate import PrecomputeConfig, precompute
+    from gnnprep.sources import SourceOptions
+    from helpers import run
+
+    rng = np.random.default_rng(3)
+    n, d = 120, 6
+    groups = [rng.choice(n - 2, 7, replace=False) for _ in range(50)]  # cliques; 2 isolated nodes
+    src = np.concatenate([np.repeat(g, len(g)) for g in groups])
+    dst = np.concatenate([np.tile(g, len(g)) for g in groups])
+    np.save(tmp_path / "e.npy", np.stack([src, dst]))
+    np.save(tmp_path / "x.npy", rng.standard_normal((n, d)).astype(np.float32))
+    ingest(str(tmp_path / "e.npy"), tmp_path / "g.h5",
+           IngestConfig(source=SourceOptions(num_nodes=n, features=str(tmp_path / "x.npy"))))
+    r = run(["hag", tmp_path / "g.h5", "-o", tmp_path / "hag.h5", "--capacity", "all", "--json"])
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["aggregations_hag"] < json.loads(r.stdout)["aggregations_graph"]
+    ops = ("sym", "rw", "sym-noloop")
+    precompute(tmp_path / "g.h5", tmp_path / "plain.h5", PrecomputeConfig(hops=3, operators=ops, device="cpu"))
+    precompute(tmp_path / "g.h5", tmp_path / "hag_f.h5",
+               PrecomputeConfig(hops=3, operators=ops, device="cpu", hag=str(tmp_path / "hag.h5"), blocks=(1, 1, 4)))
+    with FeatureStore(tmp_path / "plain.h5") as a, FeatureStore(tmp_path / "hag_f.h5") as b:
+        for op in ops:
+            for k in range(4):
+                ref = a.hop(k, op)[:]
+                np.testing.assert_allclose(b.hop(k, op)[:], ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+    info = json.loads(run(["info", tmp_path / "hag.h5", "--json"]).stdout)
+    assert info["format"] == "gnnprep.hag" and info["num_agg"] > 0
+
+
+def test_hag_of_another_graph_is_refused(tmp_path):
+    from gnnprep.ingest import ingest
+    from gnnprep.propagate import PrecomputeConfig, precompute
+    from helpers import run
+
+    r = run(["ingest", "sample", "-o", tmp_path / "s.h5"])
+    assert r.exit_code == 0
+    np.save(tmp_path / "e.npy", np.array([[0, 1], [1, 2]]))
+    ingest(str(tmp_path / "e.npy"), tmp_path / "other.h5")
+    assert run(["hag", tmp_path / "other.h5", "-o", tmp_path / "hag.h5"]).exit_code == 0
+    with pytest.raises(GnnprepError, match="another graph"):
+        precompute(tmp_path / "s.h5", tmp_path / "f.h5", PrecomputeConfig(hops=1, device="cpu", hag=str(tmp_path / "hag.h5")))
