@@ -513,6 +513,7 @@ def _run(store, out: ResumableOutput, config, plan, out_rows, device, backend, p
             plan = Plan(**{**plan.to_dict(), **json.loads(out.state.get("plan", "{}"))}) if out.state.get("plan") else plan
         out.state["plan"] = json.dumps({k: plan.to_dict()[k] for k in ("a", "b", "c", "width")})
         done = set(out.done)
+        resumed_units = len(done)
         graph = _Graph(store, plan)
         with timer("normalise"):
             deg = graph.degree(plan.a)
@@ -654,4 +655,4 @@ def _run(store, out: ResumableOutput, config, plan, out_rows, device, backend, p
         output=str(out.path), plan=plan.to_dict(), hops=config.hops, operators=tuple(config.operators), rows=r,
         dtype=config.dtype, hop_seconds=tuple(round(s, 4) for s in hop_seconds),
         seconds=round(time.perf_counter() - t_start, 3), predicted_peak_bytes=plan.predicted_peak,
-        measured_peak_bytes=None, baseline_rss_bytes=baseline, resumed_units=len(done))
+        measured_peak_bytes=None, baseline_rss_bytes=baseline, resumed_units=resumed_units)
