@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -21,15 +20,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-LAUNCHER = r"""
-import os, subprocess, sys
-proc = subprocess.Popen(sys.argv[1:])
-_, status, usage = os.wait4(proc.pid, 0)
-sys.stderr.write(f"__peak_rss={usage.ru_maxrss * 1024}\n")
-sys.exit(os.waitstatus_to_exitcode(status))
-"""
-
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from measure import run_measured  # noqa: E402
 
 def generate(path: Path, n: int, groups: int, size: int, seed: int = 0) -> None:
     from gnnprep.ingest import IngestConfig, ingest
@@ -70,15 +62,10 @@ def main() -> None:
     print(f"graph: {len(ip) - 1:,} nodes, {int(ip[-1]):,} stored edges; exact would keep "
           f"{exact_pair_count(ip):,} pair occurrences")
     out = work / "hag.h5"
-    cmd = [sys.executable, "-c", LAUNCHER, sys.executable, "-m", "gnnprep", "hag", str(graph), "-o", str(out),
-           "--memory-budget", args.budget, "--capacity", args.capacity, "--json", "--quiet"]
-    t0 = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if r.returncode != 0:
-        sys.exit(r.stderr)
-    d = json.loads(r.stdout)
-    peak = int(r.stderr.rsplit("__peak_rss=", 1)[1].split()[0])
+    r = run_measured([sys.executable, "-m", "gnnprep", "hag", str(graph), "-o", str(out),
+                      "--memory-budget", args.budget, "--capacity", args.capacity, "--json", "--quiet"])
+    wall, peak = r["seconds"], r["peak_rss"]
+    d = json.loads(r["stdout"])
     print(f"rounds: {wall:.1f} s wall ({d['search_seconds']:.1f} s search), peak RSS {peak / 2**30:.2f} GiB; "
           f"{d['num_agg']:,} aggregation nodes in {d['levels']} levels; aggregations {d['aggregations_graph']:,} -> "
           f"{d['aggregations_hag']:,} ({d['aggregation_ratio']:.2f}x), transfers {d['transfers_graph']:,} -> "

@@ -21,12 +21,14 @@ import argparse
 import gzip
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from measure import run_measured  # noqa: E402
 
 GiB = 1024**3
 
@@ -62,29 +64,6 @@ with h5py.File(sys.argv[1]) as f:
     for s in range(0, len(ix), 1 << 24): hi.update(ix[s:s + (1 << 24)].astype(np.int64).tobytes())
 print(hp.hexdigest() + hi.hexdigest())
 """
-
-
-# Linux carries a parent's peak RSS into a forked child's ru_maxrss, so each measured command is
-# started by this tiny launcher (whose own peak is small) and reaped with wait4 there.
-LAUNCHER = r"""
-import os, subprocess, sys
-proc = subprocess.Popen(sys.argv[1:])
-_, status, usage = os.wait4(proc.pid, 0)
-sys.stderr.write(f"__peak_rss={usage.ru_maxrss * 1024}\n")
-sys.exit(os.waitstatus_to_exitcode(status))
-"""
-
-
-def run_measured(cmd: list[str]) -> dict:
-    t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", LAUNCHER, *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = proc.communicate()
-    code = proc.returncode
-    wall = time.perf_counter() - t0
-    if code != 0:
-        sys.exit(f"command failed ({code}): {' '.join(cmd)}\n{err.decode()[-2000:]}")
-    peak = int(err.decode().rsplit("__peak_rss=", 1)[1].split()[0])
-    return {"seconds": wall, "peak_rss": peak, "stdout": out.decode().strip()}
 
 
 def gen_text(path: Path, m: int, n: int, seed: int = 0) -> None:

@@ -1,0 +1,33 @@
+"""Run a command and measure its wall time and peak RSS, for the benchmark scripts.
+
+Linux carries a parent's peak RSS into a forked child's ru_maxrss across fork + exec, so a child of
+a large benchmark process (one that generated data) would report at least the parent's peak. Each
+command is therefore started by a tiny launcher process that reaps it with wait4 and reports the
+child's own ru_maxrss on its last stderr line.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+LAUNCHER = r"""
+import os, subprocess, sys
+proc = subprocess.Popen(sys.argv[1:])
+_, status, usage = os.wait4(proc.pid, 0)
+sys.stderr.write(f"__peak_rss={usage.ru_maxrss * 1024}\n")
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def run_measured(cmd: list[str]) -> dict:
+    """{"seconds", "peak_rss" (bytes), "stdout"}; exits with the command's stderr if it fails."""
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", LAUNCHER, *cmd], capture_output=True)
+    wall = time.perf_counter() - t0
+    err = proc.stderr.decode()
+    if proc.returncode != 0:
+        sys.exit(f"command failed ({proc.returncode}): {' '.join(cmd)}\n{err[-2000:]}")
+    peak = int(err.rsplit("__peak_rss=", 1)[1].split()[0])
+    return {"seconds": wall, "peak_rss": peak, "stdout": proc.stdout.decode().strip()}
