@@ -8,7 +8,7 @@ import time
 import click
 
 from gnnprep.errors import GnnprepError
-from gnnprep.hag import exact_search, rounds_search, write_hag
+from gnnprep.hag import exact_search, rounds_search, sequential_search, write_hag
 from gnnprep.ingest import IngestConfig, ensure_graph_store
 from gnnprep.sizes import default_host_budget
 from gnnprep.sources import SourceOptions
@@ -36,8 +36,8 @@ def parse_capacity(text: str, n: int) -> int:
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="HAG artifact to write.")
 @click.option("--capacity", default="0.25", show_default=True, help="Aggregation nodes allowed: N, a fraction of |V|, or all.")
 @click.option("--method", type=click.Choice(["rounds", "exact"]), default="rounds", show_default=True)
-@click.option("--aggregate", type=click.Choice(["set"]), default="set", show_default=True,
-              help="set (sum/mean/max); sequential is not implemented yet.")
+@click.option("--aggregate", type=click.Choice(["set", "sequential"]), default="set", show_default=True,
+              help="set (sum, mean, max: any order) or sequential (prefix sharing in the stored neighbour order).")
 @click.option("--window", type=click.IntRange(min=1), default=None, help="rounds: candidate window (default 16, fitted to the budget).")
 @click.option("--max-depth", type=click.IntRange(min=1), default=16, show_default=True, help="rounds: deepest aggregation level.")
 @budget_option("Memory for the search (default: half the free RAM).")
@@ -61,7 +61,10 @@ def hag(dataset, output, capacity, method, aggregate, window, max_depth, memory_
     peak_ok = _reset_peak()
     base = _rss()
     t0 = time.perf_counter()
-    if method == "exact":
+    if aggregate == "sequential":
+        method = "prefix"
+        h = sequential_search(indptr, indices, capacity=cap)
+    elif method == "exact":
         h = exact_search(indptr, indices, capacity=cap, memory_budget=budget)
     else:
         h = rounds_search(indptr, indices, capacity=cap, window=window, max_depth=max_depth, memory_budget=budget)

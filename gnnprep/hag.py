@@ -57,23 +57,26 @@ def graph_cost(indptr: np.ndarray) -> tuple[int, int]:
     return int(np.maximum(deg - 1, 0).sum()), int(indptr[-1])
 
 
-def covers(h: Hag) -> list[np.ndarray]:
-    """cover(v) for every graph node, as sorted arrays (multisets) — for checking equivalence."""
+def covers(h: Hag, ordered: bool = False) -> list[np.ndarray]:
+    """cover(v) for every graph node: sorted arrays (multisets), or with ``ordered`` the sequences
+    (concatenation in input order, for sequential aggregation) — for checking equivalence."""
     n = h.num_nodes
+    finish = (lambda a: a) if ordered else np.sort
     memo: list[np.ndarray | None] = [None] * h.num_agg
     for i, (a, b) in enumerate(h.inputs):  # topological order: inputs are already known
         parts = [np.array([x]) if x < n else memo[x - n] for x in (int(a), int(b))]
-        memo[i] = np.sort(np.concatenate(parts))
+        memo[i] = finish(np.concatenate(parts))
     out = []
     for v in range(n):
         row = h.indices[h.indptr[v]:h.indptr[v + 1]]
         parts = [np.array([x]) if x < n else memo[x - n] for x in row.tolist()]
-        out.append(np.sort(np.concatenate(parts)) if parts else np.empty(0, dtype=np.int64))
+        out.append(finish(np.concatenate(parts)) if parts else np.empty(0, dtype=np.int64))
     return out
 
 
-def _finish(n: int, lists: list[list[int]], inputs: list[tuple[int, int]]) -> Hag:
-    """Number aggregation nodes by level (stable), rewrite ids, pack in-lists as CSR."""
+def _finish(n: int, lists: list[list[int]], inputs: list[tuple[int, int]], ordered: bool = False) -> Hag:
+    """Number aggregation nodes by level (stable), rewrite ids, pack in-lists as CSR (kept in
+    order with ``ordered``, else sorted)."""
     na = len(inputs)
     level = np.zeros(n + na, dtype=np.int64)
     for i, (a, b) in enumerate(inputs):
@@ -84,11 +87,13 @@ def _finish(n: int, lists: list[list[int]], inputs: list[tuple[int, int]]) -> Ha
     new_id[n + order] = n + np.arange(na)
     ins = np.array(inputs, dtype=np.int64).reshape(-1, 2)[order]
     ins = new_id[ins] if na else ins
-    ins.sort(axis=1)
+    if not ordered:
+        ins.sort(axis=1)
     levels = int(agg_level.max()) if na else 0
     # level_ptr[l] .. level_ptr[l+1]-1: the aggregation nodes of level l+1 (graph nodes are level 0)
     level_ptr = np.concatenate([[0], np.cumsum(np.bincount(agg_level, minlength=levels + 1)[1:])])
-    rows = [np.sort(new_id[np.asarray(l, dtype=np.int64)]) if l else np.empty(0, np.int64) for l in lists]
+    arrange = (lambda a: a) if ordered else np.sort
+    rows = [arrange(new_id[np.asarray(l, dtype=np.int64)]) if l else np.empty(0, np.int64) for l in lists]
     indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
     indices = np.concatenate(rows) if rows else np.empty(0, dtype=np.int64)
     return Hag(n, ins, level_ptr.astype(np.int64), indptr, indices.astype(np.int64))
@@ -164,6 +169,55 @@ def exact_search(indptr: np.ndarray, indices: np.ndarray, capacity: int | None =
             users[b].discard(v)
         count.pop((a, b), None)
     return _finish(n, [sorted(s) for s in lists], inputs)
+
+
+def sequential_search(indptr: np.ndarray, indices: np.ndarray, capacity: int | None = None) -> Hag:
+    """The prefix-sharing HAG for order-dependent aggregation (Jia et al., Theorem 2: optimal for
+    the given neighbour order). Each in-list is a sequence; a trie of the sequences counts how many
+    lists share each prefix. Every prefix of length ≥ 2 shared by ≥ 2 lists becomes an aggregation
+    node (its prefix of length k−1, then its k-th element), most shared first — so ancestors always
+    come before descendants — up to ``capacity``; each list then starts with its longest shared
+    prefix node, followed by its remaining neighbours in order.
+    """
+    n = len(indptr) - 1
+    capacity = n // 4 if capacity is None else min(int(capacity), int(indptr[-1]))
+    child: dict[tuple[int, int], int] = {}
+    parent, elem, depth, count = [-1], [-1], [0], [0]
+    paths: list[list[int]] = []
+    for v in range(n):
+        node, path = 0, []
+        for x in indices[indptr[v]:indptr[v + 1]].tolist():
+            key = (node, x)
+            nxt = child.get(key)
+            if nxt is None:
+                nxt = child[key] = len(parent)
+                parent.append(node)
+                elem.append(x)
+                depth.append(depth[node] + 1)
+                count.append(0)
+            count[nxt] += 1
+            node = nxt
+            path.append(node)
+        paths.append(path)
+    count_a, depth_a = np.asarray(count), np.asarray(depth)
+    shared = np.flatnonzero((depth_a >= 2) & (count_a >= 2))
+    shared = shared[np.lexsort((shared, depth_a[shared], -count_a[shared]))][:capacity]
+    agg_of = {}
+    inputs: list[tuple[int, int]] = []
+    for t in shared.tolist():  # parents first: their count is at least the child's
+        p = parent[t]
+        first = agg_of[p] if depth[p] >= 2 else elem[p]
+        agg_of[t] = n + len(inputs)
+        inputs.append((first, elem[t]))
+    lists = []
+    for v in range(n):
+        seq = indices[indptr[v]:indptr[v + 1]].tolist()
+        k = 0
+        for i, t in enumerate(paths[v]):
+            if t in agg_of:
+                k = i + 1
+        lists.append(([agg_of[paths[v][k - 1]]] + seq[k:]) if k else seq)
+    return _finish(n, lists, inputs, ordered=True)
 
 
 def execute(h: Hag, x: np.ndarray) -> np.ndarray:

@@ -156,3 +156,35 @@ def test_hag_of_another_graph_is_refused(tmp_path):
     assert run(["hag", tmp_path / "other.h5", "-o", tmp_path / "hag.h5"]).exit_code == 0
     with pytest.raises(GnnprepError, match="another graph"):
         precompute(tmp_path / "s.h5", tmp_path / "f.h5", PrecomputeConfig(hops=1, device="cpu", hag=str(tmp_path / "hag.h5")))
+
+
+def test_sequential_shares_prefixes_by_hand():
+    from gnnprep.hag import sequential_search
+
+    lists = [[0, 1, 2, 5], [0, 1, 2, 6], [0, 1, 3], [1, 4]]
+    indptr, indices = csr_from_lists(lists)
+    h = sequential_search(indptr, indices, capacity=10)
+    # prefixes (0,1) shared 3x and (0,1,2) shared 2x become nodes: in-lists start with them
+    np.testing.assert_array_equal(h.inputs, [[0, 1], [7, 2]])
+    rows = [h.indices[h.indptr[v]:h.indptr[v + 1]].tolist() for v in range(4)]
+    assert rows == [[8, 5], [8, 6], [7, 3], [1, 4]]  # csr_from_lists stores sorted rows
+    for v, cov in enumerate(covers(h, ordered=True)):
+        np.testing.assert_array_equal(cov, indices[indptr[v]:indptr[v + 1]])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_sequential_random_sequences_cover_in_order(seed):
+    from gnnprep.hag import sequential_search
+
+    rng = np.random.default_rng(seed)
+    n = 70
+    base = [rng.permutation(n)[:8] for _ in range(6)]
+    lists = [list(base[rng.integers(6)][: rng.integers(1, 9)]) + list(rng.integers(0, n, rng.integers(0, 3)))
+             for _ in range(n)]
+    indptr = np.concatenate([[0], np.cumsum([len(l) for l in lists])]).astype(np.int64)
+    indices = np.array([x for l in lists for x in l], dtype=np.int64)  # order as given, not sorted
+    for cap in (3, None, 10**6):
+        h = sequential_search(indptr, indices, capacity=cap)
+        for v, cov in enumerate(covers(h, ordered=True)):
+            np.testing.assert_array_equal(cov, indices[indptr[v]:indptr[v + 1]])
+        assert all(max(a, b) < n + i for i, (a, b) in enumerate(h.inputs))
