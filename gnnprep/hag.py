@@ -296,16 +296,27 @@ def rounds_search(indptr: np.ndarray, indices: np.ndarray, capacity: int | None 
         sel = np.flatnonzero(counts >= threshold)
         sel = sel[np.lexsort((uniq[sel], -counts[sel]))]
         a_all, b_all = uniq[sel] // big, uniq[sel] % big
+        ok_depth = np.maximum(level[a_all], level[b_all]) + 1 <= max_depth
+        a_all, b_all = a_all[ok_depth], b_all[ok_depth]
         used = np.zeros(total, dtype=bool)
-        chosen: list[tuple[int, int]] = []
         room = capacity - len(inputs)
-        for a, b in zip(a_all.tolist(), b_all.tolist()):
-            if used[a] or used[b] or max(level[a], level[b]) + 1 > max_depth:
-                continue
-            used[a] = used[b] = True
-            chosen.append((a, b))
-            if len(chosen) >= room:
+        picked_a, picked_b = [], []
+        for _ in range(4):  # a few vectorised passes of greedy matching in priority order
+            free = ~used[a_all] & ~used[b_all]
+            a_all, b_all = a_all[free], b_all[free]
+            if not len(a_all) or room <= 0:
                 break
+            ends = np.stack([a_all, b_all], axis=1).ravel()
+            _, first = np.unique(ends, return_index=True)
+            first_pair = np.full(total, len(a_all), dtype=np.int64)
+            first_pair[ends[first]] = first // 2
+            i = np.arange(len(a_all))
+            take = np.flatnonzero((first_pair[a_all] == i) & (first_pair[b_all] == i))[:room]
+            picked_a.append(a_all[take])
+            picked_b.append(b_all[take])
+            used[a_all[take]] = used[b_all[take]] = True
+            room -= len(take)
+        chosen = list(zip(np.concatenate(picked_a).tolist(), np.concatenate(picked_b).tolist())) if picked_a else []
         if not chosen:
             if threshold <= 2:
                 break
