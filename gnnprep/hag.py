@@ -243,8 +243,9 @@ def rounds_search(indptr: np.ndarray, indices: np.ndarray, capacity: int | None 
     (3) walk candidates by count (ties: smallest pair) and keep a matching — no id in two chosen
     pairs — of pairs with count ≥ the round's threshold and depth ≤ ``max_depth``; (4) rewire, all
     in-lists at once: a chosen pair (a, b) is replaced by its new aggregation node wherever both
-    occur, and kept only where it occurs at least twice. The threshold halves when a round finds
-    nothing, down to 2. Memory: O(window · stored entries) per round (sorted int64 keys).
+    occur, and kept only where it occurs at least twice. The threshold starts at the largest count
+    and halves after every round down to 2, where rounds continue until nothing merges or the
+    capacity is reached. Memory: O(window · stored entries) per round (sorted int64 keys).
     """
     n = len(indptr) - 1
     m = int(indptr[-1])
@@ -334,17 +335,18 @@ def rounds_search(indptr: np.ndarray, indices: np.ndarray, capacity: int | None 
         applied = hk[hcount == 2]
         support = np.bincount(applied % len(ca), minlength=len(ca))
         keep_pair = support >= 2
+        kept = np.flatnonzero(keep_pair)
         new_id = np.full(len(ca), -1, dtype=np.int64)
-        for j in np.flatnonzero(keep_pair):
-            new_id[j] = n + len(inputs)
-            a, b = int(ca[j, 0]), int(ca[j, 1])
-            inputs.append((a, b))
-            level[new_id[j]] = 1 + max(level[a], level[b])
+        new_id[kept] = n + len(inputs) + np.arange(len(kept))
+        level[new_id[kept]] = 1 + np.maximum(level[ca[kept, 0]], level[ca[kept, 1]])
+        inputs.extend(map(tuple, ca[kept].tolist()))
         applied = applied[keep_pair[applied % len(ca)]]
+        # the threshold halves every round (geometric schedule), then stays at 2
+        done_at_two = threshold <= 2 and not len(applied)
+        threshold = max(2, threshold // 2)
+        if done_at_two:
+            break
         if not len(applied):
-            threshold = max(2, threshold // 2) if threshold > 2 else 1
-            if threshold < 2:
-                break
             continue
         drop = np.isin(hkey, applied)
         keep = np.ones(len(src), dtype=bool)
