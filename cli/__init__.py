@@ -8,7 +8,6 @@ the user can fix, 2 for usage errors.
 from __future__ import annotations
 
 import signal
-import sys
 
 import click
 

@@ -21,7 +21,6 @@ Ids: 0..n−1 are graph nodes, n+i is aggregation node i; aggregation nodes are 
 from __future__ import annotations
 
 import heapq
-import math
 from collections import defaultdict
 from dataclasses import dataclass
 

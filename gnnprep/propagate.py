@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import os
 import queue
 import threading
@@ -39,7 +38,6 @@ from gnnprep.meta import Timer, write_root_attrs
 from gnnprep.operators import Operator, make_operator
 from gnnprep.plan import Plan, Problem, choose_plan, load_profile, with_reorder
 from gnnprep.sizes import default_host_budget
-from gnnprep.sources.base import SPLIT_NAMES
 from gnnprep.store import GraphStore, feature_chunk_rows
 
 Progress = Callable[[str, int, int | None], None]

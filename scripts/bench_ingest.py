@@ -22,7 +22,6 @@ import gzip
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np

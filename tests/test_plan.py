@@ -3,7 +3,7 @@ import json
 import pytest
 
 from gnnprep.errors import GnnprepError
-from gnnprep.plan import Plan, Problem, Profile, choose_plan, load_profile, memory
+from gnnprep.plan import Problem, Profile, choose_plan, load_profile, memory
 from helpers import run
 
 
