@@ -21,6 +21,7 @@ Ids: 0..n−1 are graph nodes, n+i is aggregation node i; aggregation nodes are 
 from __future__ import annotations
 
 import heapq
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -232,6 +233,36 @@ def execute(h: Hag, x: np.ndarray) -> np.ndarray:
     return a @ hbuf
 
 
+def _count_candidates(src, follow, window, big, parts, keep_from, chunk=1 << 22):
+    """Distinct candidate pairs (src[i], src[i+k]), 1 ≤ k ≤ window, within one in-list, with their
+    counts, keeping those counted ≥ keep_from; counted one hash partition (key mod parts) at a time
+    and in chunks of entries, so memory stays bounded."""
+    out_u, out_c = [], []
+    for part in range(parts):
+        keys = []
+        for k in range(1, window + 1):
+            for s0 in range(0, len(src), chunk):
+                i = s0 + np.flatnonzero(follow[s0:s0 + chunk] >= k)
+                if not len(i):
+                    continue
+                a, b = src[i], src[i + k]
+                key = np.minimum(a, b) * big + np.maximum(a, b)
+                if parts > 1:
+                    key = key[key % parts == part]
+                keys.append(key)
+        if not keys:
+            continue
+        keys = np.concatenate(keys)
+        u, c = np.unique(keys, return_counts=True)
+        del keys
+        good = c >= keep_from
+        out_u.append(u[good])
+        out_c.append(c[good])
+    if not out_u:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    return np.concatenate(out_u), np.concatenate(out_c)
+
+
 def rounds_search(indptr: np.ndarray, indices: np.ndarray, capacity: int | None = None, window: int | None = None,
                   max_depth: int = 16, memory_budget: int | None = None, max_rounds: int = 200) -> Hag:
     """Scalable HAG search: candidate pairs from a window of frequency-sorted in-lists, merged in
@@ -250,11 +281,17 @@ def rounds_search(indptr: np.ndarray, indices: np.ndarray, capacity: int | None 
     m = int(indptr[-1])
     # every aggregation node removes at least one stored entry, so m bounds any capacity
     capacity = n // 4 if capacity is None else min(int(capacity), m)
-    if window is None:  # 16 recovers >= 95% of the exact savings on Cora; shrink it to fit the budget
-        window = 16 if memory_budget is None else int(max(1, min(16, memory_budget // max(1, 24 * m))))
-    if memory_budget is not None and m * window * 24 > memory_budget:
-        raise GnnprepError(f"--memory-budget {memory_budget / 2**20:.0f} MiB is too small for window {window} over "
-                           f"{m:,} entries (needs about {m * window * 24 / 2**20:.0f} MiB)")
+    # memory: ~64 B per entry for the per-round arrays, 24 B per candidate key while counting one
+    # hash partition (key mod parts) of the window's keys, plus a bounded chunk of temporaries
+    fixed = 64 * m + 256 * 2**20
+    if memory_budget is not None and fixed >= memory_budget:
+        raise GnnprepError(f"--memory-budget {memory_budget / 2**20:.0f} MiB is too small for rounds over {m:,} "
+                           f"entries (needs more than {fixed / 2**20:.0f} MiB)")
+    room = (memory_budget - fixed) if memory_budget is not None else None
+    if window is None:  # 16 recovers >= 95% of exact's savings on Cora; narrower when memory is short
+        window = 16 if room is None else int(min(16, max(2, 2 * room // max(1, 24 * m))))
+    window = int(window)
+    parts = 1 if room is None else max(1, math.ceil(24 * window * m / max(1, room)))
     dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
     src = indices.astype(np.int64).copy()
     inputs: list[tuple[int, int]] = []
@@ -268,24 +305,14 @@ def rounds_search(indptr: np.ndarray, indices: np.ndarray, capacity: int | None 
         freq = np.bincount(src, minlength=total)
         order = np.lexsort((src, -freq[src], dst))
         dst, src = dst[order], src[order]
+        del order, freq
         starts = np.searchsorted(dst, dst, side="left")
-        pos = np.arange(len(dst)) - starts
-        lens = np.diff(np.concatenate([np.searchsorted(dst, np.arange(n)), [len(dst)]]))
-        keys = []
-        for k in range(1, window + 1):
-            ok = pos + k < lens[dst]
-            i = np.flatnonzero(ok)
-            a, b = src[i], src[i + k]
-            lo, hi = np.minimum(a, b), np.maximum(a, b)
-            keys.append(lo * big + hi)
-        if not keys:
-            break
-        keys = np.concatenate(keys)
-        if not len(keys):
-            break
-        uniq, counts = np.unique(keys, return_counts=True)
-        good = counts >= 2
-        uniq, counts = uniq[good], counts[good]
+        follow = np.searchsorted(dst, dst, side="right") - starts  # list length
+        follow -= np.arange(len(dst)) - starts + 1                   # entries after this one
+        del starts
+        keep_from = 2 if threshold is None else max(2, threshold // 2)
+        uniq, counts = _count_candidates(src, follow, window, big, parts, keep_from)
+        del follow
         if not len(uniq):
             break
         if threshold is None:

@@ -188,3 +188,17 @@ def test_sequential_random_sequences_cover_in_order(seed):
         for v, cov in enumerate(covers(h, ordered=True)):
             np.testing.assert_array_equal(cov, indices[indptr[v]:indptr[v + 1]])
         assert all(max(a, b) < n + i for i, (a, b) in enumerate(h.inputs))
+
+
+def test_partitioned_candidate_counting_equals_one_pass():
+    from gnnprep.hag import _count_candidates
+
+    rng = np.random.default_rng(5)
+    src = rng.integers(0, 50, 3000).astype(np.int64)
+    follow = np.tile(np.arange(9, -1, -1), 300)  # in-lists of 10 entries
+    big = np.int64(100)
+    u1, c1 = _count_candidates(src, follow, 4, big, 1, 2)
+    u3, c3 = _count_candidates(src, follow, 4, big, 3, 2, chunk=257)
+    order = np.argsort(u3)
+    np.testing.assert_array_equal(u1, u3[order])
+    np.testing.assert_array_equal(c1, c3[order])
