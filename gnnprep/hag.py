@@ -74,9 +74,22 @@ def covers(h: Hag, ordered: bool = False) -> list[np.ndarray]:
     return out
 
 
-def _finish(n: int, lists: list[list[int]], inputs: list[tuple[int, int]], ordered: bool = False) -> Hag:
+def _finish_csr(n: int, dst: np.ndarray, src: np.ndarray, inputs: list[tuple[int, int]]) -> Hag:
+    """:func:`_finish` for in-lists given as (destination, source) arrays: vectorised, no Python
+    lists (a million in-lists as lists of ints would cost far more memory than the arrays)."""
+    base = _finish(n, [], inputs, prefix_only=True)
+    new_id = base.indices  # the renumbering map, returned in place of in-lists (see prefix_only)
+    src = new_id[src]
+    order = np.lexsort((src, dst))
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(dst, minlength=n))]).astype(np.int64)
+    return Hag(n, base.inputs, base.level_ptr, indptr, src[order])
+
+
+def _finish(n: int, lists: list[list[int]], inputs: list[tuple[int, int]], ordered: bool = False,
+            prefix_only: bool = False) -> Hag:
     """Number aggregation nodes by level (stable), rewrite ids, pack in-lists as CSR (kept in
-    order with ``ordered``, else sorted)."""
+    order with ``ordered``, else sorted). With ``prefix_only`` the in-lists are skipped and the id
+    map is returned in ``indices``."""
     na = len(inputs)
     level = np.zeros(n + na, dtype=np.int64)
     for i, (a, b) in enumerate(inputs):
@@ -92,6 +105,8 @@ def _finish(n: int, lists: list[list[int]], inputs: list[tuple[int, int]], order
     levels = int(agg_level.max()) if na else 0
     # level_ptr[l] .. level_ptr[l+1]-1: the aggregation nodes of level l+1 (graph nodes are level 0)
     level_ptr = np.concatenate([[0], np.cumsum(np.bincount(agg_level, minlength=levels + 1)[1:])])
+    if prefix_only:
+        return Hag(n, ins, level_ptr.astype(np.int64), np.zeros(n + 1, dtype=np.int64), new_id)
     arrange = (lambda a: a) if ordered else np.sort
     rows = [arrange(new_id[np.asarray(l, dtype=np.int64)]) if l else np.empty(0, np.int64) for l in lists]
     indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
@@ -381,11 +396,7 @@ def rounds_search(indptr: np.ndarray, indices: np.ndarray, capacity: int | None 
         add_src = new_id[applied % len(ca)]
         dst = np.concatenate([dst[keep], add_dst])
         src = np.concatenate([src[keep], add_src])
-    order = np.lexsort((src, dst))
-    dst, src = dst[order], src[order]
-    bounds = np.searchsorted(dst, np.arange(n + 1))
-    lists = [src[bounds[v]:bounds[v + 1]].tolist() for v in range(n)]
-    return _finish(n, lists, inputs)
+    return _finish_csr(n, dst, src, inputs)
 
 
 # -- the hag.h5 artifact ------------------------------------------------------------------------------
