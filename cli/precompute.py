@@ -38,7 +38,8 @@ def parse_blocks(text: str) -> tuple[int, int, int] | None:
 @click.option("--dtype", type=click.Choice(["float32", "float16"]), default="float32", show_default=True)
 @click.option("--device", default="auto", show_default=True, help="auto, cpu or cuda.")
 @click.option("--hag", "hag_path", default=None, type=click.Path(dir_okay=False),
-              help="Aggregate through this HAG (from gnnprep hag on the same graph; CPU).")
+              help="Aggregate through this HAG (from gnnprep hag on the same graph; CPU), or auto: use "
+                   "<store>.hag.h5 beside the graph store when the predicted saving pays for it.")
 @click.option("--reorder", type=click.Choice(["auto", "none", "bfs"]), default="auto", show_default=True,
               help="Compute in breadth-first node order when it pays (output stays in original order).")
 @click.option("--dry-run", is_flag=True, help="Print the plan, predicted peak memory and time; compute nothing.")
@@ -69,4 +70,6 @@ def precompute(dataset, output, hops, operators, blocks, memory_budget, rows, dt
                         f"{r.rows:,} rows, {r.dtype}; {r.seconds:.2f} s")
         lines.append(f"measured peak {measured}; hop seconds " + ", ".join(f"{s:.2f}" for s in r.hop_seconds)
                      + (f"; resumed after {r.resumed_units} finished units" if r.resumed_units else ""))
+    if r.hag is not None:
+        lines.append(f"hag: {'used ' + str(r.hag['path']) if r.hag['used'] else 'not used'} ({r.hag['reason']})")
     emit(as_json, r.to_dict(), lines)

@@ -439,3 +439,16 @@ def read_hag(path) -> tuple[Hag, dict]:
                 f["adj/indices"][:].astype(np.int64))
         attrs = {k: (v.item() if hasattr(v, "item") else v) for k, v in f.attrs.items()}
     return h, attrs
+
+
+def read_hag_summary(path, graph_fingerprint: str) -> dict | None:
+    """The root summary of a HAG built for the graph with ``graph_fingerprint``, or None when
+    ``path`` is missing, unreadable or for another graph (``--hag auto`` then ignores it)."""
+    from gnnprep.meta import open_artifact
+
+    try:
+        with open_artifact(path, expect=FORMAT) as f:
+            attrs = {k: (v.item() if hasattr(v, "item") else v) for k, v in f.attrs.items()}
+    except GnnprepError:
+        return None
+    return attrs if attrs.get("graph_fingerprint") == graph_fingerprint else None

@@ -230,3 +230,52 @@ def with_reorder(plan: Plan, p: Problem, prof: Profile, locality: float, mode: s
                        "predicted_peak": plan.predicted_peak + int(SLACK * extra),
                        "predicted_seconds": round(plan.predicted_seconds + cost - gain, 3)})
     return plan
+
+
+# rounds search seconds per stored entry (capacity |V|/4..all), measured on the 2-core CI-class machine
+# on overlapping-group graphs of 2.3M and 22.8M entries (2026-11-22); the search re-sorts every entry
+# once per round, so this is two orders above a kernel pass (≈ 90 ns per entry at d = 128)
+HAG_SEARCH_NS_PER_ENTRY = 8000.0
+
+
+@dataclass(frozen=True)
+class HagChoice:
+    use: bool
+    build: bool
+    reason: str
+    predicted_saving_s: float = 0.0
+
+
+def choose_hag(plan: Plan, p: Problem, prof: Profile, cached: dict | None, budget: int) -> HagChoice:
+    """``--hag auto``: use a HAG only when the predicted kernel saving pays for it.
+
+    With a HAG the Â part of a hop costs like a sparse product over ``transfers_hag`` entries
+    (its rewired in-lists plus two reads per aggregation node, Jia et al. 2020, §3.2) instead of m.
+    A cached HAG (one written beside the graph store earlier) is used when that saves more than 5% of
+    the run's predicted time and its aggregation rows fit the budget; a new one is searched for only
+    when even a perfect HAG (saving every kernel second) would repay the predicted search time.
+    """
+    if plan.device != "cpu" or p.weighted:
+        return HagChoice(False, False, "HAG aggregation runs on the CPU kernel over unweighted graphs")
+    w = plan.width
+    widths = [w] * (p.num_features // w) + ([p.num_features % w] if p.num_features % w else [])
+
+    def kernel(entries: int) -> float:
+        return p.operators * p.hops * sum(prof.spmm_seconds(entries, p.num_nodes, wj) for wj in widths)
+
+    plain = kernel(p.num_entries)
+    if cached is None:
+        search = p.num_entries * HAG_SEARCH_NS_PER_ENTRY * 1e-9
+        if plain > search:
+            return HagChoice(False, True, f"no cached HAG; a search (~{search:.1f} s) can repay at most {plain:.1f} s",
+                             plain - search)
+        return HagChoice(False, False, f"no cached HAG; a search (~{search:.1f} s) would cost more than the "
+                                       f"{plain:.2f} s of kernel time it could save")
+    saving = plain - kernel(int(cached["transfers_hag"]))
+    extra = int(SLACK * 4 * (p.num_nodes + int(cached["num_agg"])) * w)
+    if plan.predicted_peak + extra > budget:
+        return HagChoice(False, False, "the cached HAG's aggregation rows do not fit the memory budget")
+    if saving > 0.05 * plan.predicted_seconds:
+        return HagChoice(True, False, f"cached HAG saves ~{saving:.2f} s of {plan.predicted_seconds:.2f} s", saving)
+    return HagChoice(False, False, f"cached HAG would save only ~{max(saving, 0.0):.3f} s of "
+                                   f"{plan.predicted_seconds:.2f} s", saving)

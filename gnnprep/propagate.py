@@ -36,7 +36,7 @@ from gnnprep.atomic import ResumableOutput
 from gnnprep.errors import GnnprepError
 from gnnprep.meta import Timer, write_root_attrs
 from gnnprep.operators import Operator, make_operator
-from gnnprep.plan import Plan, Problem, choose_plan, load_profile, with_reorder
+from gnnprep.plan import Plan, Problem, choose_hag, choose_plan, load_profile, with_reorder
 from gnnprep.sizes import default_host_budget
 from gnnprep.store import GraphStore, feature_chunk_rows
 
@@ -58,7 +58,7 @@ class PrecomputeConfig:
     memory_budget: int | None = None
     blocks: tuple[int, int, int] | None = None   # (a, b, c) override
     reorder: str = "auto"                  # auto | none | bfs (compute in breadth-first node order)
-    hag: str | None = None                 # a hag.h5 for the graph: aggregate through it (CPU)
+    hag: str | None = None                 # a hag.h5 for the graph, or auto (see plan.choose_hag); CPU
     dry_run: bool = False
 
 
@@ -77,6 +77,7 @@ class PrecomputeReport:
     baseline_rss_bytes: int
     resumed_units: int
     dry_run: bool = False
+    hag: dict | None = None       # {"mode": file|auto, "used", "path", "reason"}
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -424,16 +425,20 @@ def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeCon
         plan = choose_plan(problem, budget, profile, baseline, config.blocks)
         if config.reorder not in ("auto", "none", "bfs"):
             raise GnnprepError(f"--reorder {config.reorder!r}: expected auto, none or bfs")
-        hag = None
-        if config.hag is not None:
-            hag = _load_hag(config.hag, store, backend)
+        hag, hag_path, hag_info = None, config.hag, None
+        if config.hag == "auto":
+            hag_path, hag_info = _auto_hag(store, plan, problem, profile, budget, backend, config.dry_run)
+        elif config.hag is not None:
+            hag_info = {"mode": "file", "used": True, "path": str(config.hag), "reason": "--hag given"}
+        if hag_path is not None:
+            hag = _load_hag(hag_path, store, backend)
             plan = Plan(**{**plan.to_dict(), "b": 1, "s_resident": True,
                            "predicted_peak": plan.predicted_peak + int(4 * (n + hag.num_agg) * plan.width)})
         elif backend == "numba":
             plan = with_reorder(plan, problem, profile, _sampled_locality(store), config.reorder, budget)
         if config.dry_run:
             return PrecomputeReport(str(output), plan.to_dict(), config.hops, tuple(config.operators), r, config.dtype,
-                                    (), 0.0, plan.predicted_peak, None, baseline, 0, dry_run=True)
+                                    (), 0.0, plan.predicted_peak, None, baseline, 0, dry_run=True, hag=hag_info)
         for name in config.operators:  # refuse before anything is written
             make_operator(name, np.zeros(1), store.symmetric)
         peak_ok = _reset_peak()
@@ -448,7 +453,7 @@ def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeCon
             out.close(keep=True)  # crash or interrupt: keep the partial output for a rerun to resume
             raise
         measured = (_peak_rss() - baseline) if peak_ok and _peak_rss() else None
-        return dataclasses.replace(report, measured_peak_bytes=measured)
+        return dataclasses.replace(report, measured_peak_bytes=measured, hag=hag_info)
 
 
 def _column_blocks(d: int, width: int) -> list[tuple[int, int]]:
@@ -481,6 +486,40 @@ def _create_layout(f: h5py.File, store: GraphStore, config: PrecomputeConfig, pl
     sp = f.create_group("splits")
     for name, ids in store.splits().items():
         sp.create_dataset(name, data=ids)
+
+
+def hag_cache_path(store_path: str | Path) -> Path:
+    """Where ``--hag auto`` looks for (and keeps) a graph store's HAG: ``<store>.hag.h5`` beside it."""
+    return Path(store_path).with_suffix(".hag.h5")
+
+
+def _auto_hag(store: GraphStore, plan: Plan, problem: Problem, profile, budget: int, backend: str,
+              dry_run: bool) -> tuple[Path | None, dict]:
+    """``--hag auto``: the cached HAG's path when it pays (searching for one first when even a
+    perfect HAG would repay the search), else None; and what was decided, for the report."""
+    from gnnprep.hag import read_hag_summary, rounds_search, write_hag
+
+    cache = hag_cache_path(store.path)
+    cached = read_hag_summary(cache, store.fingerprint) if backend == "numba" else None
+    choice = choose_hag(plan, problem, profile, cached, budget) if backend == "numba" else None
+    if choice is not None and choice.build and not dry_run:
+        indptr, indices = store.indptr(), store.indices()
+        n = len(indptr) - 1
+        t0 = time.perf_counter()
+        h = rounds_search(indptr, indices, capacity=n // 4, memory_budget=budget)
+        prov = {"command": "gnnprep precompute --hag auto", "parameters": {"method": "rounds", "capacity": n // 4},
+                "inputs": [{"path": str(store.path), "graph_fingerprint": store.fingerprint}],
+                "timings": {"search_seconds": round(time.perf_counter() - t0, 4)}}
+        try:
+            write_hag(h, cache, prov, "set", n // 4, store.fingerprint, indptr)
+        except (OSError, GnnprepError):
+            pass  # a read-only folder: nothing cached, decide without it
+        cached = read_hag_summary(cache, store.fingerprint)
+        choice = choose_hag(plan, problem, profile, cached, budget)
+    if choice is None:
+        return None, {"mode": "auto", "used": False, "path": None, "reason": "the HAG executor runs on the CPU kernel"}
+    return (cache if choice.use else None), {"mode": "auto", "used": choice.use,
+                                             "path": str(cache) if choice.use else None, "reason": choice.reason}
 
 
 def _load_hag(path, store: GraphStore, backend: str):

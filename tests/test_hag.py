@@ -202,3 +202,65 @@ def test_partitioned_candidate_counting_equals_one_pass():
     order = np.argsort(u3)
     np.testing.assert_array_equal(u1, u3[order])
     np.testing.assert_array_equal(c1, c3[order])
+
+
+def _clique_graph(tmp_path, n=120, d=6, seed=3):
+    from gnnprep.ingest import IngestConfig, ingest
+    from gnnprep.sources import SourceOptions
+
+    rng = np.random.default_rng(seed)
+    groups = [rng.choice(n - 2, 7, replace=False) for _ in range(50)]
+    src = np.concatenate([np.repeat(g, len(g)) for g in groups])
+    dst = np.concatenate([np.tile(g, len(g)) for g in groups])
+    np.save(tmp_path / "e.npy", np.stack([src, dst]))
+    np.save(tmp_path / "x.npy", rng.standard_normal((n, d)).astype(np.float32))
+    ingest(str(tmp_path / "e.npy"), tmp_path / "g.h5",
+           IngestConfig(source=SourceOptions(num_nodes=n, features=str(tmp_path / "x.npy"))))
+    return tmp_path / "g.h5"
+
+
+def test_hag_auto_skips_a_search_that_cannot_pay_and_uses_a_cached_hag_that_does(tmp_path):
+    from gnnprep.features import FeatureStore
+    from gnnprep.propagate import PrecomputeConfig, hag_cache_path, precompute
+    from helpers import run
+
+    g = _clique_graph(tmp_path)
+    plain = precompute(g, tmp_path / "plain.h5", PrecomputeConfig(hops=3, device="cpu"))
+    auto = precompute(g, tmp_path / "auto.h5", PrecomputeConfig(hops=3, device="cpu", hag="auto"))
+    assert plain.hag is None and auto.hag["used"] is False and "search" in auto.hag["reason"]
+    assert not hag_cache_path(g).exists()  # nothing searched, nothing written beside the store
+    assert run(["hag", g, "-o", hag_cache_path(g), "--capacity", "all"]).exit_code == 0
+    # a free kernel second per entry makes any saving worth it; the result must not change
+    import gnnprep.propagate as prop
+    from gnnprep.plan import Profile
+
+    slow = Profile(spmm_ns_per_nnz={8: 1e6, 128: 1.6e7})
+    orig = prop.load_profile
+    prop.load_profile = lambda device: slow
+    try:
+        used = precompute(g, tmp_path / "used.h5", PrecomputeConfig(hops=3, device="cpu", hag="auto"))
+    finally:
+        prop.load_profile = orig
+    assert used.hag["used"] is True and used.hag["path"] == str(hag_cache_path(g))
+    with FeatureStore(tmp_path / "plain.h5") as a, FeatureStore(tmp_path / "used.h5") as b:
+        for k in range(4):
+            ref = a.hop(k)[:]
+            np.testing.assert_allclose(b.hop(k)[:], ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+
+
+def test_choose_hag_rules():
+    from gnnprep.plan import Problem, Profile, choose_hag, choose_plan
+
+    p = Problem(num_nodes=1000, num_entries=100_000, num_features=64, hops=3, operators=1, out_rows=1000,
+                index_bytes=4, weighted=False, out_itemsize=4, in_itemsize=4, device="cpu")
+    prof = Profile()
+    plan = choose_plan(p, 1 << 30, prof)
+    assert not choose_hag(plan, p, prof, None, 1 << 30).build  # 3 hops never repay a search
+    many = Problem(**{**p.__dict__, "hops": 10_000})
+    assert choose_hag(choose_plan(many, 1 << 30, prof), many, prof, None, 1 << 30).build
+    good = {"transfers_hag": 20_000, "num_agg": 5_000}
+    assert choose_hag(plan, p, prof, good, 1 << 30).use
+    assert not choose_hag(plan, p, prof, {"transfers_hag": 99_000, "num_agg": 500}, 1 << 30).use
+    assert not choose_hag(plan, p, prof, good, plan.predicted_peak + 1000).use  # does not fit
+    weighted = Problem(**{**p.__dict__, "weighted": True})
+    assert not choose_hag(plan, weighted, prof, good, 1 << 30).use
