@@ -67,18 +67,22 @@ def gnnprep(*args) -> list[str]:
     return [sys.executable, "-m", "gnnprep", *[str(a) for a in args], "--json", "--quiet"]
 
 
-def timed_pair(a: list[str], b: list[str], reps: int, clean) -> tuple[dict, dict]:
-    """Run a and b alternately ``reps`` times; keep each one's fastest run."""
-    best_a = best_b = None
+def timed_pair(a: list[str], b: list[str], outputs: tuple[Path, Path], reps: int) -> tuple[dict, dict]:
+    """Run a and b alternately ``reps`` times (each writing its own output afresh); keep each
+    one's fastest run."""
+    best: list[dict | None] = [None, None]
     for _ in range(reps):
-        for cmd, which in ((a, "a"), (b, "b")):
-            clean()
+        for i, cmd in enumerate((a, b)):
+            clean(outputs[i])
             r = run_measured(cmd)
-            if which == "a" and (best_a is None or r["seconds"] < best_a["seconds"]):
-                best_a = r
-            if which == "b" and (best_b is None or r["seconds"] < best_b["seconds"]):
-                best_b = r
-    return best_a, best_b
+            if best[i] is None or r["seconds"] < best[i]["seconds"]:
+                best[i] = r
+    return best[0], best[1]
+
+
+def clean(out: Path) -> None:
+    for p in [out, *out.parent.glob(out.name + ".partial*")]:
+        p.unlink(missing_ok=True)
 
 
 def max_rel_diff(p: Path, q: Path, hops: int) -> float:
@@ -135,16 +139,9 @@ def main() -> None:
     agg_ratio = d["aggregations_graph"] / max(1, d["aggregations_hag"])
 
     plain, with_hag = work / "plain.h5", work / "with_hag.h5"
-
-    def clean():
-        for p in work.glob("*.h5.partial*"):
-            p.unlink()
-        for p in (plain, with_hag):
-            p.unlink(missing_ok=True)
-
     common = ["--hops", args.hops, "--memory-budget", args.budget, "--device", "cpu"]
     a, b = timed_pair(gnnprep("precompute", graph, "-o", plain, *common),
-                      gnnprep("precompute", graph, "-o", with_hag, "--hag", hag, *common), args.reps, clean)
+                      gnnprep("precompute", graph, "-o", with_hag, "--hag", hag, *common), (plain, with_hag), args.reps)
     err = max_rel_diff(with_hag, plain, args.hops)
     print(f"precompute K={args.hops}: plain {a['seconds']:.2f} s ({a['peak_rss'] / 2**30:.2f} GiB), with HAG "
           f"{b['seconds']:.2f} s ({b['peak_rss'] / 2**30:.2f} GiB) -> {a['seconds'] / b['seconds']:.2f}x faster with "
@@ -153,7 +150,8 @@ def main() -> None:
                "precompute_hag_s": b["seconds"], "speedup": round(a["seconds"] / b["seconds"], 3),
                "hop_seconds_plain": json.loads(a["stdout"])["hop_seconds"],
                "hop_seconds_hag": json.loads(b["stdout"])["hop_seconds"], "max_rel_diff": err}
-    clean()
+    clean(plain)
+    clean(with_hag)
 
     cora = Path(args.cora)
     if cora.exists():
@@ -165,7 +163,7 @@ def main() -> None:
         plain, with_hag = cwork / "plain.h5", cwork / "auto.h5"
         a, b = timed_pair(gnnprep("precompute", store, "-o", plain, "--hops", args.hops, "--device", "cpu"),
                           gnnprep("precompute", store, "-o", with_hag, "--hops", args.hops, "--device", "cpu",
-                                  "--hag", "auto"), max(3, args.reps), clean)
+                                  "--hag", "auto"), (plain, with_hag), max(3, args.reps))
         used = json.loads(b["stdout"]).get("hag")
         print(f"cora K={args.hops}: no HAG {a['seconds']:.3f} s, --hag auto {b['seconds']:.3f} s "
               f"({b['seconds'] / a['seconds']:.3f}x the time; auto decided: {used})")
