@@ -251,9 +251,10 @@ def choose_hag(plan: Plan, p: Problem, prof: Profile, cached: dict | None, budge
 
     With a HAG the Â part of a hop costs like a sparse product over ``transfers_hag`` entries
     (its rewired in-lists plus two reads per aggregation node, Jia et al. 2020, §3.2) instead of m.
-    A cached HAG (one written beside the graph store earlier) is used when that saves more than 5% of
-    the run's predicted time and its aggregation rows fit the budget; a new one is searched for only
-    when even a perfect HAG (saving every kernel second) would repay the predicted search time.
+    A cached HAG (one written beside the graph store earlier) is used when its plan
+    (:func:`plan_with_hag`) fits the budget and is predicted to save more than 5% of the run's time;
+    a new one is searched for only when even a perfect HAG (saving every kernel second) would repay
+    the predicted search time.
     """
     if plan.device != "cpu" or p.weighted:
         return HagChoice(False, False, "HAG aggregation runs on the CPU kernel over unweighted graphs")
@@ -271,11 +272,41 @@ def choose_hag(plan: Plan, p: Problem, prof: Profile, cached: dict | None, budge
                              plain - search)
         return HagChoice(False, False, f"no cached HAG; a search (~{search:.1f} s) would cost more than the "
                                        f"{plain:.2f} s of kernel time it could save")
-    saving = plain - kernel(int(cached["transfers_hag"]))
-    extra = int(SLACK * 4 * (p.num_nodes + int(cached["num_agg"])) * w)
-    if plan.predicted_peak + extra > budget:
+    try:
+        with_hag = plan_with_hag(p, prof, budget, plan.baseline_rss, int(cached["num_agg"]), int(cached["transfers_hag"]))
+    except GnnprepError:
         return HagChoice(False, False, "the cached HAG's aggregation rows do not fit the memory budget")
+    saving = plan.predicted_seconds - with_hag.predicted_seconds
     if saving > 0.05 * plan.predicted_seconds:
         return HagChoice(True, False, f"cached HAG saves ~{saving:.2f} s of {plan.predicted_seconds:.2f} s", saving)
     return HagChoice(False, False, f"cached HAG would save only ~{max(saving, 0.0):.3f} s of "
                                    f"{plan.predicted_seconds:.2f} s", saving)
+
+
+def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num_agg: int, hag_entries: int,
+                  blocks: tuple[int, int, int] | None = None) -> Plan:
+    """The plan for aggregating through a HAG: its arrays resident (b = 1: rewired in-lists and
+    input pairs, int64 as read) plus a row per graph and aggregation node for the current column
+    block (h = diag(r)X extended by the aggregation nodes), with the fewest column blocks that fit.
+    Time as a product over the HAG's ``hag_entries`` (= transfers_hag) entries."""
+    hag_index = 8 * (p.num_nodes + 1) + 8 * hag_entries  # indptr, indices and the 2 inputs per node
+
+    def make(c: int, source: str) -> Plan:
+        w = math.ceil(p.num_features / c) if p.num_features else 0
+        c = math.ceil(p.num_features / w) if w else 1
+        peak = memory(p, 1, c) + int(SLACK * (hag_index + 4 * (p.num_nodes + num_agg) * w))
+        q = Problem(**{**asdict(p), "num_entries": hag_entries})
+        return Plan(a=1, b=1, c=c, width=w, s_resident=True, device=p.device, budget=budget, predicted_peak=peak,
+                    predicted_seconds=round(predict_seconds(q, prof, 1, c), 3), baseline_rss=baseline_rss,
+                    source=source)
+
+    if blocks is not None:
+        return make(min(max(1, blocks[2]), max(1, p.num_features)), "user")
+    d = max(1, p.num_features)
+    for c in sorted({c for c in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, d) if c <= d}):
+        plan = make(c, "auto")
+        if plan.predicted_peak <= budget:
+            return plan
+    raise GnnprepError(f"--memory-budget {budget / 2**20:.0f} MiB is too small to aggregate through this HAG "
+                       f"({num_agg:,} aggregation nodes): even one column needs about "
+                       f"{make(d, 'auto').predicted_peak / 2**20:.0f} MiB; run without --hag")

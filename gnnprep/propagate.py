@@ -36,7 +36,7 @@ from gnnprep.atomic import ResumableOutput
 from gnnprep.errors import GnnprepError
 from gnnprep.meta import Timer, write_root_attrs
 from gnnprep.operators import Operator, make_operator
-from gnnprep.plan import Plan, Problem, choose_hag, choose_plan, load_profile, with_reorder
+from gnnprep.plan import Plan, Problem, choose_hag, choose_plan, load_profile, plan_with_hag, with_reorder
 from gnnprep.sizes import default_host_budget
 from gnnprep.store import GraphStore, feature_chunk_rows
 
@@ -432,8 +432,7 @@ def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeCon
             hag_info = {"mode": "file", "used": True, "path": str(config.hag), "reason": "--hag given"}
         if hag_path is not None:
             hag = _load_hag(hag_path, store, backend)
-            plan = Plan(**{**plan.to_dict(), "b": 1, "s_resident": True,
-                           "predicted_peak": plan.predicted_peak + int(4 * (n + hag.num_agg) * plan.width)})
+            plan = plan_with_hag(problem, profile, budget, baseline, hag.num_agg, hag.transfers(), config.blocks)
         elif backend == "numba":
             plan = with_reorder(plan, problem, profile, _sampled_locality(store), config.reorder, budget)
         if config.dry_run:
