@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import click
 
-from gnnprep.calibrate import as_dict, calibrate as run_calibrate
-from gnnprep.propagate import resolve_device
-
 from .common import Progress, emit, json_option, quiet_option
 
 
@@ -18,6 +15,9 @@ from .common import Progress, emit, json_option, quiet_option
 @quiet_option
 def calibrate(device, nodes, no_save, as_json, quiet):
     """Measure the precompute cost model's coefficients on this machine and save them."""
+    from gnnprep.calibrate import as_dict, calibrate as run_calibrate  # heavy: numba kernels, torch
+    from gnnprep.propagate import resolve_device
+
     progress = Progress(quiet)
     try:
         prof, path = run_calibrate(resolve_device(device), nodes=nodes, progress=progress, save=not no_save)

@@ -8,11 +8,6 @@ import time
 import click
 
 from gnnprep.errors import GnnprepError
-from gnnprep.hag import exact_search, rounds_search, sequential_search, write_hag
-from gnnprep.ingest import IngestConfig, ensure_graph_store
-from gnnprep.sizes import default_host_budget
-from gnnprep.sources import SourceOptions
-from gnnprep.store import GraphStore
 
 from .common import Progress, budget_option, emit, json_option, parse_budget, quiet_option, size
 
@@ -46,6 +41,12 @@ def parse_capacity(text: str, n: int) -> int:
 @quiet_option
 def hag(dataset, output, capacity, method, aggregate, window, max_depth, memory_budget, cache_dir, as_json, quiet):
     """Build a redundancy-free aggregation graph (HAG) for DATASET."""
+    from gnnprep.hag import exact_search, rounds_search, sequential_search, write_hag
+    from gnnprep.ingest import IngestConfig, ensure_graph_store
+    from gnnprep.sizes import default_host_budget
+    from gnnprep.sources import SourceOptions
+    from gnnprep.store import GraphStore
+
     from gnnprep.propagate import _peak_rss, _reset_peak, _rss
 
     progress = Progress(quiet)

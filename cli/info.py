@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from gnnprep.info import describe
 
 from .common import emit, json_option, size
 
@@ -47,6 +46,8 @@ def _features_lines(d: dict) -> list[str]:
 @json_option
 def info(file, as_json):
     """Describe a gnnprep artifact (graph store, HAG, HDG, features)."""
+    from gnnprep.info import describe
+
     d = describe(file)
     if d["format"] == "gnnprep.graph":
         lines = _graph_lines(d)

@@ -6,8 +6,6 @@ import sys
 
 import click
 
-from gnnprep.ingest import IngestConfig, ingest as run_ingest
-from gnnprep.sources import SourceOptions
 
 from .common import Progress, budget_option, emit, json_option, parse_budget, quiet_option, warn
 
@@ -31,6 +29,9 @@ from .common import Progress, budget_option, emit, json_option, parse_budget, qu
 def ingest(source, output, directed, memory_budget, root, download, split, index_base, num_nodes, features,
            labels, splits, tmp_dir, as_json, quiet):
     """Turn SOURCE (sample, ogbn-<name>, an OGB folder, an edge list, a graph store) into a graph store."""
+    from gnnprep.ingest import IngestConfig, ingest as run_ingest
+    from gnnprep.sources import SourceOptions
+
     opts = SourceOptions(root=root, download=download, split=split, index_base=int(index_base),
                          num_nodes=num_nodes, features=features, labels=labels, splits=splits)
     config = IngestConfig(directed=directed, memory_budget=parse_budget(memory_budget), tmp_dir=tmp_dir, source=opts)

@@ -7,10 +7,6 @@ import sys
 import click
 
 from gnnprep.errors import GnnprepError
-from gnnprep.ingest import IngestConfig, ensure_graph_store
-from gnnprep.operators import parse_operators
-from gnnprep.propagate import PrecomputeConfig, precompute as run_precompute
-from gnnprep.sources import SourceOptions
 
 from .common import Progress, budget_option, emit, json_option, parse_budget, quiet_option, size
 
@@ -50,6 +46,11 @@ def parse_blocks(text: str) -> tuple[int, int, int] | None:
 def precompute(dataset, output, hops, operators, blocks, memory_budget, rows, dtype, device, hag_path, reorder,
                dry_run, cache_dir, root, as_json, quiet):
     """Write hop features S^k X (k = 0..K) of DATASET, block-wise within a memory budget."""
+    from gnnprep.ingest import IngestConfig, ensure_graph_store
+    from gnnprep.operators import parse_operators
+    from gnnprep.propagate import PrecomputeConfig, precompute as run_precompute
+    from gnnprep.sources import SourceOptions
+
     progress = Progress(quiet)
     try:
         store = ensure_graph_store(dataset, IngestConfig(source=SourceOptions(root=root)), cache_dir, progress)

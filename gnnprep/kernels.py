@@ -65,20 +65,32 @@ def _spmm_rows_weighted(indptr, indices, weights, base, bounds, left, right, loo
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _hag_level(inputs, h, first):
-    """h[first + i] = h[inputs[i, 0]] + h[inputs[i, 1]] for one level of aggregation nodes."""
-    d = h.shape[1]
+def _hag_level(inputs, right, x, h, first):
+    """h[first + i] = y(inputs[i, 0]) + y(inputs[i, 1]) for one level of aggregation nodes, where
+    y(u) = r[u] x[u] for a graph node (u < n) and y(n + a) = h[a] for aggregation node a."""
+    n = x.shape[0]
+    d = x.shape[1]
     for i in prange(inputs.shape[0]):
-        a = inputs[i, 0]
-        b = inputs[i, 1]
         o = h[first + i]
         for j in range(d):
-            o[j] = h[a, j] + h[b, j]
+            o[j] = 0.0
+        for t in range(2):
+            u = inputs[i, t]
+            if u < n:
+                ru = right[u]
+                xu = x[u]
+                for j in range(d):
+                    o[j] += ru * xu[j]
+            else:
+                hu = h[u - n]
+                for j in range(d):
+                    o[j] += hu[j]
 
 
 @njit(parallel=True, fastmath=False, nogil=True, cache=True)
 def _hag_rows(indptr, indices, base, bounds, left, right, loop, x, h, out):
-    """out[v - r0] = l[v] (λ r[v] x[v] + Σ_{y ∈ N̂(v)} h[y]), h = r ⊙ x extended by the HAG nodes."""
+    """out[v - r0] = l[v] (λ r[v] x[v] + Σ_{y ∈ N̂(v)} y(u)), y as in :func:`_hag_level`."""
+    n = x.shape[0]
     d = x.shape[1]
     r0 = bounds[0]
     for c in prange(len(bounds) - 1):
@@ -89,22 +101,28 @@ def _hag_rows(indptr, indices, base, bounds, left, right, loop, x, h, out):
             for j in range(d):
                 o[j] = rv * xv[j]
             for p in range(indptr[v - r0] - base, indptr[v - r0 + 1] - base):
-                hy = h[indices[p]]
-                for j in range(d):
-                    o[j] += hy[j]
+                u = indices[p]
+                if u < n:
+                    ru = right[u]
+                    xu = x[u]
+                    for j in range(d):
+                        o[j] += ru * xu[j]
+                else:
+                    hu = h[u - n]
+                    for j in range(d):
+                        o[j] += hu[j]
             lv = left[v]
             for j in range(d):
                 o[j] *= lv
 
 
 def hag_prepare(x, right, inputs, level_ptr, h) -> None:
-    """h[:n] = r ⊙ x, then every aggregation node, level by level (``h`` has n + |VA| rows)."""
-    n = x.shape[0]
-    np.multiply(x, right[:, None], out=h[:n])
+    """Every aggregation node's row of Â-aggregation over diag(r)x, level by level (``h`` has |VA|
+    rows; graph nodes' rows r ⊙ x are read from ``x`` where needed, never copied)."""
     for l in range(len(level_ptr) - 1):
         a0, a1 = int(level_ptr[l]), int(level_ptr[l + 1])
         if a1 > a0:
-            _hag_level(inputs[a0:a1], h, n + a0)
+            _hag_level(inputs[a0:a1], right, x, h, a0)
 
 
 def hag_rows(indptr_block, indices_block, r0, left, right, loop, x, h, out) -> None:

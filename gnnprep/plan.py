@@ -286,15 +286,15 @@ def choose_hag(plan: Plan, p: Problem, prof: Profile, cached: dict | None, budge
 def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num_agg: int, hag_entries: int,
                   blocks: tuple[int, int, int] | None = None) -> Plan:
     """The plan for aggregating through a HAG: its arrays resident (b = 1: rewired in-lists and
-    input pairs, int64 as read) plus a row per graph and aggregation node for the current column
-    block (h = diag(r)X extended by the aggregation nodes), with the fewest column blocks that fit.
+    input pairs, int64 as read) plus a row per aggregation node for the current column block, with
+    the fewest column blocks that fit.
     Time as a product over the HAG's ``hag_entries`` (= transfers_hag) entries."""
     hag_index = 8 * (p.num_nodes + 1) + 8 * hag_entries  # indptr, indices and the 2 inputs per node
 
     def make(c: int, source: str) -> Plan:
         w = math.ceil(p.num_features / c) if p.num_features else 0
         c = math.ceil(p.num_features / w) if w else 1
-        peak = memory(p, 1, c) + int(SLACK * (hag_index + 4 * (p.num_nodes + num_agg) * w))
+        peak = memory(p, 1, c) + int(SLACK * (hag_index + 4 * num_agg * w))
         q = Problem(**{**asdict(p), "num_entries": hag_entries})
         return Plan(a=1, b=1, c=c, width=w, s_resident=True, device=p.device, budget=budget, predicted_peak=peak,
                     predicted_seconds=round(predict_seconds(q, prof, 1, c), 3), baseline_rss=baseline_rss,

@@ -244,7 +244,7 @@ class _HagBackend(_NumbaBackend):
     def begin_hop(self, cur) -> None:
         n = cur.shape[0]
         if self.h is None or self.h.shape[1] != cur.shape[1]:
-            self.h = np.empty((n + self.hag.num_agg, cur.shape[1]), dtype=np.float32)
+            self.h = np.empty((self.hag.num_agg, cur.shape[1]), dtype=np.float32)
         self.k.hag_prepare(cur, self.op.right, self.hag.inputs, self.hag.level_ptr, self.h)
 
     def hop_block(self, r0, r1, cur, nxt):
