@@ -35,11 +35,15 @@ def parse_capacity(text: str, n: int) -> int:
               help="set (sum, mean, max: any order) or sequential (prefix sharing in the stored neighbour order).")
 @click.option("--window", type=click.IntRange(min=1), default=None, help="rounds: candidate window (default 16, fitted to the budget).")
 @click.option("--max-depth", type=click.IntRange(min=1), default=16, show_default=True, help="rounds: deepest aggregation level.")
+@click.option("--min-share", type=click.IntRange(min=2), default=2, show_default=True,
+              help="rounds: destinations a pair must be shared by (2 as in the paper; 3-4 make fewer aggregation "
+                   "nodes that each save more memory traffic, which is what precompute --hag feels).")
 @budget_option("Memory for the search (default: half the free RAM).")
 @click.option("--cache-dir", default=None, help="Where a dataset spec is ingested to (default: beside the source).")
 @json_option
 @quiet_option
-def hag(dataset, output, capacity, method, aggregate, window, max_depth, memory_budget, cache_dir, as_json, quiet):
+def hag(dataset, output, capacity, method, aggregate, window, max_depth, min_share, memory_budget, cache_dir, as_json,
+        quiet):
     """Build a redundancy-free aggregation graph (HAG) for DATASET."""
     from gnnprep.hag import exact_search, rounds_search, sequential_search, write_hag
     from gnnprep.ingest import IngestConfig, ensure_graph_store
@@ -68,11 +72,13 @@ def hag(dataset, output, capacity, method, aggregate, window, max_depth, memory_
     elif method == "exact":
         h = exact_search(indptr, indices, capacity=cap, memory_budget=budget)
     else:
-        h = rounds_search(indptr, indices, capacity=cap, window=window, max_depth=max_depth, memory_budget=budget)
+        h = rounds_search(indptr, indices, capacity=cap, window=window, max_depth=max_depth, memory_budget=budget,
+                          min_share=min_share)
     seconds = time.perf_counter() - t0
     peak = (_peak_rss() - base) if peak_ok and _peak_rss() else None
     prov = {"command": " ".join(["gnnprep"] + sys.argv[1:]),
             "parameters": {"method": method, "capacity": cap, "window": window, "max_depth": max_depth,
+                           "min_share": min_share,
                            "memory_budget": budget},
             "inputs": [{"path": str(store_path), "graph_fingerprint": fp}],
             "timings": {"search_seconds": round(seconds, 4)}}

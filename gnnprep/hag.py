@@ -303,7 +303,8 @@ def _count_candidates(src, follow, window, big, parts, keep_from, chunk=1 << 22)
 
 
 def rounds_search(indptr: np.ndarray, indices: np.ndarray, capacity: int | None = None, window: int | None = None,
-                  max_depth: int = 16, memory_budget: int | None = None, max_rounds: int = 200) -> Hag:
+                  max_depth: int = 16, memory_budget: int | None = None, max_rounds: int = 200,
+                  min_share: int = 2) -> Hag:
     """Scalable HAG search: candidate pairs from a window of frequency-sorted in-lists, merged in
     rounds of conflict-free matchings under a decreasing threshold.
 
@@ -350,16 +351,16 @@ def rounds_search(indptr: np.ndarray, indices: np.ndarray, capacity: int | None 
         follow = np.searchsorted(dst, dst, side="right") - starts  # list length
         follow -= np.arange(len(dst)) - starts + 1                   # entries after this one
         del starts
-        keep_from = 2 if threshold is None else max(2, threshold // 2)
+        keep_from = min_share if threshold is None else max(min_share, threshold // 2)
         uniq, counts = _count_candidates(src, follow, window, big, parts, keep_from)
         del follow
         if not len(uniq):
             break
         if threshold is None:
             threshold = int(counts.max())
-        while threshold > 2 and not (counts >= threshold).any():
+        while threshold > min_share and not (counts >= threshold).any():
             threshold //= 2
-        threshold = max(threshold, 2)
+        threshold = max(threshold, min_share)
         sel = np.flatnonzero(counts >= threshold)
         sel = sel[np.lexsort((uniq[sel], -counts[sel]))]
         a_all, b_all = uniq[sel] // big, uniq[sel] % big
@@ -385,9 +386,9 @@ def rounds_search(indptr: np.ndarray, indices: np.ndarray, capacity: int | None 
             room -= len(take)
         ca = np.stack([np.concatenate(picked_a), np.concatenate(picked_b)], axis=1) if picked_a else np.empty((0, 2), np.int64)
         if not len(ca):
-            if threshold <= 2:
+            if threshold <= min_share:
                 break
-            threshold //= 2
+            threshold = max(min_share, threshold // 2)
             continue
         # rewire: where both ids of a chosen pair occur in an in-list, replace them by the new node
         pair_of = np.full(total, -1, dtype=np.int64)
@@ -399,7 +400,7 @@ def rounds_search(indptr: np.ndarray, indices: np.ndarray, capacity: int | None 
         hk, hcount = np.unique(hkey, return_counts=True)
         applied = hk[hcount == 2]
         support = np.bincount(applied % len(ca), minlength=len(ca))
-        keep_pair = support >= 2
+        keep_pair = support >= min_share
         kept = np.flatnonzero(keep_pair)
         new_id = np.full(len(ca), -1, dtype=np.int64)
         new_id[kept] = n + made + np.arange(len(kept))
@@ -407,9 +408,9 @@ def rounds_search(indptr: np.ndarray, indices: np.ndarray, capacity: int | None 
         inputs.append(ca[kept])
         made += len(kept)
         applied = applied[keep_pair[applied % len(ca)]]
-        # the threshold halves every round (geometric schedule), then stays at 2
-        done_at_two = threshold <= 2 and not len(applied)
-        threshold = max(2, threshold // 2)
+        # the threshold halves every round (geometric schedule), then stays at min_share
+        done_at_two = threshold <= min_share and not len(applied)
+        threshold = max(min_share, threshold // 2)
         if done_at_two:
             break
         if not len(applied):

@@ -137,6 +137,8 @@ def main() -> None:
                     "paper's setting; the HAG's one-time cost of its aggregation rows amortises over hops)")
     ap.add_argument("--budget", default="3GiB", help="memory budget of the search and of precompute")
     ap.add_argument("--capacity", default="all")
+    ap.add_argument("--min-share", default="4", help="rounds --min-share: pairs shared by fewer destinations save "
+                    "no memory traffic in the executor (2 reads + 1 row write per aggregation node)")
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--cora", default=str(Path(__file__).resolve().parents[2] / "shared" / "data" / "cora"))
     ap.add_argument("--skip-search", action="store_true", help="reuse the HAG of an earlier run")
@@ -160,7 +162,8 @@ def main() -> None:
 
     hag = work / f"{graph.stem}.hag.h5"
     if not (args.skip_search and hag.exists()):
-        r = run_measured(gnnprep("hag", graph, "-o", hag, "--memory-budget", args.budget, "--capacity", args.capacity))
+        r = run_measured(gnnprep("hag", graph, "-o", hag, "--memory-budget", args.budget, "--capacity", args.capacity,
+                                 "--min-share", args.min_share))
         d = json.loads(r["stdout"])
         print(f"rounds: {r['seconds']:.1f} s wall ({d['search_seconds']:.1f} s search), peak RSS "
               f"{r['peak_rss'] / 2**30:.2f} GiB; {d['num_agg']:,} aggregation nodes in {d['levels']} levels; "

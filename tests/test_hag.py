@@ -264,3 +264,21 @@ def test_choose_hag_rules():
     assert not choose_hag(plan, p, prof, good, plan.predicted_peak + 1000).use  # does not fit
     weighted = Problem(**{**p.__dict__, "weighted": True})
     assert not choose_hag(plan, weighted, prof, good, 1 << 30).use
+
+
+@pytest.mark.parametrize("min_share", [3, 4])
+def test_rounds_min_share_keeps_only_widely_shared_pairs(min_share):
+    rng = np.random.default_rng(7)
+    n = 120
+    lists = [set() for _ in range(n)]
+    for _ in range(60):
+        g = rng.choice(n, 8, replace=False)
+        for v in g:
+            lists[v].update(int(u) for u in g if u != v)
+    indptr, indices = csr_from_lists([sorted(l) for l in lists])
+    loose = rounds_search(indptr, indices, capacity=10**6)
+    tight = rounds_search(indptr, indices, capacity=10**6, min_share=min_share)
+    assert_equivalent(tight, indptr, indices)
+    assert 0 < tight.num_agg < loose.num_agg
+    uses = np.bincount(np.concatenate([tight.indices, tight.inputs.ravel()]), minlength=n + tight.num_agg)[n:]
+    assert uses.min() >= 1  # every aggregation node is read (by in-lists or as a later node's input)
