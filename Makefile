@@ -1,4 +1,5 @@
-# Set-up: `make demo` runs the pipeline on the embedded sample; `make test` runs the tests.
+# Set-up: `make demo` runs the pipeline on the embedded sample (ingest, hag, precompute, train);
+# `make test` runs the tests.
 # Both create .venv and install what they need. GPU users: make TORCH="torch==2.13.0 --index-url ..." test
 PYTHON ?= python3
 VENV ?= .venv
@@ -23,6 +24,9 @@ demo: install
 	$(BIN)/gnnprep hag $(OUT)/sample.h5 -o $(OUT)/sample-hag.h5
 	$(BIN)/gnnprep precompute $(OUT)/sample.h5 --hops 3 --blocks auto --hag $(OUT)/sample-hag.h5 -o $(OUT)/sample-features.h5
 	$(BIN)/gnnprep info $(OUT)/sample-features.h5
+	rm -rf $(OUT)/sample-run
+	$(BIN)/gnnprep train lc-gprgnn $(OUT)/sample-features.h5 -o $(OUT)/sample-run --epochs 100 --patience 30 \
+		--hidden 64 --normalize-features row
 
 test: install
 	$(BIN)/python -m pytest -q

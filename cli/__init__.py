@@ -50,9 +50,11 @@ from .hag import hag  # noqa: E402
 from .info import info  # noqa: E402
 from .ingest import ingest  # noqa: E402
 from .precompute import precompute  # noqa: E402
+from .train import train  # noqa: E402
 
 cli.add_command(ingest)
 cli.add_command(info)
 cli.add_command(precompute)
 cli.add_command(calibrate)
 cli.add_command(hag)
+cli.add_command(train)

@@ -1,0 +1,100 @@
+"""``gnnprep train MODEL FEATURES -o RUN_DIR``."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+
+from gnnprep.trainconfig import NORMALIZE, TrainConfig
+
+from .common import Progress, budget_option, emit, json_option, parse_budget, quiet_option
+
+_D = TrainConfig()
+
+
+def _fresh_run_dir(model: str) -> str:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base = Path("runs") / f"{model}-{stamp}"
+    path, i = base, 1
+    while path.exists():
+        i += 1
+        path = base.with_name(f"{base.name}-{i}")
+    return str(path)
+
+
+@click.command()
+@click.argument("model")
+@click.argument("features", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", "run_dir", default=None, type=click.Path(file_okay=False),
+              help="Run folder for metrics.json, model.pt, checkpoint.pt, curves.png (default: runs/<model>-<time>).")
+@click.option("--hops", type=click.IntRange(min=0), default=None, help="K (default: every hop in FEATURES).")
+@click.option("--operator", "operators", default=None, help="Channels to read, comma-separated (default: the first; sign: all).")
+@click.option("--hidden", type=click.IntRange(min=1), default=_D.hidden, show_default=True)
+@click.option("--layers", type=click.IntRange(min=1), default=None, help="MLP layers (default: lc-gprgnn 4, lc-gcn/sign/mlp 2; sgc 1 and lc-jknet one per hop, fixed).")
+@click.option("--dropout", type=float, default=_D.dropout, show_default=True)
+@click.option("--input-dropout", type=float, default=_D.input_dropout, show_default=True)
+@click.option("--alpha", type=float, default=_D.alpha, show_default=True, help="lc-gprgnn: γ_k initialised α(1−α)^k.")
+@click.option("--dprate", type=float, default=_D.dprate, show_default=True, help="lc-gprgnn: dropout on each hop's MLP output.")
+@click.option("--pool", type=click.Choice(["concat", "max"]), default=_D.pool, show_default=True, help="lc-jknet pooling.")
+@click.option("--lr", type=float, default=_D.lr, show_default=True)
+@click.option("--weight-decay", type=float, default=_D.weight_decay, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1), default=_D.batch_size, show_default=True)
+@click.option("--eval-batch-size", type=click.IntRange(min=1), default=_D.eval_batch_size, show_default=True)
+@click.option("--epochs", type=click.IntRange(min=1), default=_D.epochs, show_default=True)
+@click.option("--patience", type=click.IntRange(min=0), default=_D.patience, show_default=True,
+              help="Stop after this many epochs without a better validation score (0: never).")
+@click.option("--select", type=click.Choice(["loss", "acc"]), default=_D.select, show_default=True,
+              help="Best epoch by validation loss or accuracy.")
+@click.option("--normalize-features", type=click.Choice(list(NORMALIZE)), default=_D.normalize_features,
+              show_default=True, help="Scale each row of each hop to unit L1 (row) or L2 norm.")
+@click.option("--recompute", is_flag=True, help="Recompute hidden activations in backward (less memory, more compute).")
+@budget_option("Memory for features held in RAM; above it, batches stream from HDF5 (default: half the free RAM).")
+@click.option("--device", default=_D.device, show_default=True, help="auto, cpu or cuda.")
+@click.option("--seed", type=int, default=_D.seed, show_default=True, help="Run r uses seed + r.")
+@click.option("--runs", type=click.IntRange(min=1), default=_D.runs, show_default=True, help="Seeded runs; reports mean ± std.")
+@click.option("--eval-every", type=click.IntRange(min=1), default=_D.eval_every, show_default=True)
+@click.option("--checkpoint-every", type=click.FloatRange(min=0), default=_D.checkpoint_every, show_default=True,
+              help="Seconds between checkpoints (0: every epoch).")
+@click.option("--evaluator", type=click.Choice(["auto", "ogb", "plain"]), default=_D.evaluator, show_default=True,
+              help="auto: ogb's Evaluator for ogbn-* artifacts, plain accuracy otherwise.")
+@click.option("--threads", type=click.IntRange(min=0), default=0, show_default=True,
+              help="CPU threads for torch (0: torch's default; 1 is faster for small models on a busy machine).")
+@click.option("--resume", is_flag=True, help="Continue the run in RUN_DIR from its checkpoint.")
+@json_option
+@quiet_option
+def train(model, features, run_dir, hops, operators, hidden, layers, dropout, input_dropout, alpha, dprate, pool, lr,
+          weight_decay, batch_size, eval_batch_size, epochs, patience, select, normalize_features, recompute,
+          memory_budget, device, seed, runs, eval_every, checkpoint_every, evaluator, threads, resume, as_json, quiet):
+    """Train MODEL (sgc, lc-gcn, lc-jknet, lc-gprgnn, sign, mlp) on a features artifact."""
+    config = TrainConfig(model=model, hops=hops, operators=tuple(operators.split(",")) if operators else None,
+                         hidden=hidden, layers=layers, dropout=dropout, input_dropout=input_dropout, alpha=alpha,
+                         dprate=dprate, pool=pool, lr=lr, weight_decay=weight_decay, batch_size=batch_size,
+                         eval_batch_size=eval_batch_size, epochs=epochs, patience=patience, select=select,
+                         normalize_features=normalize_features, recompute=recompute,
+                         memory_budget=parse_budget(memory_budget), device=device, seed=seed, runs=runs,
+                         eval_every=eval_every, checkpoint_every=checkpoint_every, evaluator=evaluator,
+                         threads=threads)
+    config.check()  # a bad model name fails before anything is read
+    progress = Progress(quiet)
+    try:
+        from gnnprep.train import train as run_train  # torch: imported only when training
+
+        report = run_train(features, run_dir or _fresh_run_dir(model), config, progress, resume=resume)
+    finally:
+        progress.close()
+    s = report.summary()
+
+    def pct(v, sd):
+        if v is None:
+            return "n/a"
+        return f"{100 * v:.2f}" + (f" ± {100 * sd:.2f}" if s["runs"] > 1 else "")
+
+    data = "streamed from HDF5" if s["streaming"] else "in memory"
+    lines = [f"{model}: test accuracy {pct(s['test_acc'], s['test_acc_std'])}, valid {pct(s['valid_acc'], s['valid_acc_std'])} "
+             f"({s['runs']} run{'s' if s['runs'] > 1 else ''}, {s['evaluator']} evaluator)",
+             f"best epoch {s['best_epoch']}, {s['epochs_run']} epochs, {s['seconds']:.1f} s on {s['device']}, features {data}",
+             f"run folder {s['run_dir']}"]
+    emit(as_json, s, lines)
+
