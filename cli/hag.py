@@ -81,7 +81,7 @@ def hag(dataset, output, capacity, method, aggregate, window, max_depth, min_sha
                            "min_share": min_share,
                            "memory_budget": budget},
             "inputs": [{"path": str(store_path), "graph_fingerprint": fp}],
-            "timings": {"search_seconds": round(seconds, 4)}}
+            "timings": {"search_seconds": round(seconds, 4)}, "peak_bytes": peak}
     s = write_hag(h, output, prov, aggregate, cap, fp, indptr)
     s.update(output=str(output), method=method, search_seconds=round(seconds, 3), peak_bytes=peak,
              aggregation_ratio=round(s["aggregations_graph"] / max(1, s["aggregations_hag"]), 4),
