@@ -20,6 +20,16 @@ def csr_from_lists(lists):
     return indptr, indices
 
 
+def clique_csr(rng, n, groups, size):
+    """In-lists of overlapping groups (cliques), so there is redundancy to find."""
+    lists = [set() for _ in range(n)]
+    for _ in range(groups):
+        g = rng.choice(n, size, replace=False)
+        for v in g:
+            lists[v].update(int(u) for u in g if u != v)
+    return csr_from_lists([sorted(l) for l in lists])
+
+
 def assert_equivalent(h, indptr, indices):
     cov = covers(h)
     for v in range(len(indptr) - 1):
@@ -87,13 +97,7 @@ def test_exact_refuses_when_pairs_exceed_the_budget():
 def test_rounds_is_equivalent_and_saves(seed, capacity):
     rng = np.random.default_rng(seed)
     n = 80
-    # overlapping groups (cliques) so there is redundancy to find
-    lists = [set() for _ in range(n)]
-    for _ in range(40):
-        g = rng.choice(n, 6, replace=False)
-        for v in g:
-            lists[v].update(int(u) for u in g if u != v)
-    indptr, indices = csr_from_lists([sorted(l) for l in lists])
+    indptr, indices = clique_csr(rng, n, groups=40, size=6)
     h = rounds_search(indptr, indices, capacity=capacity)
     assert_equivalent(h, indptr, indices)
     assert h.num_agg <= (n // 4 if capacity is None else capacity)
@@ -270,12 +274,7 @@ def test_choose_hag_rules():
 def test_rounds_min_share_keeps_only_widely_shared_pairs(min_share):
     rng = np.random.default_rng(7)
     n = 120
-    lists = [set() for _ in range(n)]
-    for _ in range(60):
-        g = rng.choice(n, 8, replace=False)
-        for v in g:
-            lists[v].update(int(u) for u in g if u != v)
-    indptr, indices = csr_from_lists([sorted(l) for l in lists])
+    indptr, indices = clique_csr(rng, n, groups=60, size=8)
     loose = rounds_search(indptr, indices, capacity=10**6)
     tight = rounds_search(indptr, indices, capacity=10**6, min_share=min_share)
     assert_equivalent(tight, indptr, indices)
