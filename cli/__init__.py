@@ -47,6 +47,7 @@ def main() -> None:
 
 from .calibrate import calibrate  # noqa: E402
 from .hag import hag  # noqa: E402
+from .hdg import hdg  # noqa: E402
 from .info import info  # noqa: E402
 from .ingest import ingest  # noqa: E402
 from .precompute import precompute  # noqa: E402
@@ -57,4 +58,5 @@ cli.add_command(info)
 cli.add_command(precompute)
 cli.add_command(calibrate)
 cli.add_command(hag)
+cli.add_command(hdg)
 cli.add_command(train)

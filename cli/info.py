@@ -58,7 +58,14 @@ def info(file, as_json):
                  f"  aggregation nodes {d['num_agg']:,} in {d['levels']} levels (capacity {d['capacity']:,})",
                  f"  aggregations   {d['aggregations_graph']:,} -> {d['aggregations_hag']:,} ({d['aggregation_ratio']:.2f}x)",
                  f"  transfers      {d['transfers_graph']:,} -> {d['transfers_hag']:,} ({d['transfer_ratio']:.2f}x)",
-                 f"  search seconds {d['search_seconds']}; size on disk {size(d['size_bytes'])}"]
+                 f"  search seconds {d['search_seconds']}; peak {size(d['peak_bytes']) if d.get('peak_bytes') else 'n/a'}; "
+                 f"size on disk {size(d['size_bytes'])}"]
+    elif d["format"] == "gnnprep.hdg":
+        lines = [f"{d['file']}: gnnprep HDG (format version {d['format_version']}, {d['spec']}, seed {d['seed']})",
+                 f"  channels       {', '.join(d['channels'])}"]
+        lines += [f"  level {lv['level']:<15} {lv['kind']}, {lv['instances']:,} under {lv['parents']:,} parents, "
+                  f"{size(lv['bytes'])}" for lv in d["levels"]]
+        lines.append(f"  size           {size(d['hdg_bytes'])} = {d['size_vs_graph_store']:.3f}x the graph store")
     else:
         lines = [f"{d['file']}: {d['format']} (format version {d['format_version']}), {size(d['size_bytes'])}"]
     emit(as_json, d, lines)

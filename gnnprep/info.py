@@ -32,6 +32,8 @@ def describe(path: str | Path) -> dict:
         return describe_features(path)
     if fmt == "gnnprep.hag":
         return describe_hag(path)
+    if fmt == "gnnprep.hdg":
+        return describe_hdg(path)
     with open_artifact(path) as f:  # later stages extend this with their own describers
         return {"file": str(path), "format": fmt, "format_version": _attr(f.attrs.get("format_version")),
                 "size_bytes": path.stat().st_size}
@@ -118,8 +120,36 @@ def describe_hag(path: Path) -> dict:
         a = {k: _attr(v) for k, v in f.attrs.items()}
         prov = json.loads(a.pop("provenance", "{}"))
         out = {"file": str(path), **a, "levels": int(len(f["agg/level_ptr"]) - 1),
-               "search_seconds": prov.get("timings", {}).get("search_seconds"),
+               "search_seconds": prov.get("timings", {}).get("search_seconds"), "peak_bytes": prov.get("peak_bytes"),
                "size_bytes": path.stat().st_size}
     out["aggregation_ratio"] = round(out["aggregations_graph"] / max(1, out["aggregations_hag"]), 4)
     out["transfer_ratio"] = round(out["transfers_graph"] / max(1, out["transfers_hag"]), 4)
+    return out
+
+
+def describe_hdg(path: Path) -> dict:
+    """Levels of an HDG (instances and bytes per level) and its size relative to the graph store."""
+    with open_artifact(path, expect="gnnprep.hdg") as f:
+        a = {k: _attr(v) for k, v in f.attrs.items()}
+        prov = json.loads(a.pop("provenance", "{}"))
+        a["schema"] = json.loads(a.get("schema", "{}"))
+        a["channels"] = json.loads(a.get("channels", "[]"))
+        order, stack = [], list(reversed(a["schema"].get("children", [])))
+        while stack:  # schema (top-down) order
+            node = stack.pop()
+            order.append(node["level"])
+            stack += list(reversed(node.get("children", [])))
+        levels = []
+        for name in order:
+            g = f[f"levels/{name}"]
+            levels.append({"level": name, "kind": _attr(g.attrs.get("kind")), "parent": _attr(g.attrs.get("parent")),
+                           "fanout": _attr(g.attrs.get("fanout")) or None,
+                           "parents": _attr(g.attrs.get("num_parents")), "instances": _attr(g.attrs.get("num_children")),
+                           "bytes": int(sum(ds.nbytes for ds in g.values())), "arrays": sorted(g.keys())})
+        out = {"file": str(path), **a, "levels": levels,
+               "select_seconds": prov.get("timings", {}).get("select_seconds"),
+               "size_bytes": path.stat().st_size}
+    out["hdg_bytes"] = int(sum(lv["bytes"] for lv in levels))
+    out["size_vs_graph_store"] = round(out["hdg_bytes"] / max(1, int(out.get("graph_store_bytes") or 0)), 4)
+    out["size_vs_graph_adj"] = round(out["hdg_bytes"] / max(1, int(out.get("graph_adj_bytes") or 0)), 4)
     return out

@@ -1,0 +1,53 @@
+"""``gnnprep hdg DATASET --select SPEC -o hdg.h5``."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import click
+
+from .common import Progress, emit, json_option, quiet_option, size
+
+
+@click.command()
+@click.argument("dataset")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="HDG artifact to write.")
+@click.option("--select", "spec", required=True, metavar="SPEC",
+              help="random-walk:walks=W,length=L,topk=K[,restart=P] | hop-shells:K[,cap=C] | "
+                   "anchors:sets=S,size=Z[,hops=Q] | metapath:...")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the walks, samples and anchor sets.")
+@click.option("--cache-dir", default=None, help="Where a dataset spec is ingested to (default: beside the source).")
+@json_option
+@quiet_option
+def hdg(dataset, output, spec, seed, cache_dir, as_json, quiet):
+    """Build a hierarchical dependency graph (HDG, FlexGraph's NeighborSelection) for DATASET."""
+    from gnnprep.hdg import parse_select, select, select_spec, write_hdg
+    from gnnprep.ingest import IngestConfig, ensure_graph_store
+    from gnnprep.sources import SourceOptions
+    from gnnprep.store import GraphStore
+
+    sel = parse_select(spec)  # bad SPECs fail before any ingest
+    progress = Progress(quiet)
+    try:
+        store_path = ensure_graph_store(dataset, IngestConfig(source=SourceOptions()), cache_dir, progress)
+        with GraphStore(store_path) as g:
+            indptr, indices, fp = g.indptr(), g.indices(), g.fingerprint
+            adj_bytes = sum(g.f[f"adj/{k}"].nbytes for k in g.f["adj"])
+        t0 = time.perf_counter()
+        h = select(indptr, indices, sel, seed=seed, progress=progress)
+        seconds = time.perf_counter() - t0
+    finally:
+        progress.close()
+    prov = {"command": " ".join(["gnnprep"] + sys.argv[1:]),
+            "parameters": {"select": select_spec(sel), "seed": seed},
+            "inputs": [{"path": str(store_path), "graph_fingerprint": fp}],
+            "timings": {"select_seconds": round(seconds, 4)}}
+    s = write_hdg(h, output, prov, sel, seed, fp, store_path.stat().st_size, adj_bytes)
+    s.update(output=str(output), select_seconds=round(seconds, 3),
+             size_vs_graph_store=round(s["hdg_bytes"] / max(1, s["graph_store_bytes"]), 4))
+    emit(as_json, s, [
+        f"{output}: HDG {s['spec']} (levels {s['levels']}, channels {', '.join(s['channels'])}; "
+        f"{s['select_seconds']:.2f} s)",
+        f"arrays {size(s['hdg_bytes'])} = {s['size_vs_graph_store']:.3f}x the graph store ({size(s['graph_store_bytes'])})",
+    ])

@@ -1,0 +1,480 @@
+"""Hierarchical dependency graphs (HDG): neighbour selection beyond 1-hop, stored compactly.
+
+Wang et al., "FlexGraph: A Flexible and Efficient Distributed Framework for GNN Training" (EuroSys
+2021), NAU abstraction: a GNN's neighbours of v need not be its 1-hop in-neighbours. A
+NeighborSelection stage builds, for every node v, a tree of *instances* whose leaves are graph
+vertices; Aggregation runs bottom-up over that tree. For gnnprep an HDG is a precomputable graph
+filter: the hierarchical aggregation of X becomes extra feature channels.
+
+Selectors (``--select SPEC``):
+
+- ``random-walk:walks=W,length=L,topk=K[,restart=P]`` — PinSage (Ying et al., KDD 2018): the K most
+  visited nodes of W random walks of L steps with restart probability P from v (see
+  :mod:`gnnprep.walks`), weighted by visit count c(v,u). Importance pooling:
+  ``h_v = Σ_u c(v,u) x_u / Σ_u c(v,u)`` (mean) or ``Σ_u c(v,u) x_u`` (sum).
+- ``hop-shells:K[,cap=C]`` — JK-Net-style hop shells (Xu et al., ICML 2018): shell i of v is
+  ``{u : d(u→v) = i}``, i = 1..K, d the shortest directed path length along the stored in-lists
+  (u reaches v); at most C members per shell, a seeded uniform sample without replacement. One output
+  channel per shell: ``h_v^(i) = mean/sum_{u ∈ shell_i(v)} x_u``.
+- ``anchors:sets=S,size=Z[,hops=Q]`` — P-GNN (You et al., ICML 2019): S anchor sets A_1..A_S of Z
+  distinct nodes drawn uniformly (seeded). Instance (v, s) holds the members of A_s with P-GNN's
+  q-hop distance weight ``w(v,u) = 1/(d(u→v)+1)`` for d ≤ Q (default 2) and weight 0 — not stored —
+  beyond. ``h_v = 1/S Σ_s M_s(v)``, ``M_s(v) = Σ_{u∈A_s} w x_u / Σ_{u∈A_s} w`` (mean; an instance
+  with no member within Q hops contributes 0), or ``Σ_s Σ_{u∈A_s} w x_u`` (sum).
+- ``metapath:...`` — MAGNN metapath instances: not implemented yet.
+
+Layout of ``hdg.h5`` (``format = "gnnprep.hdg"``, ``format_version = 1``). The n graph nodes are the
+implicit root level ``node``. The schema tree, one JSON root attribute ``schema`` shared by all
+nodes, lists each level below the root: ``{"level", "kind", "fanout", "weighted", "combine",
+"slots", "children"}``. ``kind`` is ``"instances"`` (an inner level) or ``"vertices"`` (a leaf level
+whose children are graph node ids). Every level stores its children grouped by parent, in parent
+order, so a child's parent is implied by position and no destination array is stored:
+
+- ``/levels/<name>/offsets`` [P+1] int32 or int64 (CSC offsets: parent p's children are
+  ``offsets[p] .. offsets[p+1]-1``), omitted when the schema gives a fixed ``fanout`` F (then parent
+  p's children are ``p·F .. p·F+F-1``);
+- ``/levels/<name>/ids`` [C] int32 or int64, vertex levels only: the graph node ids;
+- ``/levels/<name>/weights`` [C] float32, where the selector weights members (visit counts, P-GNN
+  distance weights); absent means weight 1.
+
+P (the number of parents) is n below the root and the parent level's child count below that. An
+inner level's ``combine`` says how its instances reach the node above: ``"slots"`` (fixed fanout;
+slot i of every parent is its own output channel, named ``slots[i]``) or ``"reduce"`` (mean or sum
+over the instances into one channel named after the level). A leaf directly under the root is one
+channel named after the level. Group attrs of each level: ``kind``, ``parent``, ``fanout`` (0 when
+variable), ``num_parents``, ``num_children``. Root attrs: ``num_nodes``, ``selector``, ``spec``,
+``seed``, ``graph_fingerprint``, ``graph_store_bytes`` (the store's file size when the HDG was built),
+``graph_adj_bytes`` (its ``/adj`` arrays), ``hdg_bytes`` (all level arrays), ``channels`` (JSON list).
+
+The three selectors: random-walk = ``node → topk`` (one vertex level, variable fanout ≤ K,
+weighted); hop-shells = ``node → shell`` (fanout K, combine slots ``hop1..hopK``) ``→ shell_members``
+(offsets over the n·K shells); anchors = ``node → anchor_set`` (fanout S, combine reduce)
+``→ anchor_members`` (offsets over the n·S instances, weighted).
+
+Within a parent, ``topk`` members are ordered by visit count (most first, ties by smaller id);
+shell and anchor members by id. Every index array can be regenerated from the store, the SPEC and
+``seed``: walks, shell samples and anchor sets are seeded and do not depend on the thread count.
+
+Aggregation (:func:`aggregate`) runs bottom-up: a vertex level is one sparse product ``M·X``,
+M = csr(weights, ids, offsets) of shape [P, n] (per-member messages are never materialised), divided
+by the row sums of M for ``mean`` (an empty parent gives 0); a fixed-fanout inner level reshapes its
+child's [P·F, d] result to [P, F, d] — no index arrays at all — and takes slot i as channel i
+(``slots``) or the mean/sum over the F instances (``reduce``); a variable-fanout inner level is one
+more sparse product with its 0/1 offsets matrix. Memory: the hop-shell and anchor selectors run
+breadth-first frontiers as scipy sparse products (hop shells in blocks of rows), so they hold the
+uncapped frontiers of a block; this first version targets graphs whose K-hop balls fit in RAM.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from gnnprep.errors import GnnprepError
+
+FORMAT = "gnnprep.hdg"
+FORMAT_VERSION = 1
+SELECTORS = ("random-walk", "hop-shells", "anchors", "metapath")
+
+
+# -- selector configs and SPEC parsing ------------------------------------------------------------------
+@dataclass(frozen=True)
+class RandomWalkSelect:
+    walks: int
+    length: int
+    topk: int
+    restart: float = 0.0
+    name: str = field(default="random-walk", init=False)
+
+
+@dataclass(frozen=True)
+class HopShellsSelect:
+    hops: int
+    cap: int | None = None
+    name: str = field(default="hop-shells", init=False)
+
+
+@dataclass(frozen=True)
+class AnchorsSelect:
+    sets: int
+    size: int
+    hops: int = 2
+    name: str = field(default="anchors", init=False)
+
+
+Select = RandomWalkSelect | HopShellsSelect | AnchorsSelect
+
+
+def _int_field(spec: str, key: str, text: str, lo: int) -> int:
+    if not re.fullmatch(r"\d+", text.strip()) or int(text) < lo:
+        raise GnnprepError(f"--select {spec!r}: {key}={text!r}; expected an integer ≥ {lo}")
+    return int(text)
+
+
+def _fields(spec: str, body: str, required: tuple[str, ...], optional: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for part in [p for p in body.split(",") if p.strip()] if body else []:
+        if "=" not in part:
+            raise GnnprepError(f"--select {spec!r}: {part.strip()!r} is not key=value; expected keys "
+                               f"{', '.join(required + optional)}")
+        key, value = (s.strip() for s in part.split("=", 1))
+        if key not in required + optional:
+            raise GnnprepError(f"--select {spec!r}: unknown key {key!r}; expected {', '.join(required + optional)}")
+        if key in out:
+            raise GnnprepError(f"--select {spec!r}: {key} given twice")
+        out[key] = value
+    missing = [k for k in required if k not in out]
+    if missing:
+        raise GnnprepError(f"--select {spec!r}: missing {', '.join(missing)}; expected "
+                           + ",".join(f"{k}=N" for k in required))
+    return out
+
+
+def parse_select(spec: str) -> Select:
+    """Parse ``--select SPEC`` (see the module docstring) into a selector config."""
+    kind, _, body = spec.partition(":")
+    kind = kind.strip()
+    if kind == "random-walk":
+        f = _fields(spec, body, ("walks", "length", "topk"), ("restart",))
+        restart = 0.0
+        if "restart" in f:
+            try:
+                restart = float(f["restart"])
+            except ValueError:
+                restart = -1.0
+            if not 0.0 <= restart <= 1.0:
+                raise GnnprepError(f"--select {spec!r}: restart={f['restart']!r}; expected a probability in [0, 1]")
+        return RandomWalkSelect(_int_field(spec, "walks", f["walks"], 1), _int_field(spec, "length", f["length"], 1),
+                                _int_field(spec, "topk", f["topk"], 1), restart)
+    if kind == "hop-shells":
+        head, _, rest = body.partition(",")
+        if not head.strip():
+            raise GnnprepError(f"--select {spec!r}: missing the number of shells; expected hop-shells:K[,cap=C]")
+        hops = _int_field(spec, "K", head, 1)
+        f = _fields(spec, rest, (), ("cap",))
+        cap = _int_field(spec, "cap", f["cap"], 1) if "cap" in f else None
+        return HopShellsSelect(hops, cap)
+    if kind == "anchors":
+        f = _fields(spec, body, ("sets", "size"), ("hops",))
+        return AnchorsSelect(_int_field(spec, "sets", f["sets"], 1), _int_field(spec, "size", f["size"], 1),
+                             _int_field(spec, "hops", f["hops"], 0) if "hops" in f else 2)
+    if kind == "metapath":
+        raise GnnprepError("--select metapath: metapath selection is not implemented yet")
+    raise GnnprepError(f"--select {spec!r}: unknown selector {kind!r}; expected one of "
+                       "random-walk:walks=W,length=L,topk=K[,restart=P], hop-shells:K[,cap=C], "
+                       "anchors:sets=S,size=Z[,hops=Q], metapath:...")
+
+
+def select_spec(sel: Select) -> str:
+    """The canonical SPEC string of a selector config."""
+    if isinstance(sel, RandomWalkSelect):
+        return f"random-walk:walks={sel.walks},length={sel.length},topk={sel.topk},restart={sel.restart:g}"
+    if isinstance(sel, HopShellsSelect):
+        return f"hop-shells:{sel.hops}" + (f",cap={sel.cap}" if sel.cap is not None else "")
+    return f"anchors:sets={sel.sets},size={sel.size},hops={sel.hops}"
+
+
+# -- the HDG ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Level:
+    """One level of the schema tree with its arrays (see the module docstring)."""
+
+    name: str
+    kind: str                       # "instances" or "vertices"
+    num_parents: int
+    fanout: int = 0                 # children per parent when fixed (offsets implied), 0 = variable
+    offsets: np.ndarray | None = None
+    ids: np.ndarray | None = None   # vertex levels: graph node ids
+    weights: np.ndarray | None = None
+    combine: str | None = None      # inner levels: "slots" or "reduce"
+    slots: tuple[str, ...] = ()
+    child: "Level | None" = None
+
+    @property
+    def num_children(self) -> int:
+        return self.num_parents * self.fanout if self.fanout else int(self.offsets[-1])
+
+    def schema(self) -> dict:
+        d = {"level": self.name, "kind": self.kind, "fanout": self.fanout or None,
+             "weighted": self.weights is not None}
+        if self.kind == "instances":
+            d.update(combine=self.combine, slots=list(self.slots), children=[self.child.schema()])
+        return d
+
+    def walk(self):
+        lvl = self
+        while lvl is not None:
+            yield lvl
+            lvl = lvl.child
+
+
+@dataclass(frozen=True)
+class Hdg:
+    num_nodes: int
+    roots: tuple[Level, ...]        # the levels directly below the implicit root level "node"
+
+    def levels(self) -> list[Level]:
+        return [lvl for r in self.roots for lvl in r.walk()]
+
+    def schema(self) -> dict:
+        return {"level": "node", "kind": "root", "children": [r.schema() for r in self.roots]}
+
+    def channels(self) -> list[str]:
+        out: list[str] = []
+        for r in self.roots:
+            out += list(r.slots) if r.combine == "slots" else [r.name]
+        return out
+
+    def nbytes(self) -> int:
+        return sum(a.nbytes for lvl in self.levels() for a in (lvl.offsets, lvl.ids, lvl.weights) if a is not None)
+
+
+def _csr_offsets(rows: np.ndarray, num_rows: int) -> np.ndarray:
+    offsets = np.zeros(num_rows + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=num_rows), out=offsets[1:])
+    return offsets
+
+
+def _hash_keys(seed: int, a: np.ndarray, b: np.ndarray, c: int) -> np.ndarray:
+    """A splitmix64 key per (a, b) entry: a reproducible random order that does not depend on how
+    the work was split into blocks."""
+    with np.errstate(over="ignore"):
+        z = (np.uint64(seed & 0xFFFFFFFFFFFFFFFF) + a.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+             + b.astype(np.uint64) * np.uint64(0xD1B54A32D192ED03) + np.uint64(c) * np.uint64(0x8CB92BA72F3D8DD7))
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def _adjacency(indptr: np.ndarray, indices: np.ndarray) -> sp.csr_matrix:
+    n = len(indptr) - 1
+    return sp.csr_matrix((np.ones(len(indices), dtype=np.int8), indices, indptr), shape=(n, n))
+
+
+def select_random_walk(indptr, indices, sel: RandomWalkSelect, seed: int = 0) -> Hdg:
+    from gnnprep.walks import walk_topk
+
+    n = len(indptr) - 1
+    offsets, ids, counts = walk_topk(indptr, indices, sel.walks, sel.length, sel.topk, sel.restart, seed)
+    return Hdg(n, (Level("topk", "vertices", n, offsets=offsets, ids=ids, weights=counts.astype(np.float32)),))
+
+
+def select_hop_shells(indptr, indices, sel: HopShellsSelect, seed: int = 0, block_rows: int = 1 << 14,
+                      progress=lambda stage, done, total: None) -> Hdg:
+    """Exact-distance shells by breadth-first frontiers, F_i = (F_{i-1}·A) minus the nodes seen, one
+    block of rows at a time (row v of F_i: the nodes at distance i from v)."""
+    n = len(indptr) - 1
+    k = sel.hops
+    a = _adjacency(indptr, indices)
+    shell_rows, members = [], []
+    for r0 in range(0, n, block_rows):
+        r1 = min(n, r0 + block_rows)
+        rows = np.arange(r0, r1)
+        seen = sp.csr_matrix((np.ones(r1 - r0, dtype=np.int8), rows, np.arange(r1 - r0 + 1)), shape=(r1 - r0, n))
+        front = seen
+        for i in range(k):
+            nxt = (front @ a).tocsr()
+            nxt.data[:] = 1
+            nxt = (nxt - nxt.multiply(seen)).tocsr()
+            nxt.eliminate_zeros()
+            nxt.sort_indices()
+            seen = (seen + nxt).tocsr()
+            seen.data[:] = 1
+            front = nxt
+            r = np.repeat(rows, np.diff(nxt.indptr))
+            u = nxt.indices.astype(np.int64)
+            if sel.cap is not None and len(u):
+                key = _hash_keys(seed, r, u, i + 1)
+                order = np.lexsort((key, r))
+                r, u = r[order], u[order]
+                starts = np.searchsorted(r, r, side="left")
+                keep = (np.arange(len(r)) - starts) < sel.cap
+                r, u = r[keep], u[keep]
+                o = np.lexsort((u, r))
+                r, u = r[o], u[o]
+            shell_rows.append(r * k + i)
+            members.append(u)
+        progress("hop shells", r1, n)
+    shell = np.concatenate(shell_rows) if shell_rows else np.empty(0, np.int64)
+    ids = np.concatenate(members) if members else np.empty(0, np.int64)
+    order = np.argsort(shell, kind="stable")
+    shell, ids = shell[order], ids[order]
+    leaf = Level("shell_members", "vertices", n * k, offsets=_csr_offsets(shell, n * k), ids=ids)
+    return Hdg(n, (Level("shell", "instances", n, fanout=k, combine="slots",
+                         slots=tuple(f"hop{i}" for i in range(1, k + 1)), child=leaf),))
+
+
+def select_anchors(indptr, indices, sel: AnchorsSelect, seed: int = 0) -> Hdg:
+    """P-GNN anchor sets with q-hop distance weights 1/(d+1): distances from every distinct anchor by
+    breadth-first frontiers over columns, D_k = (A·D_{k-1}) minus the pairs seen."""
+    n = len(indptr) - 1
+    if sel.size > n:
+        raise GnnprepError(f"--select anchors: size={sel.size} exceeds the graph's {n} nodes; expected size ≤ {n}")
+    rng = np.random.default_rng(seed)
+    sets = np.stack([rng.choice(n, sel.size, replace=False) for _ in range(sel.sets)]).astype(np.int64)
+    anchors, col = np.unique(sets, return_inverse=True)
+    col = col.reshape(sets.shape)
+    u_count = len(anchors)
+    a = _adjacency(indptr, indices)
+    # dist[v, j] = d(anchors[j] → v) + 1 for d ≤ hops
+    front = sp.csr_matrix((np.ones(u_count, dtype=np.int8), (anchors, np.arange(u_count))), shape=(n, u_count))
+    seen = front.copy()
+    dist = front.astype(np.float64)
+    for d in range(1, sel.hops + 1):
+        nxt = (a @ front).tocsr()
+        nxt.data[:] = 1
+        nxt = (nxt - nxt.multiply(seen)).tocsr()
+        nxt.eliminate_zeros()
+        seen = (seen + nxt).tocsr()
+        seen.data[:] = 1
+        dist = dist + nxt.astype(np.float64) * (d + 1)
+        front = nxt
+    dist = dist.tocsc()
+    inst, ids, w = [], [], []
+    for s in range(sel.sets):
+        sub = dist[:, col[s]].tocoo()  # [n, Z]: rows v, columns the members of A_s
+        inst.append(sub.row.astype(np.int64) * sel.sets + s)
+        ids.append(sets[s][sub.col])
+        w.append(1.0 / sub.data)
+    inst_a = np.concatenate(inst) if inst else np.empty(0, np.int64)
+    ids_a = np.concatenate(ids) if ids else np.empty(0, np.int64)
+    w_a = np.concatenate(w) if w else np.empty(0)
+    order = np.lexsort((ids_a, inst_a))
+    inst_a, ids_a, w_a = inst_a[order], ids_a[order], w_a[order]
+    leaf = Level("anchor_members", "vertices", n * sel.sets, offsets=_csr_offsets(inst_a, n * sel.sets),
+                 ids=ids_a, weights=w_a.astype(np.float32))
+    return Hdg(n, (Level("anchor_set", "instances", n, fanout=sel.sets, combine="reduce", child=leaf),))
+
+
+def select(indptr: np.ndarray, indices: np.ndarray, sel: Select, seed: int = 0, progress=None) -> Hdg:
+    """NeighborSelection: build the HDG of ``sel`` over the CSR (row v: the sources v aggregates from)."""
+    indptr = np.asarray(indptr, dtype=np.int64)
+    indices = np.asarray(indices, dtype=np.int64)
+    if isinstance(sel, RandomWalkSelect):
+        return select_random_walk(indptr, indices, sel, seed)
+    if isinstance(sel, HopShellsSelect):
+        return select_hop_shells(indptr, indices, sel, seed, progress=progress or (lambda *a: None))
+    if isinstance(sel, AnchorsSelect):
+        return select_anchors(indptr, indices, sel, seed)
+    raise GnnprepError(f"unknown selector {sel!r}")
+
+
+# -- aggregation ------------------------------------------------------------------------------------------
+def _aggregate_level(lvl: Level, x: np.ndarray, reduce: str) -> np.ndarray | list[tuple[str, np.ndarray]]:
+    """[num_parents, d] for the level's parents (or the slot channels of a slots level)."""
+    p = lvl.num_parents
+    if lvl.kind == "vertices":
+        offsets = lvl.offsets if lvl.offsets is not None else np.arange(p + 1, dtype=np.int64) * lvl.fanout
+        w = lvl.weights if lvl.weights is not None else np.ones(len(lvl.ids), dtype=x.dtype)
+        m = sp.csr_matrix((w.astype(x.dtype, copy=False), lvl.ids, offsets), shape=(p, len(x)))
+        out = np.asarray(m @ x)
+        if reduce == "mean":
+            den = np.asarray(m.sum(axis=1)).ravel()
+            out /= np.where(den == 0, 1, den)[:, None].astype(x.dtype)
+        return out
+    h = _aggregate_level(lvl.child, x, reduce)
+    d = x.shape[1]
+    if lvl.fanout:
+        h = h.reshape(p, lvl.fanout, d)
+        if lvl.combine == "slots":
+            return [(name, np.ascontiguousarray(h[:, i])) for i, name in enumerate(lvl.slots)]
+        return h.mean(axis=1) if reduce == "mean" else h.sum(axis=1)
+    ind = sp.csr_matrix((np.ones(len(h), dtype=x.dtype), np.arange(len(h)), lvl.offsets), shape=(p, len(h)))
+    out = np.asarray(ind @ h)
+    if reduce == "mean":
+        cnt = np.diff(lvl.offsets)
+        out /= np.maximum(cnt, 1)[:, None].astype(x.dtype)
+    return out
+
+
+def aggregate(hdg: Hdg, x: np.ndarray, reduce: str = "mean") -> dict[str, np.ndarray]:
+    """Bottom-up hierarchical aggregation of node features ``x`` [n, d] over the HDG: one [n, d]
+    array per channel (see the module docstring for the formulas per selector)."""
+    if reduce not in ("mean", "sum"):
+        raise GnnprepError(f"reduce {reduce!r}: expected mean or sum")
+    x = np.asarray(x)
+    if x.ndim != 2 or len(x) != hdg.num_nodes:
+        raise GnnprepError(f"features of shape {x.shape}; expected [{hdg.num_nodes}, d]")
+    if not np.issubdtype(x.dtype, np.floating):
+        x = x.astype(np.float64)
+    out: dict[str, np.ndarray] = {}
+    for r in hdg.roots:
+        h = _aggregate_level(r, x, reduce)
+        if isinstance(h, list):
+            out.update(h)
+        else:
+            out[r.name] = h
+    return out
+
+
+# -- the hdg.h5 artifact --------------------------------------------------------------------------------
+def write_hdg(h: Hdg, path, provenance: dict, sel: Select, seed: int, graph_fingerprint: str,
+              graph_store_bytes: int, graph_adj_bytes: int) -> dict:
+    """Write ``hdg.h5`` atomically; return the summary written into its root attributes."""
+    import h5py
+
+    from gnnprep.atomic import atomic_output
+    from gnnprep.meta import write_root_attrs
+
+    idx_dtype = np.int32 if h.num_nodes < 2**31 else np.int64
+    with atomic_output(path) as tmp:
+        with h5py.File(tmp, "w") as f:
+            parent = "node"
+            for r in h.roots:
+                parent = "node"
+                for lvl in r.walk():
+                    g = f.create_group(f"levels/{lvl.name}")
+                    if lvl.offsets is not None and not lvl.fanout:
+                        narrow = np.int32 if lvl.offsets[-1] < 2**31 else np.int64
+                        g.create_dataset("offsets", data=lvl.offsets.astype(narrow))
+                    if lvl.ids is not None:
+                        g.create_dataset("ids", data=lvl.ids.astype(idx_dtype))
+                    if lvl.weights is not None:
+                        g.create_dataset("weights", data=lvl.weights.astype(np.float32))
+                    g.attrs.update(kind=lvl.kind, parent=parent, fanout=int(lvl.fanout),
+                                   num_parents=int(lvl.num_parents), num_children=int(lvl.num_children))
+                    parent = lvl.name
+            hdg_bytes = sum(ds.nbytes for g in f["levels"].values() for ds in g.values())
+            summary = {"num_nodes": h.num_nodes, "selector": sel.name, "spec": select_spec(sel), "seed": int(seed),
+                       "levels": len(h.levels()), "hdg_bytes": int(hdg_bytes),
+                       "graph_store_bytes": int(graph_store_bytes), "graph_adj_bytes": int(graph_adj_bytes)}
+            write_root_attrs(f, FORMAT, FORMAT_VERSION, provenance, graph_fingerprint=graph_fingerprint,
+                             schema=json.dumps(h.schema()), channels=json.dumps(h.channels()), **summary)
+    summary["channels"] = h.channels()
+    return summary
+
+
+def read_hdg(path) -> tuple[Hdg, dict]:
+    from gnnprep.meta import open_artifact
+
+    with open_artifact(path, expect=FORMAT) as f:
+        version = int(f.attrs.get("format_version", 0))
+        if version > FORMAT_VERSION:
+            raise GnnprepError(f"{path}: hdg format_version {version} is newer than this gnnprep reads "
+                               f"({FORMAT_VERSION}); upgrade gnnprep")
+        n = int(f.attrs["num_nodes"])
+        schema = json.loads(f.attrs["schema"])
+
+        def load(node: dict, num_parents: int) -> Level:
+            name = node["level"]
+            if f"levels/{name}" not in f:
+                raise GnnprepError(f"{path}: missing group /levels/{name}; the HDG is incomplete")
+            g = f[f"levels/{name}"]
+            fanout = int(node.get("fanout") or 0)
+            offsets = g["offsets"][:].astype(np.int64) if "offsets" in g else None
+            if offsets is None and not fanout:
+                raise GnnprepError(f"{path}: /levels/{name} has no offsets and no fixed fanout")
+            ids = g["ids"][:].astype(np.int64) if "ids" in g else None
+            weights = g["weights"][:] if "weights" in g else None
+            num_children = num_parents * fanout if fanout else int(offsets[-1])
+            child = load(node["children"][0], num_children) if node["kind"] == "instances" else None
+            return Level(name, node["kind"], num_parents, fanout, offsets, ids, weights, node.get("combine"),
+                         tuple(node.get("slots") or ()), child)
+
+        h = Hdg(n, tuple(load(c, n) for c in schema["children"]))
+        attrs = {k: (v.item() if hasattr(v, "item") else v) for k, v in f.attrs.items()}
+    return h, attrs
