@@ -36,6 +36,10 @@ def parse_blocks(text: str) -> tuple[int, int, int] | None:
 @click.option("--hag", "hag_path", default=None, type=click.Path(dir_okay=False),
               help="Aggregate through this HAG (from gnnprep hag on the same graph; CPU), or auto: use "
                    "<store>.hag.h5 beside the graph store when the predicted saving pays for it.")
+@click.option("--hdg", "hdg_path", default=None, type=click.Path(dir_okay=False),
+              help="Also write this HDG's channels of every hop, /channels/<channel>/<k> (from gnnprep hdg; --rows all).")
+@click.option("--hdg-reduce", type=click.Choice(["mean", "sum"]), default="mean", show_default=True,
+              help="Reduction at the HDG's instance levels.")
 @click.option("--reorder", type=click.Choice(["auto", "none", "bfs"]), default="auto", show_default=True,
               help="Compute in breadth-first node order when it pays (output stays in original order).")
 @click.option("--dry-run", is_flag=True, help="Print the plan, predicted peak memory and time; compute nothing.")
@@ -43,8 +47,8 @@ def parse_blocks(text: str) -> tuple[int, int, int] | None:
 @click.option("--root", default=None, help="Folder holding ogbn_<name>/ data sets.")
 @json_option
 @quiet_option
-def precompute(dataset, output, hops, operators, blocks, memory_budget, rows, dtype, device, hag_path, reorder,
-               dry_run, cache_dir, root, as_json, quiet):
+def precompute(dataset, output, hops, operators, blocks, memory_budget, rows, dtype, device, hag_path, hdg_path,
+               hdg_reduce, reorder, dry_run, cache_dir, root, as_json, quiet):
     """Write hop features S^k X (k = 0..K) of DATASET, block-wise within a memory budget."""
     from gnnprep.ingest import IngestConfig, ensure_graph_store
     from gnnprep.operators import parse_operators
@@ -56,7 +60,8 @@ def precompute(dataset, output, hops, operators, blocks, memory_budget, rows, dt
         store = ensure_graph_store(dataset, IngestConfig(source=SourceOptions(root=root)), cache_dir, progress)
         config = PrecomputeConfig(hops=hops, operators=parse_operators(operators), rows=rows, dtype=dtype,
                                   device=device, memory_budget=parse_budget(memory_budget),
-                                  blocks=parse_blocks(blocks), dry_run=dry_run, hag=hag_path, reorder=reorder)
+                                  blocks=parse_blocks(blocks), dry_run=dry_run, hag=hag_path, reorder=reorder,
+                                  hdg=hdg_path, hdg_reduce=hdg_reduce)
         report = run_precompute(store, output, config, progress, command=" ".join(["gnnprep"] + sys.argv[1:]))
     finally:
         progress.close()

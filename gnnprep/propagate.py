@@ -59,6 +59,8 @@ class PrecomputeConfig:
     blocks: tuple[int, int, int] | None = None   # (a, b, c) override
     reorder: str = "auto"                  # auto | none | bfs (compute in breadth-first node order)
     hag: str | None = None                 # a hag.h5 for the graph, or auto (see plan.choose_hag); CPU
+    hdg: str | None = None                 # an hdg.h5 for the graph: its channels of every hop (see _hdg_pass)
+    hdg_reduce: str = "mean"               # mean | sum at the HDG's instance levels
     dry_run: bool = False
 
 
@@ -387,7 +389,8 @@ def _sampled_locality(store: GraphStore, windows: int = 64, width: int = 2048) -
 
 def _run_key(store: GraphStore, config: PrecomputeConfig) -> str:
     parts = [store.fingerprint, config.hops, list(config.operators), config.rows, config.dtype,
-             str(Path(config.hag).absolute()) if config.hag else None]
+             str(Path(config.hag).absolute()) if config.hag else None,
+             [str(Path(config.hdg).absolute()), config.hdg_reduce] if config.hdg else None]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
 
@@ -435,6 +438,7 @@ def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeCon
             plan = plan_with_hag(problem, profile, budget, baseline, hag.num_agg, hag.transfers(), config.blocks)
         elif backend == "numba":
             plan = with_reorder(plan, problem, profile, _sampled_locality(store), config.reorder, budget)
+        hdg = _load_hdg(config, store) if config.hdg is not None else None
         if config.dry_run:
             return PrecomputeReport(str(output), plan.to_dict(), config.hops, tuple(config.operators), r, config.dtype,
                                     (), 0.0, plan.predicted_peak, None, baseline, 0, dry_run=True, hag=hag_info)
@@ -444,7 +448,8 @@ def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeCon
         baseline = _rss()
         out = ResumableOutput(output, _run_key(store, config))
         try:
-            report = _run(store, out, config, plan, out_rows, device, backend, progress, command, t_start, baseline, hag)
+            report = _run(store, out, config, plan, out_rows, device, backend, progress, command, t_start, baseline, hag,
+                          hdg)
         except GnnprepError:
             out.close(keep=bool(out.done))  # nothing worth resuming: leave no trace
             raise
@@ -521,6 +526,58 @@ def _auto_hag(store: GraphStore, plan: Plan, problem: Problem, profile, budget: 
                                              "path": str(cache) if choice.use else None, "reason": choice.reason}
 
 
+class _HdgInput:
+    """An HDG loaded for precompute: the structure and its channel names."""
+
+    def __init__(self, hdg, channels: list[str]):
+        self.hdg = hdg
+        self.channels = channels
+
+
+def _load_hdg(config: PrecomputeConfig, store: GraphStore) -> _HdgInput:
+    from gnnprep.hdg import read_hdg
+
+    if config.rows != "all":
+        raise GnnprepError("--hdg needs --rows all: an HDG aggregates hop features of nodes outside the splits too")
+    if config.hdg_reduce not in ("mean", "sum"):
+        raise GnnprepError(f"--hdg-reduce {config.hdg_reduce!r}: expected mean or sum")
+    h, attrs = read_hdg(config.hdg)
+    if attrs.get("graph_fingerprint") != store.fingerprint:
+        raise GnnprepError(f"{config.hdg}: graph_fingerprint does not match {store.path}; this HDG was built for another graph")
+    channels = json.loads(attrs["channels"]) if isinstance(attrs.get("channels"), str) else list(attrs["channels"])
+    clash = sorted(set(channels) & set(config.operators))
+    if clash:
+        raise GnnprepError(f"{config.hdg}: channel {clash[0]!r} has the name of an operator channel")
+    return _HdgInput(h, channels)
+
+
+def _create_hdg_layout(f: h5py.File, config: PrecomputeConfig, hdg: _HdgInput, plan: Plan, n: int, d: int) -> None:
+    chunk_rows = min(max(n, 1), feature_chunk_rows(plan.width, np.dtype(config.dtype).itemsize))
+    chunks = None if plan.c == 1 else (chunk_rows, plan.width)
+    for ch in hdg.channels:
+        g = f["channels"].create_group(ch)
+        for k in range(config.hops + 1):
+            fa.create_early(g, str(k), (n, d), config.dtype, chunks)
+
+
+def _hdg_pass(f: h5py.File, config: PrecomputeConfig, hdg: _HdgInput, cols, done: set, mark) -> None:
+    """HDG channels (FlexGraph's hierarchical aggregation, Wang et al. 2021) of every hop:
+    ``/channels/<c>/<k> = HDG_c(S^k X)``, computed bottom-up by :func:`gnnprep.hdg.aggregate` from the
+    hop as written (one column block at a time: the HDG's sparse products act on columns
+    independently). Each (hop, column block) is one resumable unit."""
+    from gnnprep.hdg import aggregate
+
+    for k in range(config.hops + 1):
+        for j, (c0, c1) in enumerate(cols):
+            if ("hdg", j, k) in done:
+                continue
+            x = f[f"hops/{k}"][:, c0:c1].astype(np.float32, copy=False)
+            for ch, arr in aggregate(hdg.hdg, x, config.hdg_reduce).items():
+                f[f"channels/{ch}/{k}"][:, c0:c1] = arr.astype(config.dtype, copy=False)
+            f.flush()
+            mark(("hdg", j, k))
+
+
 def _load_hag(path, store: GraphStore, backend: str):
     from gnnprep.hag import read_hag
 
@@ -535,7 +592,7 @@ def _load_hag(path, store: GraphStore, backend: str):
 
 
 def _run(store, out: ResumableOutput, config, plan, out_rows, device, backend, progress, command, t_start, baseline,
-         hag=None):
+         hag=None, hdg=None):
     feats = store.features
     n, d = feats.shape
     r = n if out_rows is None else len(out_rows)
@@ -544,6 +601,8 @@ def _run(store, out: ResumableOutput, config, plan, out_rows, device, backend, p
     try:
         if not out.resumed:
             _create_layout(f, store, config, plan, out_rows, n, d, r)
+            if hdg is not None:
+                _create_hdg_layout(f, config, hdg, plan, n, d)
             f.flush()
         else:
             plan = Plan(**{**plan.to_dict(), **json.loads(out.state.get("plan", "{}"))}) if out.state.get("plan") else plan
@@ -564,7 +623,8 @@ def _run(store, out: ResumableOutput, config, plan, out_rows, device, backend, p
                         for name in config.operators}
         hop_seconds = [0.0] * (config.hops + 1)
         writer = _Writer(config.dtype)
-        units_total = len(cols) * (1 + config.hops * len(config.operators))
+        units_total = len(cols) * (1 + config.hops * len(config.operators)) + \
+            (len(cols) * (config.hops + 1) if hdg is not None else 0)
         units_done = len(done)
         progress("units", units_done, units_total)
         step = max(1, (32 << 20) // max(1, 4 * plan.width))  # rows per write: at most 32 MiB in flight
@@ -668,6 +728,10 @@ def _run(store, out: ResumableOutput, config, plan, out_rows, device, backend, p
                         mark(pending[0])
                     del cur, nxt
                 del be
+            if hdg is not None:
+                with timer("hdg"):
+                    writer.wait()
+                    _hdg_pass(f, config, hdg, cols, done, mark)
         finally:
             writer.close()
         f.attrs["_resumed"] = out.resumed
@@ -679,7 +743,9 @@ def _run(store, out: ResumableOutput, config, plan, out_rows, device, backend, p
             "timings": {**timer.timings, "hop_seconds": [round(s, 4) for s in hop_seconds]},
         }
         write_root_attrs(f, fa.FORMAT, fa.FORMAT_VERSION, provenance,
-                         hops=config.hops, operator=config.operators[0], operators=json.dumps(list(config.operators)),
+                         hops=config.hops, operator=config.operators[0],
+                         operators=json.dumps(list(config.operators) + (list(hdg.channels) if hdg is not None else [])),
+                         hdg_channels=json.dumps(list(hdg.channels) if hdg is not None else []),
                          plan=json.dumps(plan.to_dict()), graph_fingerprint=store.fingerprint,
                          num_classes=int(store.attrs.get("num_classes", 0)), rows=config.rows, dtype=config.dtype,
                          num_nodes=n, num_features=d)

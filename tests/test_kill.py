@@ -43,7 +43,7 @@ def test_sigkill_midway_then_rerun(tmp_path, rng):
 
 
 def test_sigterm_cleans_up(tmp_path, rng):
-    n, m = 200_000, 3_000_000
+    n, m = 200_000, 6_000_000  # a run of ~2 s, so the signal lands mid-run even on a loaded machine
     np.save(tmp_path / "e.npy", rng.integers(0, n, (2, m)))
     out = tmp_path / "g.h5"
     proc = subprocess.Popen([sys.executable, "-m", "gnnprep", "ingest", str(tmp_path / "e.npy"), "-o", str(out),
@@ -51,10 +51,12 @@ def test_sigterm_cleans_up(tmp_path, rng):
                             text=True)
     deadline = time.time() + 60
     while time.time() < deadline and proc.poll() is None:
-        if any(p.name.startswith(".g.h5.work-") for p in tmp_path.iterdir()):
+        work = [p for p in tmp_path.iterdir() if p.name.startswith(".g.h5.work-")]
+        if work and any(work[0].iterdir()):
             break
         time.sleep(0.02)
-    time.sleep(0.3)
+    assert proc.poll() is None, "ingest finished before it could be interrupted; make the input larger"
+    time.sleep(0.2)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
