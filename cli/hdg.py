@@ -22,6 +22,8 @@ from .common import Progress, emit, json_option, quiet_option, size
 @quiet_option
 def hdg(dataset, output, spec, seed, cache_dir, as_json, quiet):
     """Build a hierarchical dependency graph (HDG, FlexGraph's NeighborSelection) for DATASET."""
+    import numpy as np
+
     from gnnprep.hdg import parse_select, select, select_spec, write_hdg
     from gnnprep.ingest import IngestConfig, ensure_graph_store
     from gnnprep.sources import SourceOptions
@@ -33,9 +35,11 @@ def hdg(dataset, output, spec, seed, cache_dir, as_json, quiet):
         store_path = ensure_graph_store(dataset, IngestConfig(source=SourceOptions()), cache_dir, progress)
         with GraphStore(store_path) as g:
             indptr, indices, fp = g.indptr(), g.indices(), g.fingerprint
+            node_type = g.f["nodes/type"][:].astype(np.int64) if "nodes/type" in g.f else None
+            type_names = g.node_types()
             adj_bytes = sum(g.f[f"adj/{k}"].nbytes for k in g.f["adj"])
         t0 = time.perf_counter()
-        h = select(indptr, indices, sel, seed=seed, progress=progress)
+        h = select(indptr, indices, sel, seed=seed, progress=progress, node_type=node_type, type_names=type_names)
         seconds = time.perf_counter() - t0
     finally:
         progress.close()

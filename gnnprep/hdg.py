@@ -21,7 +21,12 @@ Selectors (``--select SPEC``):
   q-hop distance weight ``w(v,u) = 1/(d(u→v)+1)`` for d ≤ Q (default 2) and weight 0 — not stored —
   beyond. ``h_v = 1/S Σ_s M_s(v)``, ``M_s(v) = Σ_{u∈A_s} w x_u / Σ_{u∈A_s} w`` (mean; an instance
   with no member within Q hops contributes 0), or ``Σ_s Σ_{u∈A_s} w x_u`` (sum).
-- ``metapath:...`` — MAGNN metapath instances: not implemented yet.
+- ``metapath:NAME=T1-T2-…-TL[,…][,cap=C]`` — MAGNN metapath instances (Fu et al., WWW 2020) on a
+  typed graph store: for a target v of type T1 every path v ← u2 ← … ← uL with u_i of type T_i
+  (at most C per target, seeded), levels ``node → NAME`` (instances, reduce) ``→ NAME_members``
+  (fanout L, the path's nodes, target included). ``h_v = mean_{instances I of v} mean_{u∈I} x_u``
+  (mean) or ``Σ_I Σ_{u∈I} x_u`` (sum); one channel per metapath. Instances are enumerated in
+  blocks of targets (SeHGNN-style prefix propagation without enumeration is not implemented).
 
 Layout of ``hdg.h5`` (``format = "gnnprep.hdg"``, ``format_version = 1``). The n graph nodes are the
 implicit root level ``node``. The schema tree, one JSON root attribute ``schema`` shared by all
@@ -106,7 +111,14 @@ class AnchorsSelect:
     name: str = field(default="anchors", init=False)
 
 
-Select = RandomWalkSelect | HopShellsSelect | AnchorsSelect
+@dataclass(frozen=True)
+class MetapathSelect:
+    paths: tuple[tuple[str, tuple[str, ...]], ...]   # (channel name, node types T1 .. TL)
+    cap: int | None = None                           # instances kept per target (seeded sample)
+    name: str = field(default="metapath", init=False)
+
+
+Select = RandomWalkSelect | HopShellsSelect | AnchorsSelect | MetapathSelect
 
 
 def _int_field(spec: str, key: str, text: str, lo: int) -> int:
@@ -163,10 +175,26 @@ def parse_select(spec: str) -> Select:
         return AnchorsSelect(_int_field(spec, "sets", f["sets"], 1), _int_field(spec, "size", f["size"], 1),
                              _int_field(spec, "hops", f["hops"], 0) if "hops" in f else 2)
     if kind == "metapath":
-        raise GnnprepError("--select metapath: metapath selection is not implemented yet")
+        paths, cap = [], None
+        for part in [p.strip() for p in body.split(",") if p.strip()]:
+            key, eq, value = (t.strip() for t in part.partition("="))
+            if not eq or not key or not value:
+                raise GnnprepError(f"--select {spec!r}: {part!r}; expected NAME=T1-T2-...-TL or cap=C")
+            if key == "cap":
+                cap = _int_field(spec, "cap", value, 1)
+                continue
+            types = tuple(t.strip() for t in value.split("-"))
+            if len(types) < 2 or not all(types):
+                raise GnnprepError(f"--select {spec!r}: {key}={value!r}; expected at least two node types joined by -")
+            if key in [k for k, _ in paths]:
+                raise GnnprepError(f"--select {spec!r}: metapath name {key!r} given twice")
+            paths.append((key, types))
+        if not paths:
+            raise GnnprepError(f"--select {spec!r}: no metapath; expected metapath:NAME=T1-T2-T1[,...][,cap=C]")
+        return MetapathSelect(tuple(paths), cap)
     raise GnnprepError(f"--select {spec!r}: unknown selector {kind!r}; expected one of "
                        "random-walk:walks=W,length=L,topk=K[,restart=P], hop-shells:K[,cap=C], "
-                       "anchors:sets=S,size=Z[,hops=Q], metapath:...")
+                       "anchors:sets=S,size=Z[,hops=Q], metapath:NAME=T1-T2-T1[,cap=C]")
 
 
 def select_spec(sel: Select) -> str:
@@ -175,6 +203,9 @@ def select_spec(sel: Select) -> str:
         return f"random-walk:walks={sel.walks},length={sel.length},topk={sel.topk},restart={sel.restart:g}"
     if isinstance(sel, HopShellsSelect):
         return f"hop-shells:{sel.hops}" + (f",cap={sel.cap}" if sel.cap is not None else "")
+    if isinstance(sel, MetapathSelect):
+        return "metapath:" + ",".join(f"{k}={'-'.join(t)}" for k, t in sel.paths) + \
+            (f",cap={sel.cap}" if sel.cap is not None else "")
     return f"anchors:sets={sel.sets},size={sel.size},hops={sel.hops}"
 
 
@@ -350,10 +381,65 @@ def select_anchors(indptr, indices, sel: AnchorsSelect, seed: int = 0) -> Hdg:
     return Hdg(n, (Level("anchor_set", "instances", n, fanout=sel.sets, combine="reduce", child=leaf),))
 
 
-def select(indptr: np.ndarray, indices: np.ndarray, sel: Select, seed: int = 0, progress=None) -> Hdg:
+def _expand(indptr, indices, node_type, paths: np.ndarray, t: int) -> np.ndarray:
+    """Extend every path [P, l] by each in-neighbour of its last node that has type ``t``."""
+    last = paths[:, -1]
+    deg = indptr[last + 1] - indptr[last]
+    total = int(deg.sum())
+    rep = np.repeat(np.arange(len(paths)), deg)
+    first = np.repeat(np.cumsum(deg) - deg, deg)
+    nbr = indices[np.repeat(indptr[last], deg) + np.arange(total) - first]
+    keep = node_type[nbr] == t
+    return np.concatenate([paths[rep[keep]], nbr[keep][:, None]], axis=1)
+
+
+def select_metapath(indptr, indices, sel: MetapathSelect, node_type: np.ndarray | None,
+                    type_names: list[str] | None, seed: int = 0, block: int = 4096) -> Hdg:
+    """MAGNN-style metapath instances (Fu et al., WWW 2020): for each target v of type T1, every
+    path v ← u2 ← … ← uL with u_i of type T_i along stored in-lists; the instance's members are its
+    L path nodes (target included), the node's channel aggregates its instances. With ``cap`` at
+    most C instances per target are kept, a seeded sample by splitmix64 keys of (target, path
+    position), independent of the block split. Targets are enumerated in blocks of ``block`` so the
+    expansion's memory follows the block, not the graph."""
+    if node_type is None or type_names is None:
+        raise GnnprepError("--select metapath: needs a heterogeneous graph store (typed nodes, e.g. ingested from "
+                           "the ogbn-mag layout); this store has no /nodes/type")
+    n = len(indptr) - 1
+    code = {t: i for i, t in enumerate(type_names)}
+    roots = []
+    for name, types in sel.paths:
+        unknown = [t for t in types if t not in code]
+        if unknown:
+            raise GnnprepError(f"--select metapath: {name} uses node type {unknown[0]!r}; the store has "
+                               f"{', '.join(type_names)}")
+        targets = np.flatnonzero(node_type == code[types[0]])
+        parts = []
+        for b0 in range(0, len(targets), block):
+            paths = targets[b0:b0 + block, None].astype(np.int64)
+            for t in types[1:]:
+                paths = _expand(indptr, indices, node_type, paths, code[t])
+            if sel.cap is not None and len(paths):
+                # rank each target's instances by a key of (target, members), keep the first cap
+                key = _hash_keys(seed, paths[:, 0], _hash_keys(seed, paths[:, -1], paths[:, 1], len(types)), 0)
+                order = np.lexsort((key, paths[:, 0]))
+                paths = paths[order]
+                start = np.searchsorted(paths[:, 0], paths[:, 0], side="left")
+                paths = paths[np.arange(len(paths)) - start < sel.cap]
+            order = np.lexsort(paths.T[::-1])  # by target, then members: a canonical order
+            parts.append(paths[order])
+        paths = np.concatenate(parts) if parts else np.empty((0, len(types)), np.int64)
+        leaf = Level(f"{name}_members", "vertices", len(paths), fanout=len(types), ids=paths.reshape(-1))
+        roots.append(Level(name, "instances", n, offsets=_csr_offsets(paths[:, 0], n), combine="reduce", child=leaf))
+    return Hdg(n, tuple(roots))
+
+
+def select(indptr: np.ndarray, indices: np.ndarray, sel: Select, seed: int = 0, progress=None,
+           node_type: np.ndarray | None = None, type_names: list[str] | None = None) -> Hdg:
     """NeighborSelection: build the HDG of ``sel`` over the CSR (row v: the sources v aggregates from)."""
     indptr = np.asarray(indptr, dtype=np.int64)
     indices = np.asarray(indices, dtype=np.int64)
+    if isinstance(sel, MetapathSelect):
+        return select_metapath(indptr, indices, sel, node_type, type_names, seed)
     if isinstance(sel, RandomWalkSelect):
         return select_random_walk(indptr, indices, sel, seed)
     if isinstance(sel, HopShellsSelect):

@@ -286,7 +286,9 @@ def test_parse_select():
     ("hop-shells:-1", "K='-1'"),
     ("hop-shells:2,cap=0", "cap='0'"),
     ("anchors:sets=2", "missing size"),
-    ("metapath:APA", "metapath selection is not implemented yet"),
+    ("metapath:APA", "expected NAME=T1-T2-...-TL or cap=C"),
+    ("metapath:APA=author", "expected at least two node types"),
+    ("metapath:cap=3", "no metapath"),
     ("pagerank:3", "unknown selector 'pagerank'"),
 ])
 def test_bad_specs(spec, message):
@@ -328,7 +330,7 @@ def test_cli_writes_an_hdg_that_reads_back(tmp_path, spec):
 
 def test_cli_errors_are_one_line(tmp_path):
     g = _graph(tmp_path, "g", directed=True)
-    for spec, msg in [("hop-shells:x", "K='x'"), ("metapath:APA", "not implemented yet"),
+    for spec, msg in [("hop-shells:x", "K='x'"), ("metapath:APA=a-b-a", "needs a heterogeneous graph store"),
                       ("anchors:sets=2,size=1000", "size=1000 exceeds")]:
         r = run(["hdg", g, "--select", spec, "-o", tmp_path / "h.h5"])
         assert r.exit_code == 1 and r.stderr.startswith("Error: ") and msg in r.stderr
