@@ -23,6 +23,9 @@ Output follows the OGB node-property raw CSV layout (headerless gzip CSV):
 ``split/random/{train,valid,test}.csv.gz`` (20 per class train, 500 valid,
 1000 test, the rest unlabeled). Gzip headers carry no name and mtime=0.
 
+``hetero/`` holds the same graph typed (authors and papers, ogbn-mag raw layout; see
+:func:`write_hetero`).
+
 Usage: python scripts/make_sample_data.py [--out sample_data]
 """
 
@@ -139,7 +142,7 @@ def generate(seed=SEED):
 
     return dict(edges=edges, labels=labels, feats=feats,
                 train=np.sort(train), valid=np.sort(valid), test=np.sort(test),
-                n_papers=len(papers))
+                n_papers=len(papers), papers=papers)
 
 
 def write(out, data):
@@ -187,6 +190,38 @@ def write(out, data):
     return n_iso
 
 
+def write_hetero(out, data):
+    """The same co-authorship sample as a typed graph in the ogbn-mag raw layout: node types
+    ``author`` (features, labels, splits) and ``paper`` (no features), relation
+    ``author___writes___paper`` (local ids), split ``split/random/author/``. Metapath
+    ``author-paper-author`` recovers the co-authorship graph."""
+    raw = os.path.join(out, "raw")
+    n_auth, papers = len(data["labels"]), data["papers"]
+    writes = [(a, p) for p, members in enumerate(papers) for a in members]
+    _write_gz(os.path.join(raw, "num-node-dict.csv.gz"), f"author,paper\n{n_auth},{len(papers)}\n")
+    _write_gz(os.path.join(raw, "triplet-type-list.csv.gz"), "author,writes,paper\n")
+    rel = os.path.join(raw, "relations", "author___writes___paper")
+    _write_gz(os.path.join(rel, "edge.csv.gz"), _lines(f"{a},{p}" for a, p in writes))
+    _write_gz(os.path.join(rel, "num-edge-list.csv.gz"), f"{len(writes)}\n")
+    _write_gz(os.path.join(rel, "edge_reltype.csv.gz"), _lines("0" for _ in writes))
+    _write_gz(os.path.join(raw, "node-feat", "author", "node-feat.csv.gz"),
+              _lines(",".join("%.3f" % v for v in row) for row in data["feats"]))
+    _write_gz(os.path.join(raw, "node-label", "author", "node-label.csv.gz"),
+              _lines(str(int(y)) for y in data["labels"]))
+    for name in ("nodetype-has-feat", "nodetype-has-label"):
+        _write_gz(os.path.join(raw, f"{name}.csv.gz"), "author,paper\nTrue,False\n")
+    split = os.path.join(out, "split", "random")
+    _write_gz(os.path.join(split, "nodetype-has-split.csv.gz"), "author,paper\nTrue,False\n")
+    for name in ("train", "valid", "test"):
+        _write_gz(os.path.join(split, "author", f"{name}.csv.gz"), _lines(str(int(i)) for i in data[name]))
+    with open(os.path.join(out, "README.md"), "w") as f:
+        f.write("# gnnprep heterogeneous sample\n\nThe co-authorship sample of `sample_data/` as a typed graph "
+                "in the ogbn-mag raw layout: authors (features, labels, split/random/author) and the papers "
+                f"they wrote ({n_auth} authors, {len(papers)} papers, {len(writes)} author-writes-paper "
+                "edges). `gnnprep hdg sample_data/hetero --select metapath:APA=author-paper-author` recovers "
+                "co-authorship.\n")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="sample_data",
@@ -194,6 +229,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     data = generate()
     n_iso = write(args.out, data)
+    write_hetero(os.path.join(args.out, "hetero"), data)
     print(f"wrote {args.out}: {len(data['labels'])} nodes, "
           f"{len(data['edges'])} edges, {n_iso} isolated")
 

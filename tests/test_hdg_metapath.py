@@ -89,3 +89,25 @@ def test_precompute_writes_one_channel_per_metapath(mag, tmp_path):
         assert json.loads(f.attrs["hdg_channels"]) == ["PAP", "PFP"]
         for ch, k in product(["PAP", "PFP"], [0, 1]):
             assert f[f"channels/{ch}/{k}"].shape == f["hops/0"].shape
+
+
+def test_heterogeneous_sample_metapath_recovers_coauthorship(tmp_path):
+    from pathlib import Path
+
+    sample = Path(__file__).resolve().parents[1] / "sample_data" / "hetero"
+    assert run(["ingest", sample, "-o", tmp_path / "h.h5"]).exit_code == 0
+    r = run(["hdg", tmp_path / "h.h5", "--select", "metapath:APA=author-paper-author", "-o", tmp_path / "apa.h5"])
+    assert r.exit_code == 0, r.stderr
+    assert run(["ingest", "sample", "-o", tmp_path / "s.h5"]).exit_code == 0
+    with GraphStore(tmp_path / "h.h5") as g:
+        assert g.node_types() == ["author", "paper"]
+        n_auth = int((g.f["nodes/type"][:] == 0).sum())
+    from gnnprep.hdg import read_hdg
+
+    h, _ = read_hdg(tmp_path / "apa.h5")
+    paths = h.roots[0].child.ids.reshape(-1, 3)
+    coauthor = {(int(a), int(c)) for a, _, c in paths if a != c}
+    with GraphStore(tmp_path / "s.h5") as g:
+        ip, ind = g.indptr(), g.indices()
+    want = {(v, int(u)) for v in range(n_auth) for u in ind[ip[v]:ip[v + 1]]}
+    assert coauthor == want  # authors are ids 0..n_auth-1 in both stores (types in sorted order)
