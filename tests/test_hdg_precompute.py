@@ -53,7 +53,7 @@ def test_hdg_needs_all_rows_and_the_same_graph(tmp_path, rng):
     assert not (tmp_path / "f.h5").exists()
 
 
-def test_sign_trains_on_hdg_channels_end_to_end(tmp_path):
+def test_sign_and_gprgnn_train_on_hdg_channels_end_to_end(tmp_path):
     assert run(["ingest", "sample", "-o", tmp_path / "s.h5"]).exit_code == 0
     r = run(["hdg", tmp_path / "s.h5", "--select", "random-walk:walks=10,length=3,topk=8", "-o", tmp_path / "h.h5"])
     assert r.exit_code == 0, r.stderr
@@ -63,3 +63,7 @@ def test_sign_trains_on_hdg_channels_end_to_end(tmp_path):
              "--hidden", "16", "--threads", "1", "--json"])
     assert r.exit_code == 0, r.stderr
     assert 0.0 <= json.loads(r.stdout)["test_acc"] <= 1.0
+    # lc-gprgnn over the HDG channel's hops HDG(S^k X), k = 0..K
+    r = run(["train", "lc-gprgnn", tmp_path / "f.h5", "-o", tmp_path / "run2", "--operator", "topk", "--epochs", "3",
+             "--hidden", "16", "--threads", "1", "--json"])
+    assert r.exit_code == 0, r.stderr
