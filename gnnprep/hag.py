@@ -74,18 +74,27 @@ def covers(h: Hag, ordered: bool = False) -> list[np.ndarray]:
     return out
 
 
-def _finish_csr(n: int, dst: np.ndarray, src: np.ndarray, inputs: np.ndarray, agg_level: np.ndarray) -> Hag:
-    """:func:`_finish` for in-lists given as (destination, source) arrays and aggregation nodes as an
-    [|VA|, 2] array with their levels: vectorised, no Python lists (a million in-lists or input
-    pairs as Python ints would cost far more memory than the arrays)."""
+def _number_by_level(n: int, inputs: np.ndarray, agg_level: np.ndarray, ordered: bool = False):
+    """Renumber aggregation nodes by level (stable): (id map over V ∪ VA, their [|VA|, 2] inputs in
+    new ids — each pair sorted unless ``ordered`` — and level_ptr, where level_ptr[l] ..
+    level_ptr[l+1]−1 are the aggregation nodes of level l+1; graph nodes are level 0)."""
     na = len(inputs)
     order = np.argsort(agg_level, kind="stable")
     new_id = np.arange(n + na, dtype=np.int64)
     new_id[n + order] = n + np.arange(na)
     ins = new_id[inputs[order]] if na else inputs.reshape(-1, 2)
-    ins.sort(axis=1)
+    if not ordered:
+        ins.sort(axis=1)
     levels = int(agg_level.max()) if na else 0
     level_ptr = np.concatenate([[0], np.cumsum(np.bincount(agg_level, minlength=levels + 1)[1:])]).astype(np.int64)
+    return new_id, ins, level_ptr
+
+
+def _finish_csr(n: int, dst: np.ndarray, src: np.ndarray, inputs: np.ndarray, agg_level: np.ndarray) -> Hag:
+    """:func:`_finish` for in-lists given as (destination, source) arrays and aggregation nodes as an
+    [|VA|, 2] array with their levels: vectorised, no Python lists (a million in-lists or input
+    pairs as Python ints would cost far more memory than the arrays)."""
+    new_id, ins, level_ptr = _number_by_level(n, inputs, agg_level)
     src = new_id[src]
     del new_id
     order = np.lexsort((src, dst))
@@ -100,22 +109,12 @@ def _finish(n: int, lists: list[list[int]], inputs: list[tuple[int, int]], order
     level = np.zeros(n + na, dtype=np.int64)
     for i, (a, b) in enumerate(inputs):
         level[n + i] = 1 + max(level[a], level[b])
-    agg_level = level[n:]
-    order = np.argsort(agg_level, kind="stable")
-    new_id = np.arange(n + na, dtype=np.int64)
-    new_id[n + order] = n + np.arange(na)
-    ins = np.array(inputs, dtype=np.int64).reshape(-1, 2)[order]
-    ins = new_id[ins] if na else ins
-    if not ordered:
-        ins.sort(axis=1)
-    levels = int(agg_level.max()) if na else 0
-    # level_ptr[l] .. level_ptr[l+1]-1: the aggregation nodes of level l+1 (graph nodes are level 0)
-    level_ptr = np.concatenate([[0], np.cumsum(np.bincount(agg_level, minlength=levels + 1)[1:])])
+    new_id, ins, level_ptr = _number_by_level(n, np.array(inputs, dtype=np.int64).reshape(-1, 2), level[n:], ordered)
     arrange = (lambda a: a) if ordered else np.sort
     rows = [arrange(new_id[np.asarray(l, dtype=np.int64)]) if l else np.empty(0, np.int64) for l in lists]
     indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
     indices = np.concatenate(rows) if rows else np.empty(0, dtype=np.int64)
-    return Hag(n, ins, level_ptr.astype(np.int64), indptr, indices.astype(np.int64))
+    return Hag(n, ins, level_ptr, indptr, indices.astype(np.int64))
 
 
 def exact_pair_count(indptr: np.ndarray) -> int:

@@ -64,6 +64,20 @@ def _spmm_rows_weighted(indptr, indices, weights, base, bounds, left, right, loo
                 o[j] *= lv
 
 
+@njit(inline="always", nogil=True, cache=True)
+def _add_y(o, u, n, right, x, h):
+    """o += y(u): r[u] x[u] for a graph node (u < n), h[u − n] for an aggregation node."""
+    if u < n:
+        ru = right[u]
+        xu = x[u]
+        for j in range(o.shape[0]):
+            o[j] += ru * xu[j]
+    else:
+        hu = h[u - n]
+        for j in range(o.shape[0]):
+            o[j] += hu[j]
+
+
 @njit(parallel=True, nogil=True, cache=True)
 def _hag_level(inputs, right, x, h, first):
     """h[first + i] = y(inputs[i, 0]) + y(inputs[i, 1]) for one level of aggregation nodes, where
@@ -74,17 +88,8 @@ def _hag_level(inputs, right, x, h, first):
         o = h[first + i]
         for j in range(d):
             o[j] = 0.0
-        for t in range(2):
-            u = inputs[i, t]
-            if u < n:
-                ru = right[u]
-                xu = x[u]
-                for j in range(d):
-                    o[j] += ru * xu[j]
-            else:
-                hu = h[u - n]
-                for j in range(d):
-                    o[j] += hu[j]
+        _add_y(o, inputs[i, 0], n, right, x, h)
+        _add_y(o, inputs[i, 1], n, right, x, h)
 
 
 @njit(parallel=True, fastmath=False, nogil=True, cache=True)
@@ -101,16 +106,7 @@ def _hag_rows(indptr, indices, base, bounds, left, right, loop, x, h, out):
             for j in range(d):
                 o[j] = rv * xv[j]
             for p in range(indptr[v - r0] - base, indptr[v - r0 + 1] - base):
-                u = indices[p]
-                if u < n:
-                    ru = right[u]
-                    xu = x[u]
-                    for j in range(d):
-                        o[j] += ru * xu[j]
-                else:
-                    hu = h[u - n]
-                    for j in range(d):
-                        o[j] += hu[j]
+                _add_y(o, indices[p], n, right, x, h)
             lv = left[v]
             for j in range(d):
                 o[j] *= lv

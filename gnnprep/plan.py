@@ -150,10 +150,15 @@ def memory(p: Problem, b: int, c: int) -> int:
     return int(SLACK * (vectors + s_part + cols + gathered + converted) + FIXED)
 
 
+def _widths(d: int, w: int) -> list[int]:
+    """Column-block widths for d columns in blocks of w (the last one narrower)."""
+    return [w] * (d // w) + ([d % w] if d % w else []) if w else []
+
+
 def predict_seconds(p: Problem, prof: Profile, b: int, c: int) -> float:
     n, m, d, K = p.num_nodes, p.num_entries, p.num_features, p.hops
     w = math.ceil(d / c) if d else 0
-    widths = [w] * (d // w) + ([d % w] if d % w else []) if w else []
+    widths = _widths(d, w)
     compute = p.operators * K * sum(prof.spmm_seconds(m, n, wj) for wj in widths)
     s_reads = 1 if b == 1 else p.operators * K * len(widths)
     stream = s_reads * _s_bytes(p) / prof.read_bytes_per_s
@@ -219,7 +224,7 @@ def with_reorder(plan: Plan, p: Problem, prof: Profile, locality: float, mode: s
     if mode == "none" or not plan.s_resident or p.device != "cpu" or p.weighted:
         return plan
     w = plan.width
-    widths = [w] * (p.num_features // w) + ([p.num_features % w] if p.num_features % w else [])
+    widths = _widths(p.num_features, w)
     kernel = p.operators * p.hops * sum(prof.spmm_seconds(p.num_entries, p.num_nodes, wj) for wj in widths)
     cost = (p.num_entries + p.num_nodes) * prof.reorder_ns_per_entry * 1e-9
     gain = kernel * (1 - prof.reorder_speedup)
@@ -259,7 +264,7 @@ def choose_hag(plan: Plan, p: Problem, prof: Profile, cached: dict | None, budge
     if plan.device != "cpu" or p.weighted:
         return HagChoice(False, False, "HAG aggregation runs on the CPU kernel over unweighted graphs")
     w = plan.width
-    widths = [w] * (p.num_features // w) + ([p.num_features % w] if p.num_features % w else [])
+    widths = _widths(p.num_features, w)
 
     def kernel(entries: int) -> float:
         return p.operators * p.hops * sum(prof.spmm_seconds(entries, p.num_nodes, wj) for wj in widths)

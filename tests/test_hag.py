@@ -38,6 +38,21 @@ def assert_equivalent(h, indptr, indices):
     assert all(max(a, b) < h.num_nodes + i for i, (a, b) in enumerate(h.inputs))
 
 
+def _clique_graph(tmp_path, n=120, d=6, seed=3):
+    from gnnprep.ingest import IngestConfig, ingest
+    from gnnprep.sources import SourceOptions
+
+    rng = np.random.default_rng(seed)
+    groups = [rng.choice(n - 2, 7, replace=False) for _ in range(50)]
+    src = np.concatenate([np.repeat(g, len(g)) for g in groups])
+    dst = np.concatenate([np.tile(g, len(g)) for g in groups])
+    np.save(tmp_path / "e.npy", np.stack([src, dst]))
+    np.save(tmp_path / "x.npy", rng.standard_normal((n, d)).astype(np.float32))
+    ingest(str(tmp_path / "e.npy"), tmp_path / "g.h5",
+           IngestConfig(source=SourceOptions(num_nodes=n, features=str(tmp_path / "x.npy"))))
+    return tmp_path / "g.h5"
+
+
 def test_paper_style_example_by_hand():
     # three destinations share {0, 1}, two of them also {2}: merge (0, 1) first (shared 3 times),
     # then ({0, 1}, 2) (shared twice); node 4 (in-list {}) pads the id range
@@ -118,20 +133,10 @@ def test_rounds_depth_bound():
 
 def test_precompute_through_a_hag_equals_plain(tmp_path):
     from gnnprep.features import FeatureStore
-    from gnnprep.ingest import IngestConfig, ingest
     from gnnprep.propagate import PrecomputeConfig, precompute
-    from gnnprep.sources import SourceOptions
     from helpers import run
 
-    rng = np.random.default_rng(3)
-    n, d = 120, 6
-    groups = [rng.choice(n - 2, 7, replace=False) for _ in range(50)]  # cliques; 2 isolated nodes
-    src = np.concatenate([np.repeat(g, len(g)) for g in groups])
-    dst = np.concatenate([np.tile(g, len(g)) for g in groups])
-    np.save(tmp_path / "e.npy", np.stack([src, dst]))
-    np.save(tmp_path / "x.npy", rng.standard_normal((n, d)).astype(np.float32))
-    ingest(str(tmp_path / "e.npy"), tmp_path / "g.h5",
-           IngestConfig(source=SourceOptions(num_nodes=n, features=str(tmp_path / "x.npy"))))
+    _clique_graph(tmp_path)  # cliques over 118 nodes; 2 isolated nodes
     r = run(["hag", tmp_path / "g.h5", "-o", tmp_path / "hag.h5", "--capacity", "all", "--json"])
     assert r.exit_code == 0, r.stderr
     assert json.loads(r.stdout)["aggregations_hag"] < json.loads(r.stdout)["aggregations_graph"]
@@ -206,21 +211,6 @@ def test_partitioned_candidate_counting_equals_one_pass():
     order = np.argsort(u3)
     np.testing.assert_array_equal(u1, u3[order])
     np.testing.assert_array_equal(c1, c3[order])
-
-
-def _clique_graph(tmp_path, n=120, d=6, seed=3):
-    from gnnprep.ingest import IngestConfig, ingest
-    from gnnprep.sources import SourceOptions
-
-    rng = np.random.default_rng(seed)
-    groups = [rng.choice(n - 2, 7, replace=False) for _ in range(50)]
-    src = np.concatenate([np.repeat(g, len(g)) for g in groups])
-    dst = np.concatenate([np.tile(g, len(g)) for g in groups])
-    np.save(tmp_path / "e.npy", np.stack([src, dst]))
-    np.save(tmp_path / "x.npy", rng.standard_normal((n, d)).astype(np.float32))
-    ingest(str(tmp_path / "e.npy"), tmp_path / "g.h5",
-           IngestConfig(source=SourceOptions(num_nodes=n, features=str(tmp_path / "x.npy"))))
-    return tmp_path / "g.h5"
 
 
 def test_hag_auto_skips_a_search_that_cannot_pay_and_uses_a_cached_hag_that_does(tmp_path):
