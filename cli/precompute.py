@@ -40,8 +40,9 @@ def parse_blocks(text: str) -> tuple[int, int, int] | None:
               help="Also write this HDG's channels of every hop, /channels/<channel>/<k> (from gnnprep hdg; --rows all).")
 @click.option("--hdg-reduce", type=click.Choice(["mean", "sum"]), default="mean", show_default=True,
               help="Reduction at the HDG's instance levels.")
-@click.option("--reorder", type=click.Choice(["auto", "none", "bfs"]), default="auto", show_default=True,
-              help="Compute in breadth-first node order when it pays (output stays in original order).")
+@click.option("--reorder", type=click.Choice(["auto", "none", "community", "bfs"]), default="auto", show_default=True,
+              help="Node order of the computation: community (label-propagation groups), bfs, or none; auto "
+                   "uses community order when the planner predicts it pays (output stays in stored order).")
 @click.option("--dry-run", is_flag=True, help="Print the plan, predicted peak memory and time; compute nothing.")
 @click.option("--cache-dir", default=None, help="Where a dataset spec is ingested to (default: beside the source).")
 @click.option("--root", default=None, help="Folder holding ogbn_<name>/ data sets.")

@@ -199,6 +199,20 @@ class TorchBlock:
         return torch.sparse.mm(self.tensor, x)
 
 
+@njit(parallel=True, nogil=True, cache=True)
+def _take_rows(x, order, out):
+    for i in prange(len(order)):
+        out[i] = x[order[i]]
+
+
+def take_rows(x: np.ndarray, order: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """x[order] (rows), gathered on all cores (into ``out`` when given)."""
+    if out is None:
+        out = np.empty((len(order), x.shape[1]), dtype=x.dtype)
+    _take_rows(x, order, out)
+    return out
+
+
 def warm_up() -> None:
     """Compile (or load from numba's cache) the CPU kernels before memory is measured."""
     ip = np.array([0, 1, 1], dtype=np.int64)
@@ -211,3 +225,4 @@ def warm_up() -> None:
         h = np.ones((3, 2), dtype=np.float32)
         hag_prepare(x, one, np.array([[0, 1]], dtype=np.int64), np.array([0, 1], dtype=np.int64), h)
         hag_rows(ip, idx, 0, one, one, 1.0, x, h, out)
+    take_rows(np.ones((2, 2), dtype=np.float32), np.array([1, 0], dtype=np.int64))

@@ -37,6 +37,9 @@ SLACK = 1.05
 FIXED = 40 << 20  # HDF5 buffers and chunk cache, the writer thread's arena, pages first touched late
 
 
+REORDER_MIN_BLOCK_BYTES = 32 << 20  # a column block of X at most this large stays in the last-level cache
+
+
 @dataclass(frozen=True)
 class Profile:
     """Machine coefficients; ``gnnprep calibrate`` measures them, these defaults were measured on the
@@ -50,8 +53,10 @@ class Profile:
     write_bytes_per_s: float = 1.0e9   # HDF5 write
     copy_bytes_per_s: float = 1.0e10   # host<->device (CUDA) or memcpy
     block_overhead_s: float = 0.002    # per (edge block, column block, hop) launch and bookkeeping
-    reorder_ns_per_entry: float = 25.0  # breadth-first order + relabelling, per stored nonzero
-    reorder_speedup: float = 1.0        # kernel time ratio after reordering (calibrate measures it)
+    # community order (label propagation, mostly hidden behind reading X) + relabelling, per entry;
+    # kernel time ratio in that order: 1M nodes, 20M entries, communities of 2,000 (bench_precompute)
+    reorder_ns_per_entry: float = 40.0
+    reorder_speedup: float = 0.5
     measured: str = "built-in defaults"
 
     def spmm_seconds(self, nnz: int, rows: int, width: int) -> float:
@@ -125,7 +130,7 @@ class Plan:
     predicted_seconds: float
     baseline_rss: int = 0
     source: str = "auto"          # auto | user
-    reorder: bool = False         # compute in breadth-first node order (results in original order)
+    reorder: bool = False         # compute in a locality node order (results in original order)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -219,8 +224,10 @@ def choose_plan(p: Problem, budget: int, prof: Profile, baseline_rss: int = 0,
 
 def with_reorder(plan: Plan, p: Problem, prof: Profile, locality: float, mode: str = "auto",
                  budget: int | None = None) -> Plan:
-    """Decide whether to compute in breadth-first order: only with S resident on the CPU kernel,
-    ids that look arbitrary (mean |u - v| / n above 0.1), and a predicted saving above its cost."""
+    """Decide whether to compute in a locality order (:mod:`gnnprep.reorder`): only with S resident
+    on the CPU kernel, a column block of X larger than the last-level cache (else every gather hits
+    it anyway), ids that look arbitrary (mean |u - v| / n above 0.1), and a predicted saving above
+    its cost. ``mode`` community or bfs forces it (when it fits the budget)."""
     if mode == "none" or not plan.s_resident or p.device != "cpu" or p.weighted:
         return plan
     w = plan.width
@@ -228,9 +235,11 @@ def with_reorder(plan: Plan, p: Problem, prof: Profile, locality: float, mode: s
     kernel = p.operators * p.hops * sum(prof.spmm_seconds(p.num_entries, p.num_nodes, wj) for wj in widths)
     cost = (p.num_entries + p.num_nodes) * prof.reorder_ns_per_entry * 1e-9
     gain = kernel * (1 - prof.reorder_speedup)
-    extra = 8 * p.num_nodes * 2 + p.index_bytes * p.num_entries  # order, inv, relabelled indices
+    # order, inverse, stored indptr kept, new indptr; labels and counts; relabelled indices beside the old
+    extra = 8 * p.num_nodes * 4 + (p.index_bytes + 4) * p.num_nodes + p.index_bytes * p.num_entries
     fits = budget is None or plan.predicted_peak + SLACK * extra <= budget
-    if (mode == "bfs" or (locality > 0.1 and gain > cost)) and fits:
+    large = p.num_nodes * 4 * min(w, p.num_features) > REORDER_MIN_BLOCK_BYTES
+    if (mode in ("bfs", "community") or (large and locality > 0.1 and gain > cost)) and fits:
         return Plan(**{**plan.to_dict(), "reorder": True,
                        "predicted_peak": plan.predicted_peak + int(SLACK * extra),
                        "predicted_seconds": round(plan.predicted_seconds + cost - gain, 3)})

@@ -33,6 +33,7 @@ import numpy as np
 from gnnprep import features as fa
 from gnnprep import kernels  # numba: compiled on first use, loaded from its cache afterwards
 from gnnprep.atomic import ResumableOutput
+from gnnprep.directio import ALIGN, RawWriter, contiguous_offset
 from gnnprep.errors import GnnprepError
 from gnnprep.meta import Timer, write_root_attrs
 from gnnprep.operators import Operator, make_operator
@@ -41,6 +42,7 @@ from gnnprep.sizes import default_host_budget
 from gnnprep.store import GraphStore, feature_chunk_rows
 
 Progress = Callable[[str, int, int | None], None]
+REORDER_MODES = ("auto", "none", "community", "bfs")
 
 
 def _noop(stage: str, done: int, total: int | None) -> None:
@@ -57,7 +59,7 @@ class PrecomputeConfig:
     backend: str = "auto"                  # auto | numba | torch (torch on CPU tests the CUDA path)
     memory_budget: int | None = None
     blocks: tuple[int, int, int] | None = None   # (a, b, c) override
-    reorder: str = "auto"                  # auto | none | bfs (compute in breadth-first node order)
+    reorder: str = "auto"                  # auto | none | community | bfs: node order of the computation
     hag: str | None = None                 # a hag.h5 for the graph, or auto (see plan.choose_hag); CPU
     hdg: str | None = None                 # an hdg.h5 for the graph: its channels of every hop (see _hdg_pass)
     hdg_reduce: str = "mean"               # mean | sum at the HDG's instance levels
@@ -151,27 +153,103 @@ def _balanced(indptr: np.ndarray, b: int) -> np.ndarray:
 
 
 class _Graph:
-    """The CSR pattern (resident, or read per edge block) and the edge-block boundaries."""
+    """The CSR pattern (resident, or read per edge block) and the edge-block boundaries.
 
-    def __init__(self, store: GraphStore, plan: Plan):
+    With ``plan.reorder`` the node order for the computation is found in a background thread (one
+    core; :mod:`gnnprep.reorder` is serial and releases the GIL) while the caller reads X and writes
+    hop 0 on the other; :meth:`ready` joins it, checks that the order brings neighbours closer
+    (``near_share`` up by at least ``REORDER_MIN_GAIN``, else it is dropped) and relabels the CSR.
+    Until then everything is in the stored (original) order.
+    """
+
+    REORDER_WINDOW = 4096     # ids: a row block's gathers that land this close stay in cache
+    REORDER_MIN_GAIN = 0.2    # share of entries that must move inside the window for an order to pay
+
+    def __init__(self, store: GraphStore, plan: Plan, order_kind: str = "community",
+                 spare: tuple[int, int] | None = None):
         self.store = store
         self.n = store.num_nodes
-        self.indptr = store.indptr()
+        self.indptr = self._stored_indptr = store.indptr()
         self.weighted = "adj/weights" in store.f
         self.resident = plan.s_resident
+        self.b = plan.b
         # a resident S is still walked in several row blocks, so each block's rows are written
         # while the next block computes (the last hop's writes would otherwise all come at the end)
         self.row_bounds = _balanced(self.indptr, max(plan.b, 8) if self.resident else plan.b)
         self.order = self.inv = None
+        self.reorder_info: dict | None = None
+        self._finding: threading.Thread | None = None
+        self._spare_shape, self._spare = spare, None
         if self.resident:
             self._indices = store.f["adj/indices"][:]
             self._weights = store.f["adj/weights"][:] if self.weighted else None
             if plan.reorder:
-                from gnnprep.reorder import bfs_order, permute_csr
+                self._found: object = None
+                self._finding = threading.Thread(target=self._find_order, args=(order_kind,), daemon=True)
+                self._finding.start()
 
-                self.order = bfs_order(self.indptr, self._indices)
-                self.indptr, self._indices, self.inv = permute_csr(self.indptr, self._indices, self.order)
-                self.row_bounds = _balanced(self.indptr, max(plan.b, 8))
+    def _find_order(self, kind: str) -> None:
+        try:
+            from gnnprep.reorder import bfs_order, community_order, near_share
+
+            t0 = time.perf_counter()
+            if kind == "bfs":
+                order = bfs_order(self.indptr, self._indices)
+            else:
+                order = community_order(self.indptr, self._indices)
+            inv = np.empty(self.n, dtype=np.int64)
+            inv[order] = np.arange(self.n)
+            before = near_share(self.indptr, self._indices, self.REORDER_WINDOW)
+            after = near_share(self.indptr, self._indices, self.REORDER_WINDOW, inv)
+            info = {"kind": kind, "near_share_before": round(before, 4), "near_share_after": round(after, 4),
+                    "seconds": round(time.perf_counter() - t0, 3)}
+            csr = None
+            if self._use(info):
+                # relabelled while the caller still reads X or faults in buffers (no other numba
+                # parallel region runs then; numba's omp and tbb layers are thread-safe in any case)
+                from gnnprep.reorder import permute_csr
+
+                csr = permute_csr(self.indptr, self._indices, order)
+            self._found = (order, inv, info, csr)
+        except BaseException as e:  # raised in the caller's thread by ready()
+            self._found = e
+
+    def ready(self) -> None:
+        """Wait for the node order (if one is being found) and switch the CSR to it."""
+        if self._finding is None:
+            return
+        if self._spare_shape is not None:
+            # the reordered copy of X's first column block (or, if the order is dropped, hop 1's
+            # output), faulted in while the order is still being found on the other core
+            self._spare = np.empty(self._spare_shape, dtype=np.float32)
+            self._spare.reshape(-1)[::1024] = 0  # one write per 4 KiB page
+        self._finding.join()
+        self._finding = None
+        if isinstance(self._found, BaseException):
+            raise self._found
+        order, inv, info, csr = self._found
+        self._found = None
+        self.reorder_info = {**info, "used": csr is not None}
+        if csr is not None:
+            self.order = order
+            self.indptr, self._indices, self.inv = csr
+            self.row_bounds = _balanced(self.indptr, max(self.b, 8))
+
+    def _use(self, info: dict) -> bool:
+        return info["kind"] == "bfs" or info["near_share_after"] - info["near_share_before"] >= self.REORDER_MIN_GAIN
+
+    def spare(self, shape: tuple) -> np.ndarray:
+        """A float32 buffer of ``shape`` (the pre-faulted one, once, when it matches)."""
+        buf, self._spare = self._spare, None
+        if buf is not None and buf.shape == tuple(shape):
+            return buf
+        return np.empty(shape, dtype=np.float32)
+
+    def operator(self, op: Operator) -> Operator:
+        """``op`` with its scalings in the computation's node order."""
+        if self.order is None:
+            return op
+        return dataclasses.replace(op, left=op.left[self.order], right=op.right[self.order])
 
     def blocks(self):
         for r0, r1 in zip(self.row_bounds[:-1], self.row_bounds[1:]):
@@ -188,16 +266,16 @@ class _Graph:
         return self.indptr[r0:r1 + 1], idx, w
 
     def degree(self, a: int) -> np.ndarray:
-        """Row sums of A (edge counts, or weight sums) computed over ``a`` row blocks."""
+        """Row sums of A (edge counts, or weight sums) computed over ``a`` row blocks, in stored order."""
         if not self.weighted:
-            return np.diff(self.indptr).astype(np.float64)
+            return np.diff(self._stored_indptr).astype(np.float64)
         deg = np.zeros(self.n)
         for rows in np.array_split(np.arange(self.n), max(1, min(a, self.n))):
             if len(rows):
                 r0, r1 = int(rows[0]), int(rows[-1]) + 1
-                p0, p1 = int(self.indptr[r0]), int(self.indptr[r1])
+                p0, p1 = int(self._stored_indptr[r0]), int(self._stored_indptr[r1])
                 w = self.store.f["adj/weights"][p0:p1].astype(np.float64)
-                local = np.repeat(np.arange(r1 - r0), np.diff(self.indptr[r0:r1 + 1]))
+                local = np.repeat(np.arange(r1 - r0), np.diff(self._stored_indptr[r0:r1 + 1]))
                 deg[r0:r1] = np.bincount(local, weights=w, minlength=r1 - r0)
         return deg
 
@@ -214,11 +292,12 @@ class _NumbaBackend:
 
     def prepare(self, cur: np.ndarray) -> np.ndarray:
         if self.graph.order is not None:
-            return np.take(cur, self.graph.order, axis=0)  # rows in the computation's order
+            # rows in the computation's order
+            return kernels.take_rows(cur, self.graph.order, self.graph.spare(cur.shape))
         return cur
 
     def empty_like(self, cur):
-        return np.empty_like(cur)
+        return self.graph.spare(cur.shape)
 
     def hop_block(self, r0, r1, cur, nxt):
         ip, idx, w = self.graph.block(r0, r1)
@@ -227,7 +306,7 @@ class _NumbaBackend:
     def to_host(self, arr, rows):
         # a slice is a view; selected rows are gathered lazily in the writer thread, so at most one
         # gathered copy exists at a time (the rows are final once their edge block is computed)
-        return arr[rows] if isinstance(rows, slice) else (lambda a=arr, i=rows: a[i])
+        return arr[rows] if isinstance(rows, slice) else _Gather(arr, rows)
 
     def sync(self):
         pass
@@ -300,48 +379,110 @@ class _TorchBackend:
             self.torch.cuda.synchronize(self.device)
 
 
+class _Gather:
+    """Rows ``src[idx]``, gathered by the writer thread (off the compute thread), at most one
+    gathered copy at a time; :meth:`into` gathers straight into a staging buffer."""
+
+    def __init__(self, src: np.ndarray, idx: np.ndarray):
+        self.src, self.idx = src, idx
+
+    def __call__(self) -> np.ndarray:
+        return self.src[self.idx]
+
+    def into(self, out: np.ndarray) -> None:
+        np.take(self.src, self.idx, axis=0, out=out)
+
+
 class _Writer:
     """Writes (dataset, rows, columns, array) in a thread, overlapping the kernels.
 
     ``put`` returns a sequence number; ``wait(seq)`` blocks until every write up to it is done.
+    Full-width writes into contiguous datasets go to the file directly (:mod:`gnnprep.directio`,
+    page-cache free); others through h5py.
     """
 
-    def __init__(self, dtype):
+    def __init__(self, dtype, path=None):
         self.dtype = np.dtype(dtype)
-        self.q: queue.Queue = queue.Queue(maxsize=8)
+        # views and lazy gathers queue freely (a hop's worth of descriptors); owned copies (torch's
+        # device-to-host rows) take one of 8 slots, so at most 8 × 32 MiB of them wait
+        self.q: queue.Queue = queue.Queue()
+        self.slots = threading.BoundedSemaphore(8)
         self.error: BaseException | None = None
         self.cv = threading.Condition()
         self.issued = 0
         self.finished = 0
+        self.raw = RawWriter(path) if path is not None else None
+        self.offsets: dict = {}
         self.t = threading.Thread(target=self._run, daemon=True)
         self.t.start()
+
+    def _direct(self, ds, p0, p1, c0, c1, arr) -> bool:
+        """Stage a full-width write into a contiguous dataset and queue it to the raw writer (which
+        finishes the item once written); False when the item is not such a write."""
+        if self.raw is None or c0 != 0 or c1 != ds.shape[1] or p1 <= p0:
+            return False
+        key = ds.id.id
+        if key not in self.offsets:
+            self.offsets[key] = contiguous_offset(ds)
+        base = self.offsets[key]
+        if base is None:
+            return False
+        row = ds.shape[1] * self.dtype.itemsize
+        offset, nbytes = base + p0 * row, (p1 - p0) * row
+        stage = self.raw.stage(offset, nbytes).view(self.dtype).reshape(p1 - p0, ds.shape[1])
+        if isinstance(arr, _Gather) and arr.src.dtype == self.dtype:
+            arr.into(stage)
+        else:
+            stage[:] = arr() if callable(arr) else arr
+        self.raw.write_staged(offset, nbytes, self._finish)
+        return True
+
+    def _finish(self) -> None:
+        if self.raw is not None and self.raw.error is not None and self.error is None:
+            self.error = self.raw.error
+        with self.cv:
+            self.finished += 1
+            self.cv.notify_all()
 
     def _run(self):
         while True:
             item = self.q.get()
             if item is None:
                 return
+            owned = len(item) == 7
+            item = item[:6]
+            queued = False  # a direct write: the raw writer's I/O thread finishes it
             try:
                 if self.error is None and item[0] == "sync":
                     # write back what this hop wrote while the next hop computes, so the final
                     # fsync before the rename has little left to do
+                    if self.raw is not None:
+                        self.raw.drain()
                     item[1].flush()
                     os.fdatasync(item[1].id.get_vfd_handle())
                 elif self.error is None:
-                    ds, p0, p1, c0, c1, arr = item
-                    if callable(arr):  # a gather to run here, off the compute thread
-                        arr = arr()
-                    ds[p0:p1, c0:c1] = arr.astype(self.dtype, copy=False)
+                    queued = self._direct(*item)
+                    if not queued:
+                        if self.raw is not None:
+                            self.raw.drain()  # items finish in order
+                        ds, p0, p1, c0, c1, arr = item
+                        if callable(arr):  # a gather to run here, off the compute thread
+                            arr = arr()
+                        ds[p0:p1, c0:c1] = arr.astype(self.dtype, copy=False)
             except BaseException as e:  # surfaced in the main thread by wait()
                 self.error = e
             finally:
-                with self.cv:
-                    self.finished += 1
-                    self.cv.notify_all()
+                if owned:
+                    self.slots.release()
+                if not queued:
+                    self._finish()
 
-    def put(self, *item) -> int:
+    def put(self, *item, owned: bool = False) -> int:
         if self.error is not None:
             raise self.error
+        if owned:
+            self.slots.acquire()
+            item = item + (True,)
         self.issued += 1
         self.q.put(item)
         return self.issued
@@ -357,6 +498,8 @@ class _Writer:
     def close(self):
         self.q.put(None)
         self.t.join()
+        if self.raw is not None:
+            self.raw.close()
 
 
 def _select_rows(store: GraphStore, rows: str) -> np.ndarray | None:
@@ -426,8 +569,8 @@ def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeCon
         baseline = _rss()
         profile = load_profile(device)
         plan = choose_plan(problem, budget, profile, baseline, config.blocks)
-        if config.reorder not in ("auto", "none", "bfs"):
-            raise GnnprepError(f"--reorder {config.reorder!r}: expected auto, none or bfs")
+        if config.reorder not in REORDER_MODES:
+            raise GnnprepError(f"--reorder {config.reorder!r}: expected one of {', '.join(REORDER_MODES)}")
         hag, hag_path, hag_info = None, config.hag, None
         if config.hag == "auto":
             hag_path, hag_info = _auto_hag(store, plan, problem, profile, budget, backend, config.dry_run)
@@ -438,6 +581,10 @@ def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeCon
             plan = plan_with_hag(problem, profile, budget, baseline, hag.num_agg, hag.transfers(), config.blocks)
         elif backend == "numba":
             plan = with_reorder(plan, problem, profile, _sampled_locality(store), config.reorder, budget)
+            if plan.reorder:
+                from gnnprep import reorder
+
+                reorder.warm_up()
         hdg = _load_hdg(config, store) if config.hdg is not None else None
         if config.dry_run:
             return PrecomputeReport(str(output), plan.to_dict(), config.hops, tuple(config.operators), r, config.dtype,
@@ -597,7 +744,8 @@ def _run(store, out: ResumableOutput, config, plan, out_rows, device, backend, p
     n, d = feats.shape
     r = n if out_rows is None else len(out_rows)
     timer = Timer()
-    f = h5py.File(out.partial, "r+" if out.resumed else "w")
+    # 4 KiB-aligned datasets: hop rows are written to the file with O_DIRECT (gnnprep.directio)
+    f = h5py.File(out.partial, "r+" if out.resumed else "w", alignment_threshold=ALIGN, alignment_interval=ALIGN)
     try:
         if not out.resumed:
             _create_layout(f, store, config, plan, out_rows, n, d, r)
@@ -609,40 +757,51 @@ def _run(store, out: ResumableOutput, config, plan, out_rows, device, backend, p
         out.state["plan"] = json.dumps({k: plan.to_dict()[k] for k in ("a", "b", "c", "width")})
         done = set(out.done)
         resumed_units = len(done)
-        graph = _Graph(store, plan)
+        graph = _Graph(store, plan, "bfs" if config.reorder == "bfs" else "community",
+                       spare=(n, min(d, plan.width)) if plan.reorder else None)
         with timer("normalise"):
             deg = graph.degree(plan.a)
             ops = {name: make_operator(name, deg, store.symmetric) for name in config.operators}
-        blocks = list(graph.blocks())
         cols = _column_blocks(d, plan.width)
-        # one backend per operator for the whole run: a resident S is built (and moved) once
-        if hag is not None:
-            backends = {name: _HagBackend(graph, ops[name], device, hag) for name in config.operators}
-        else:
-            backends = {name: (_TorchBackend if backend == "torch" else _NumbaBackend)(graph, ops[name], device)
-                        for name in config.operators}
+
+        def make_backend(name: str):
+            # one backend per operator for the whole run: a resident S is built (and moved) once
+            op = graph.operator(ops[name])
+            if hag is not None:
+                return _HagBackend(graph, op, device, hag)
+            return (_TorchBackend if backend == "torch" else _NumbaBackend)(graph, op, device)
+
         hop_seconds = [0.0] * (config.hops + 1)
-        writer = _Writer(config.dtype)
+        writer = _Writer(config.dtype, out.partial)
         units_total = len(cols) * (1 + config.hops * len(config.operators)) + \
             (len(cols) * (config.hops + 1) if hdg is not None else 0)
         units_done = len(done)
         progress("units", units_done, units_total)
         step = max(1, (32 << 20) // max(1, 4 * plan.width))  # rows per write: at most 32 MiB in flight
-        row_parts = []  # (r0, r1, [(rows, p0, p1), ...]): an edge block and its output writes
-        for r0, r1 in blocks:
-            if out_rows is None:
-                writes = [(slice(q, min(r1, q + step)), q, min(r1, q + step)) for q in range(r0, r1, step)]
-            else:
-                a, z = (int(v) for v in np.searchsorted(out_rows, [r0, r1]))
-                writes = [(out_rows[q:min(z, q + step)], q, min(z, q + step)) for q in range(a, z, step)]
-            row_parts.append((r0, r1, writes))
-        # with reordering, output rows (original order) are gathered after the whole hop
-        write_parts = None
-        if graph.inv is not None:
-            ids = np.arange(n) if out_rows is None else out_rows
-            write_parts = [(p0, min(r, p0 + step), graph.inv[ids[p0:p0 + step]]) for p0 in range(0, r, step)]
-        hop0_parts = [w for _, _, writes in row_parts for w in writes] if graph.inv is None else \
-            [(np.arange(n)[p0:p1] if out_rows is None else out_rows[p0:p1], p0, p1) for p0, p1, _ in write_parts]
+        ids = np.arange(n) if out_rows is None else out_rows
+        # hop 0 is X itself, written in stored order while the node order (if any) is still found
+        hop0_parts = [(slice(p0, min(r, p0 + step)) if out_rows is None else out_rows[p0:p0 + step],
+                       p0, min(r, p0 + step)) for p0 in range(0, r, step)]
+
+        def hop_parts():
+            """(row_parts, write_parts) once the computation's node order is known.
+
+            row_parts: (r0, r1, [(rows, p0, p1), ...]) an edge block and the output rows it finishes;
+            write_parts: with a node order, (p0, p1, rows) written after the whole hop (output rows,
+            in stored order, gathered from the computation's order), else None."""
+            graph.ready()
+            row_parts = []
+            for r0, r1 in graph.blocks():
+                if out_rows is None:
+                    writes = [(slice(q, min(r1, q + step)), q, min(r1, q + step)) for q in range(r0, r1, step)]
+                else:
+                    a, z = (int(v) for v in np.searchsorted(out_rows, [r0, r1]))
+                    writes = [(out_rows[q:min(z, q + step)], q, min(z, q + step)) for q in range(a, z, step)]
+                row_parts.append((r0, r1, writes))
+            write_parts = None
+            if graph.inv is not None:
+                write_parts = [(p0, min(r, p0 + step), graph.inv[ids[p0:p0 + step]]) for p0 in range(0, r, step)]
+            return row_parts, write_parts
 
         def load_x(c0: int, c1: int) -> np.ndarray:
             t0 = time.perf_counter()
@@ -666,23 +825,36 @@ def _run(store, out: ResumableOutput, config, plan, out_rows, device, backend, p
             progress("units", units_done, units_total)
 
         try:
+            parts = None
             for name in config.operators:  # operator-outer: a resident S is built once per operator
-                be = backends.pop(name)
+                be = None
                 for j, (c0, c1) in enumerate(cols):
                     x_block = None
+                    hop0 = None  # (unit, last write seq) of hop 0 (X itself), while it is being written
                     if ("x", j, 0) not in done:
                         x_block = load_x(c0, c1)
-                        t0 = time.perf_counter()
                         for rows, p0, p1 in hop0_parts:
                             if p1 > p0:
-                                writer.put(f["hops/0"], p0, p1, c0, c1, x_block[rows])
-                        writer.wait()
-                        mark(("x", j, 0))
+                                writer.put(f["hops/0"], p0, p1, c0, c1,
+                                           x_block[rows] if isinstance(rows, slice) else _Gather(x_block, rows))
+                        hop0 = (("x", j, 0), writer.issued)
                         done.add(("x", j, 0))
-                        hop_seconds[0] += time.perf_counter() - t0
+
+                    def finish(unit_seq):
+                        t0 = time.perf_counter()
+                        writer.wait(unit_seq[1])
+                        mark(unit_seq[0])
+                        hop_seconds[0 if unit_seq[0][0] == "x" else unit_seq[0][2]] += time.perf_counter() - t0
+
                     todo = [k for k in range(1, config.hops + 1) if (name, j, k) not in done]
                     if not todo:
+                        if hop0 is not None:
+                            finish(hop0)
                         continue
+                    if be is None:
+                        parts = parts or hop_parts()
+                        be = make_backend(name)
+                    row_parts, write_parts = parts
                     if todo[0] > 1 and out_rows is None:
                         # resume: the last finished hop of this block is in the artifact
                         src = np.empty((n, c1 - c0), dtype=np.float32)
@@ -692,9 +864,15 @@ def _run(store, out: ResumableOutput, config, plan, out_rows, device, backend, p
                         src = x_block if x_block is not None else load_x(c0, c1)
                         start_k = 1
                     cur = be.prepare(src)
-                    del src, x_block  # cur's buffer is reused for later hops
-                    nxt = be.empty_like(cur)
-                    pending = None  # (unit, last write seq) of the previous hop, still being written
+                    # the buffers are reused for later hops; a reordered copy frees X's buffer for hop 1
+                    # (fresh memory is slow to fault in on VMs that return free pages to the host)
+                    reuse = isinstance(cur, np.ndarray) and cur is not src and cur.shape == src.shape
+                    nxt = src if reuse else be.empty_like(cur)
+                    del src, x_block
+                    # (unit, last write seq) of the previous hop, still being written from ``cur``
+                    pending = hop0 if hop0 is not None and not reuse else None
+                    if reuse and hop0 is not None:
+                        finish(hop0)  # hop 1 overwrites X's buffer
                     for k in range(start_k, config.hops + 1):
                         t0 = time.perf_counter()
                         ds = f[f"channels/{name}/{k}"]
@@ -706,28 +884,28 @@ def _run(store, out: ResumableOutput, config, plan, out_rows, device, backend, p
                             if write and write_parts is None:
                                 be.sync()
                                 for rows, p0, p1 in writes:
-                                    seq = writer.put(ds, p0, p1, c0, c1, be.to_host(nxt, rows))
+                                    seq = writer.put(ds, p0, p1, c0, c1, be.to_host(nxt, rows),
+                                                     owned=be.name == "torch")
                         be.sync()
                         if write and write_parts is not None:
                             for p0, p1, idx in write_parts:
-                                seq = writer.put(ds, p0, p1, c0, c1, lambda a=nxt, i=idx: a[i])
+                                seq = writer.put(ds, p0, p1, c0, c1, _Gather(nxt, idx))
                         if write:
                             seq = writer.put("sync", f)
+                        hop_seconds[k] += time.perf_counter() - t0
                         if pending is not None:
                             # hop k-1's rows are on disk before its unit is marked and before its
                             # buffer (cur) is overwritten by hop k+1; hop k's writes overlap hop k+1
-                            writer.wait(pending[1])
-                            mark(pending[0])
+                            finish(pending)
                         pending = ((name, j, k), seq) if write else None
                         if not write:
                             writer.wait(seq)
-                        hop_seconds[k] += time.perf_counter() - t0
                         cur, nxt = nxt, cur
-                    writer.wait()
                     if pending is not None:
-                        mark(pending[0])
+                        finish(pending)
+                    writer.wait()
                     del cur, nxt
-                del be
+                be = None
             if hdg is not None:
                 with timer("hdg"):
                     writer.wait()
@@ -741,6 +919,7 @@ def _run(store, out: ResumableOutput, config, plan, out_rows, device, backend, p
             "inputs": [{"path": str(Path(store.path).absolute()), "graph_fingerprint": store.fingerprint}],
             "plan": plan.to_dict(),
             "timings": {**timer.timings, "hop_seconds": [round(s, 4) for s in hop_seconds]},
+            "reorder": graph.reorder_info,
         }
         write_root_attrs(f, fa.FORMAT, fa.FORMAT_VERSION, provenance,
                          hops=config.hops, operator=config.operators[0],
