@@ -156,16 +156,17 @@ class _Graph:
     """The CSR pattern (resident, or read per edge block) and the edge-block boundaries.
 
     With ``plan.reorder`` the node order for the computation is found in a background thread (one
-    core; :mod:`gnnprep.reorder` is serial and releases the GIL) while the caller reads X and writes
-    hop 0 on the other; :meth:`ready` joins it, checks that the order brings neighbours closer
-    (``near_share`` up by at least ``REORDER_MIN_GAIN``, else it is dropped) and relabels the CSR.
-    Until then everything is in the stored (original) order.
+    core; label propagation is serial and releases the GIL) while the caller reads X and writes
+    hop 0 on the other. Unless ``force`` (an explicit ``--reorder``), an order that does not bring
+    neighbours closer (``near_share`` up by at least ``REORDER_MIN_GAIN``) is dropped; a kept one
+    relabels the CSR in that thread too. :meth:`ready` joins it; until then everything is in the
+    stored (original) order.
     """
 
     REORDER_WINDOW = 4096     # ids: a row block's gathers that land this close stay in cache
     REORDER_MIN_GAIN = 0.2    # share of entries that must move inside the window for an order to pay
 
-    def __init__(self, store: GraphStore, plan: Plan, order_kind: str = "community",
+    def __init__(self, store: GraphStore, plan: Plan, order_kind: str = "community", force: bool = False,
                  spare: tuple[int, int] | None = None):
         self.store = store
         self.n = store.num_nodes
@@ -180,6 +181,7 @@ class _Graph:
         self.reorder_info: dict | None = None
         self._finding: threading.Thread | None = None
         self._spare_shape, self._spare = spare, None
+        self._force = force
         if self.resident:
             self._indices = store.f["adj/indices"][:]
             self._weights = store.f["adj/weights"][:] if self.weighted else None
@@ -236,7 +238,7 @@ class _Graph:
             self.row_bounds = _balanced(self.indptr, max(self.b, 8))
 
     def _use(self, info: dict) -> bool:
-        return info["kind"] == "bfs" or info["near_share_after"] - info["near_share_before"] >= self.REORDER_MIN_GAIN
+        return self._force or info["near_share_after"] - info["near_share_before"] >= self.REORDER_MIN_GAIN
 
     def spare(self, shape: tuple) -> np.ndarray:
         """A float32 buffer of ``shape`` (the pre-faulted one, once, when it matches)."""
@@ -758,6 +760,7 @@ def _run(store, out: ResumableOutput, config, plan, out_rows, device, backend, p
         done = set(out.done)
         resumed_units = len(done)
         graph = _Graph(store, plan, "bfs" if config.reorder == "bfs" else "community",
+                       force=config.reorder in ("community", "bfs"),
                        spare=(n, min(d, plan.width)) if plan.reorder else None)
         with timer("normalise"):
             deg = graph.degree(plan.a)
