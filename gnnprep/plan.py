@@ -152,7 +152,9 @@ def memory(p: Problem, b: int, c: int) -> int:
     rows_b = min(math.ceil(max(p.out_rows, 1) / b), max(1, (32 << 20) // max(1, 4 * w)))
     gathered = 4 * rows_b * w if p.out_rows < n else 0
     converted = p.out_itemsize * rows_b * w if p.out_itemsize != 4 else 0
-    return int(SLACK * (vectors + s_part + cols + gathered + converted) + FIXED)
+    # one column block: contiguous hop datasets, written around the page cache from two staging buffers
+    staging = 2 * p.out_itemsize * rows_b * w if c == 1 else 0
+    return int(SLACK * (vectors + s_part + cols + gathered + converted + staging) + FIXED)
 
 
 def _widths(d: int, w: int) -> list[int]:
