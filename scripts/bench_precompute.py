@@ -19,6 +19,9 @@ carries a parent's own peak RSS into its child's ru_maxrss across fork + exec):
         threads); only the K products are timed;
   (iii) ``gnnprep.propagate.precompute`` through its library entry: graph store in, features
         artifact (all hops, all rows) out; the whole call is timed, ``report.hop_seconds`` printed.
+        numba's compiled kernels are loaded from its cache before the timed call, as torch's
+        library initialisation is done before (ii)'s. With the default ``--reorder auto`` the call
+        finds a community node order itself (inside the timed call); the peers run in stored order.
   Speed-ups (i)/(iii) (target >= 2.0x) and (ii)/(iii) (target >= 1.2x), max relative error of
   gnnprep's hop K (read back from the artifact) against scipy's, and gnnprep's achieved bytes/s in
   the hop products — per hop nnz*d*4 (gathered rows) + nnz*4 (indices) + n*d*4 (output) — against
