@@ -16,7 +16,9 @@ carries a parent's own peak RSS into its child's ru_maxrss across fork + exec):
         ``x = S @ x`` K times keeping every hop in memory (nothing written); only the K products
         are timed;
   (ii)  ``torch.sparse.mm`` with the whole S as a torch CSR tensor (float32, torch's default
-        threads); only the K products are timed;
+        threads); only the K products are timed; (ii') for information, the same with S and X in
+        gnnprep's community order (found outside the timing): how much of (iii)'s gain the order
+        alone would give a peer;
   (iii) ``gnnprep.propagate.precompute`` through its library entry: graph store in, features
         artifact (all hops, all rows) out; the whole call is timed, ``report.hop_seconds`` printed.
         numba's compiled kernels are loaded from its cache before the timed call, as torch's
@@ -100,6 +102,13 @@ print(json.dumps({"build_seconds": build, "products_seconds": products, "hop_sec
 
 TORCH = _LOAD_AND_BUILD_S + r"""
 import warnings, torch
+if len(sys.argv) > 4:  # argv[4]: repo root -> S and X in gnnprep's community order (order not timed)
+    sys.path.insert(0, sys.argv[4])
+    from gnnprep.reorder import community_order
+    order = community_order(indptr, indices)
+    S = S[order][:, order].tocsr()
+    S.sort_indices()
+    x = np.ascontiguousarray(x[order])
 t0 = time.perf_counter()
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -363,10 +372,13 @@ def speed(args, work: Path) -> dict:
     print(f"memory copy bandwidth (numpy, 1 GiB float32, best of 3): {bw['bytes_per_s'] / 1e9:.2f} GB/s read+written")
     sc = run_measured([SCIPY, str(graph), str(K), str(ref_path)], logs / "scipy.err")
     print(f"(i) scipy done: products {sc['products_seconds']:.2f} s", file=sys.stderr, flush=True)
-    tc = None
+    tc = to = None
     if not args.no_torch:
         tc = run_measured([TORCH, str(graph), str(K), str(torch_path)], logs / "torch.err")
         print(f"(ii) torch done: products {tc['products_seconds']:.2f} s", file=sys.stderr, flush=True)
+        if not args.no_torch_ordered:
+            to = run_measured([TORCH, str(graph), str(K), "-", str(ROOT)], logs / "torch_ordered.err")
+            print(f"(ii') torch, community order: products {to['products_seconds']:.2f} s", file=sys.stderr, flush=True)
     clear_output(out)
     budget = 0 if args.memory_budget is None else parse_budget(args.memory_budget)
     gp = run_measured([GNNPREP, str(graph), str(out), str(K), str(budget), str(ROOT), args.reorder or ""], logs / "gnnprep.err")
@@ -393,6 +405,11 @@ def speed(args, work: Path) -> dict:
         print(f"{'(ii)  torch.sparse.mm (CSR), K products':<44} {tc['products_seconds']:9.2f} {gib(tc['peak_rss']):>10}  "
               f"+ {tc['build_seconds']:.2f} s building S; {tc['threads']} threads, torch {tc['torch']}, "
               f"mkl {tc['mkl']}; per hop {[round(s, 2) for s in tc['hop_seconds']]}")
+    if to is not None:
+        label = "(ii') the same on S, X in community order"
+        print(f"{label:<44} {to['products_seconds']:9.2f} {gib(to['peak_rss']):>10}  "
+              f"for information (no target): what the node order alone gives torch; order found untimed; "
+              f"per hop {[round(s, 2) for s in to['hop_seconds']]}")
     p = rep["plan"]
     print(f"{'(iii) gnnprep precompute (whole call)':<44} {ours:9.2f} {gib(gp['peak_rss']):>10}  "
           f"hop_seconds {list(rep['hop_seconds'])}; plan a={p['a']} b={p['b']} c={p['c']} width={p['width']} "
@@ -417,6 +434,8 @@ def speed(args, work: Path) -> dict:
         "scipy": {k: sc[k] for k in ("products_seconds", "build_seconds", "hop_seconds", "peak_rss", "wall")},
         "torch": None if tc is None else {k: tc[k] for k in ("products_seconds", "build_seconds", "hop_seconds",
                                                               "peak_rss", "wall", "threads")},
+        "torch_community_order": None if to is None else {k: to[k] for k in ("products_seconds", "hop_seconds",
+                                                                             "peak_rss")},
         "gnnprep": {"seconds": ours, "peak_rss": gp["peak_rss"], "hop_seconds": rep["hop_seconds"],
                     "plan": p, "predicted_peak_bytes": rep["predicted_peak_bytes"],
                     "measured_peak_bytes": rep["measured_peak_bytes"], "baseline_rss_bytes": rep["baseline_rss_bytes"],
@@ -533,6 +552,8 @@ def main() -> None:
     ap.add_argument("--reorder", choices=["auto", "none", "bfs"], default=None,
                     help="passed to PrecomputeConfig(reorder=...) (default: the library's default)")
     ap.add_argument("--no-torch", action="store_true", help="speed: skip (ii)")
+    ap.add_argument("--no-torch-ordered", action="store_true",
+                    help="speed: skip (ii'), torch on S and X in community order (information only)")
     ap.add_argument("--no-verify", action="store_true", help="budget: skip the scipy reference")
     ap.add_argument("--keep", action="store_true", help="keep the artifacts and reference arrays")
     args = ap.parse_args()
