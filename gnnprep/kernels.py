@@ -21,7 +21,8 @@ PARTS_PER_BLOCK = 64
 
 
 @njit(parallel=True, fastmath=False, nogil=True, cache=True)
-def _spmm_rows(indptr, indices, base, bounds, left, right, loop, x, out):
+def _spmm_rows(indptr, indices, weights, base, bounds, left, right, loop, x, out):
+    """``weights`` None: the ``weights is None`` branch is pruned when numba compiles that variant."""
     d = x.shape[1]
     r0 = bounds[0]
     for c in prange(len(bounds) - 1):
@@ -33,29 +34,10 @@ def _spmm_rows(indptr, indices, base, bounds, left, right, loop, x, out):
                 o[j] = rv * xv[j]
             for p in range(indptr[v - r0] - base, indptr[v - r0 + 1] - base):
                 u = indices[p]
-                ru = right[u]
-                xu = x[u]
-                for j in range(d):
-                    o[j] += ru * xu[j]
-            lv = left[v]
-            for j in range(d):
-                o[j] *= lv
-
-
-@njit(parallel=True, fastmath=False, nogil=True, cache=True)
-def _spmm_rows_weighted(indptr, indices, weights, base, bounds, left, right, loop, x, out):
-    d = x.shape[1]
-    r0 = bounds[0]
-    for c in prange(len(bounds) - 1):
-        for v in range(bounds[c], bounds[c + 1]):
-            o = out[v - r0]
-            xv = x[v]
-            rv = loop * right[v]
-            for j in range(d):
-                o[j] = rv * xv[j]
-            for p in range(indptr[v - r0] - base, indptr[v - r0 + 1] - base):
-                u = indices[p]
-                wu = weights[p] * right[u]
+                if weights is None:
+                    wu = right[u]
+                else:
+                    wu = weights[p] * right[u]
                 xu = x[u]
                 for j in range(d):
                     o[j] += wu * xu[j]
@@ -141,11 +123,7 @@ def spmm_rows_numba(indptr_block, indices_block, weights_block, r0, left, right,
     ``indices_block`` starts at offset ``indptr_block[0]``."""
     bounds = balanced_bounds(indptr_block, r0, PARTS_PER_BLOCK)
     base = np.int64(indptr_block[0])
-    if weights_block is None:
-        _spmm_rows(indptr_block, indices_block, base, bounds, left, right, np.float32(loop), x, out)
-    else:
-        _spmm_rows_weighted(indptr_block, indices_block, weights_block, base, bounds, left, right,
-                            np.float32(loop), x, out)
+    _spmm_rows(indptr_block, indices_block, weights_block, base, bounds, left, right, np.float32(loop), x, out)
 
 
 def explicit_values(indptr_block, indices_block, weights_block, r0, left, right) -> np.ndarray:
