@@ -775,7 +775,8 @@ def _run(store, out: ResumableOutput, config, plan, out_rows, device, backend, p
             return (_TorchBackend if backend == "torch" else _NumbaBackend)(graph, op, device)
 
         hop_seconds = [0.0] * (config.hops + 1)
-        writer = _Writer(config.dtype, out.partial)
+        # page-cache-free writes, unless the HDG pass reads the hops back right after
+        writer = _Writer(config.dtype, out.partial if hdg is None else None)
         units_total = len(cols) * (1 + config.hops * len(config.operators)) + \
             (len(cols) * (config.hops + 1) if hdg is not None else 0)
         units_done = len(done)
