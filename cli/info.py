@@ -30,13 +30,15 @@ def _graph_lines(d: dict) -> list[str]:
 def _features_lines(d: dict) -> list[str]:
     p = d["plan"]
     splits = ", ".join(f"{k} {v:,}" for k, v in d["splits"].items()) or "none"
+    o = d.get("node_order")
+    order = f"{o['kind']}, {'used' if o['used'] else 'dropped'}" if o else "stored"
     return [
         f"{d['file']}: gnnprep features (format version {d['format_version']})",
         f"  hops           0..{d['hops']} of {', '.join(d['operators'])}",
         f"  rows           {d['rows']:,} ({d['row_selection']}) x {d['num_features']} features, {d['dtype']}",
         f"  classes        {d['num_classes']}; splits {splits}",
         f"  plan           a={p['a']} b={p['b']} c={p['c']} on {p['device']}, hop seconds "
-        + ", ".join(f"{s:.2f}" for s in (d['hop_seconds'] or [])),
+        + ", ".join(f"{s:.2f}" for s in (d['hop_seconds'] or [])) + f"; node order {order}",
         f"  size on disk   {size(d['size_bytes'])}",
     ]
 

@@ -77,6 +77,11 @@ def precompute(dataset, output, hops, operators, blocks, memory_budget, rows, dt
                         f"{r.rows:,} rows, {r.dtype}; {r.seconds:.2f} s")
         lines.append(f"measured peak {measured}; hop seconds " + ", ".join(f"{s:.2f}" for s in r.hop_seconds)
                      + (f"; resumed after {r.resumed_units} finished units" if r.resumed_units else ""))
+    if r.reorder is not None:
+        o = r.reorder
+        lines.append(f"node order: {o['kind']} {'used' if o['used'] else 'dropped'} (found in {o['seconds']:.2f} s; "
+                     f"entries within 4,096 ids of their row {100 * o['near_share_before']:.1f}% -> "
+                     f"{100 * o['near_share_after']:.1f}%)")
     if r.hag is not None:
         lines.append(f"hag: {'used ' + str(r.hag['path']) if r.hag['used'] else 'not used'} ({r.hag['reason']})")
     emit(as_json, r.to_dict(), lines)

@@ -107,6 +107,7 @@ def describe_features(path: Path) -> dict:
             "splits": {k: int(len(f["splits"][k])) for k in SPLIT_NAMES if "splits" in f and k in f["splits"]},
             "plan": fs.plan(),
             "hop_seconds": prov.get("timings", {}).get("hop_seconds"),
+            "node_order": prov.get("reorder"),
             "graph_fingerprint": _attr(f.attrs.get("graph_fingerprint")),
             "size_bytes": path.stat().st_size,
             "created_utc": _attr(f.attrs.get("created_utc")),

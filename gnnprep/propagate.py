@@ -82,6 +82,7 @@ class PrecomputeReport:
     resumed_units: int
     dry_run: bool = False
     hag: dict | None = None       # {"mode": file|auto, "used", "path", "reason"}
+    reorder: dict | None = None   # {"kind", "used", "near_share_before", "near_share_after", "seconds"}
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -940,4 +941,5 @@ def _run(store, out: ResumableOutput, config, plan, out_rows, device, backend, p
         output=str(out.path), plan=plan.to_dict(), hops=config.hops, operators=tuple(config.operators), rows=r,
         dtype=config.dtype, hop_seconds=tuple(round(s, 4) for s in hop_seconds),
         seconds=round(time.perf_counter() - t_start, 3), predicted_peak_bytes=plan.predicted_peak,
-        measured_peak_bytes=None, baseline_rss_bytes=baseline, resumed_units=resumed_units)
+        measured_peak_bytes=None, baseline_rss_bytes=baseline, resumed_units=resumed_units,
+        reorder=graph.reorder_info)

@@ -152,3 +152,15 @@ def test_hop_rows_land_in_the_hdf5_datasets(tmp_path, rng):
             assert off is not None and off % ALIGN == 0
         with GraphStore(path) as store:
             np.testing.assert_array_equal(f["hops/0"][:], store.features[:])
+
+
+def test_cli_reports_the_node_order(tmp_path, rng):
+    from helpers import run, run_json
+
+    path, *_ = make_store(tmp_path, rng, n=120, m=600, d=7)
+    res = run(["precompute", path, "--hops", "2", "--reorder", "community", "-o", tmp_path / "a.h5"])
+    assert res.exit_code == 0 and "node order: community used" in res.output
+    rep = run_json(["precompute", path, "--hops", "2", "--reorder", "none", "-o", tmp_path / "b.h5"])
+    assert rep["reorder"] is None and rep["plan"]["reorder"] is False
+    assert run_json(["info", tmp_path / "a.h5"])["node_order"]["used"] is True
+    assert "node order community, used" in run(["info", tmp_path / "a.h5"]).output
