@@ -43,11 +43,13 @@ REORDER_MIN_BLOCK_BYTES = 32 << 20  # a column block of X at most this large sta
 @dataclass(frozen=True)
 class Profile:
     """Machine coefficients; ``gnnprep calibrate`` measures them, these defaults were measured on the
-    2-core CI-class machine (numba kernel, power-law graph, 2026-11-22)."""
+    2-core CI-class machine (numba kernel, power-law graph; kernel table 2026-11-23 with the
+    two-neighbour kernel, ``calibrate(nodes=1_000_000)``; I/O figures 2026-11-22, kept conservative)."""
 
     device: str = "cpu"
     # kernel seconds per stored nonzero, by column-block width (interpolated in between)
-    spmm_ns_per_nnz: dict = field(default_factory=lambda: {8: 24.0, 16: 48.0, 32: 64.0, 64: 75.0, 128: 86.0, 256: 170.0})
+    spmm_ns_per_nnz: dict = field(default_factory=lambda: {8: 15.6, 16: 17.1, 32: 21.1, 64: 28.7, 128: 46.4,
+                                                           256: 106.8})
     row_ns_per_col: float = 0.4        # self term, scaling, output write per row·column
     read_bytes_per_s: float = 1.5e9    # HDF5 read (page cache warm-ish)
     write_bytes_per_s: float = 1.0e9   # HDF5 write
