@@ -19,6 +19,12 @@ class _Group(click.Group):
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
+        except click.BadParameter as e:
+            # a bad option value: exit 2 with one "Error: Invalid value for ..." line (no usage block,
+            # which stays for missing options and unknown commands)
+            if not isinstance(e, click.MissingParameter):
+                e.ctx = None
+            raise
         except GnnprepError as e:
             click.echo(f"Error: {str(e).splitlines()[0] if str(e) else 'failed'}", err=True)
             ctx.exit(1)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import click
 
-from .common import Progress, emit, json_option, quiet_option
+from .common import Progress, device_option, emit, json_option, quiet_option
 
 
 @click.command()
-@click.option("--device", default="cpu", show_default=True, help="cpu, cuda or auto.")
+@device_option("cpu")
 @click.option("--nodes", type=click.IntRange(min=1000), default=200_000, show_default=True, help="Size of the generated graph.")
 @click.option("--no-save", is_flag=True, help="Measure and print only.")
 @json_option
@@ -16,11 +16,11 @@ from .common import Progress, emit, json_option, quiet_option
 def calibrate(device, nodes, no_save, as_json, quiet):
     """Measure the precompute cost model's coefficients on this machine and save them."""
     from gnnprep.calibrate import as_dict, calibrate as run_calibrate  # heavy: numba kernels, torch
-    from gnnprep.propagate import resolve_device
+    from gnnprep.device import resolve
 
     progress = Progress(quiet)
     try:
-        prof, path = run_calibrate(resolve_device(device), nodes=nodes, progress=progress, save=not no_save)
+        prof, path = run_calibrate(resolve(device), nodes=nodes, progress=progress, save=not no_save)
     finally:
         progress.close()
     d = {**as_dict(prof), "saved_to": str(path) if path else None}

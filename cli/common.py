@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import click
@@ -19,13 +20,39 @@ def quiet_option(f):
     return click.option("--quiet", "-q", is_flag=True, help="No progress bars or warnings on stderr.")(f)
 
 
-def budget_option(help_text: str):
-    return click.option("--memory-budget", "memory_budget", default=None, metavar="SIZE",
-                        help=help_text + " e.g. 512MiB, 8GiB, 2G.")
+def parsed_by(parse):
+    """A click callback that reads an option's text with ``parse`` (a library function that raises
+    GnnprepError): a value it refuses is a usage error (click.BadParameter, exit 2)."""
+
+    def callback(ctx, param, value):
+        if value is None:
+            return None
+        try:
+            return parse(value)
+        except GnnprepError as e:
+            # the library names the option itself ("--blocks 'x': ..."): click names it already
+            raise click.BadParameter(re.sub(r"^--[\w-]+:? ?", "", str(e).splitlines()[0]), ctx=ctx,
+                                     param=param) from None
+
+    return callback
 
 
 def parse_budget(text: str | None) -> int | None:
     return None if text is None else parse_size(text, "--memory-budget")
+
+
+def budget_option(help_text: str):
+    """``--memory-budget SIZE``, parsed to bytes (None when not given)."""
+    return click.option("--memory-budget", "memory_budget", default=None, metavar="SIZE", callback=parsed_by(parse_budget),
+                        help=help_text + " e.g. 512MiB, 8GiB, 2G.")
+
+
+def device_option(default: str = "auto"):
+    """``--device auto|cpu|cuda|cuda:<i>`` (checked for form here; for hardware when resolved)."""
+    from gnnprep.device import CHOICES, check_name
+
+    return click.option("--device", default=default, show_default=True, callback=parsed_by(check_name),
+                        help=f"{CHOICES}.")
 
 
 class Progress:
@@ -69,5 +96,5 @@ def size(n: int) -> str:
     return format_size(n)
 
 
-__all__ = ["GnnprepError", "json_option", "quiet_option", "budget_option", "parse_budget", "Progress",
+__all__ = ["GnnprepError", "json_option", "quiet_option", "budget_option", "device_option", "parsed_by", "Progress",
            "warn", "emit", "size"]

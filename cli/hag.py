@@ -2,26 +2,29 @@
 
 from __future__ import annotations
 
+import math
 import sys
-import time
 
 import click
 
 from gnnprep.errors import GnnprepError
 
-from .common import Progress, budget_option, emit, json_option, parse_budget, quiet_option, size
+from .common import Progress, budget_option, emit, json_option, parsed_by, quiet_option, size
+
+ALL = 10**15  # --capacity all: clipped to the stored entries by hag.build
 
 
-def parse_capacity(text: str, n: int) -> int:
+def parse_capacity(text: str) -> int | float:
+    """``--capacity``: a count (int), a fraction of |V| (float, converted once |V| is known), or all."""
     if text == "all":
-        return 10**15
+        return ALL
     try:
         value = float(text)
     except ValueError:
-        raise GnnprepError(f"--capacity {text!r}: expected a count, a fraction of |V| in (0, 1], or all") from None
+        value = math.nan
     if 0 < value <= 1 and "." in text:
-        return int(value * n)
-    if value >= 0 and value == int(value):
+        return value
+    if math.isfinite(value) and value >= 0 and value == int(value):
         return int(value)
     raise GnnprepError(f"--capacity {text!r}: expected a count, a fraction of |V| in (0, 1], or all")
 
@@ -29,7 +32,8 @@ def parse_capacity(text: str, n: int) -> int:
 @click.command()
 @click.argument("dataset")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="HAG artifact to write.")
-@click.option("--capacity", default="0.25", show_default=True, help="Aggregation nodes allowed: N, a fraction of |V|, or all.")
+@click.option("--capacity", default="0.25", show_default=True, callback=parsed_by(parse_capacity),
+              help="Aggregation nodes allowed: N, a fraction of |V|, or all.")
 @click.option("--method", type=click.Choice(["rounds", "exact"]), default="rounds", show_default=True)
 @click.option("--aggregate", type=click.Choice(["set", "sequential"]), default="set", show_default=True,
               help="set (sum, mean, max: any order) or sequential (prefix sharing in the stored neighbour order).")
@@ -45,50 +49,27 @@ def parse_capacity(text: str, n: int) -> int:
 def hag(dataset, output, capacity, method, aggregate, window, max_depth, min_share, memory_budget, cache_dir, as_json,
         quiet):
     """Build a redundancy-free aggregation graph (HAG) for DATASET."""
-    from gnnprep.hag import exact_search, rounds_search, sequential_search, write_hag
+    from gnnprep import hag as hag_lib
     from gnnprep.ingest import IngestConfig, ensure_graph_store
-    from gnnprep.sizes import default_host_budget
     from gnnprep.sources import SourceOptions
     from gnnprep.store import GraphStore
-
-    from gnnprep.propagate import _peak_rss, _reset_peak, _rss
 
     progress = Progress(quiet)
     try:
         store_path = ensure_graph_store(dataset, IngestConfig(source=SourceOptions()), cache_dir, progress)
     finally:
         progress.close()
-    budget = parse_budget(memory_budget) or default_host_budget()
     with GraphStore(store_path) as g:
         indptr, indices, fp = g.indptr(), g.indices(), g.fingerprint
     n = len(indptr) - 1
-    cap = min(parse_capacity(capacity, n), int(indptr[-1]))  # m bounds any useful capacity
-    peak_ok = _reset_peak()
-    base = _rss()
-    t0 = time.perf_counter()
-    if aggregate == "sequential":
-        method = "prefix"
-        h = sequential_search(indptr, indices, capacity=cap)
-    elif method == "exact":
-        h = exact_search(indptr, indices, capacity=cap, memory_budget=budget)
-    else:
-        h = rounds_search(indptr, indices, capacity=cap, window=window, max_depth=max_depth, memory_budget=budget,
-                          min_share=min_share)
-    seconds = time.perf_counter() - t0
-    peak = (_peak_rss() - base) if peak_ok and _peak_rss() else None
-    prov = {"command": " ".join(["gnnprep"] + sys.argv[1:]),
-            "parameters": {"method": method, "capacity": cap, "window": window, "max_depth": max_depth,
-                           "min_share": min_share,
-                           "memory_budget": budget},
-            "inputs": [{"path": str(store_path), "graph_fingerprint": fp}],
-            "timings": {"search_seconds": round(seconds, 4)}, "peak_bytes": peak}
-    s = write_hag(h, output, prov, aggregate, cap, fp, indptr)
-    s.update(output=str(output), method=method, search_seconds=round(seconds, 3), peak_bytes=peak,
-             aggregation_ratio=round(s["aggregations_graph"] / max(1, s["aggregations_hag"]), 4),
-             transfer_ratio=round(s["transfers_graph"] / max(1, s["transfers_hag"]), 4))
+    cap = int(capacity * n) if isinstance(capacity, float) else capacity
+    s = hag_lib.build(indptr, indices, output, graph_fingerprint=fp, input_path=str(store_path), method=method,
+                      aggregate=aggregate, capacity=cap, window=window, max_depth=max_depth, min_share=min_share,
+                      memory_budget=memory_budget or None, command=" ".join(["gnnprep"] + sys.argv[1:]))
+    peak = s["peak_bytes"]
     emit(as_json, s, [
-        f"{output}: {s['num_agg']:,} aggregation nodes in {s['levels']} levels ({method}, {s['search_seconds']:.2f} s, "
-        f"peak {size(peak) if peak is not None else 'n/a'})",
+        f"{output}: {s['num_agg']:,} aggregation nodes in {s['levels']} levels ({s['method']}, "
+        f"{s['search_seconds']:.2f} s, peak {size(peak) if peak is not None else 'n/a'})",
         f"aggregations {s['aggregations_graph']:,} -> {s['aggregations_hag']:,} ({s['aggregation_ratio']:.2f}x fewer); "
         f"transfers {s['transfers_graph']:,} -> {s['transfers_hag']:,} ({s['transfer_ratio']:.2f}x)",
     ])

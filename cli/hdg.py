@@ -7,29 +7,37 @@ import time
 
 import click
 
-from .common import Progress, emit, json_option, quiet_option, size
+from .common import Progress, emit, json_option, parsed_by, quiet_option, size
+
+
+def parse_select(spec: str):
+    """``--select SPEC`` as a selector config (:func:`gnnprep.hdgselect.parse_select`, imported when
+    used): a bad SPEC is a usage error, before any ingest."""
+    from gnnprep.hdgselect import parse_select as parse
+
+    return parse(spec)
 
 
 @click.command()
 @click.argument("dataset")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="HDG artifact to write.")
-@click.option("--select", "spec", required=True, metavar="SPEC",
+@click.option("--select", "sel", required=True, metavar="SPEC", callback=parsed_by(parse_select),
               help="random-walk:walks=W,length=L,topk=K[,restart=P] | hop-shells:K[,cap=C] | "
                    "anchors:sets=S,size=Z[,hops=Q] | metapath:...")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the walks, samples and anchor sets.")
 @click.option("--cache-dir", default=None, help="Where a dataset spec is ingested to (default: beside the source).")
 @json_option
 @quiet_option
-def hdg(dataset, output, spec, seed, cache_dir, as_json, quiet):
+def hdg(dataset, output, sel, seed, cache_dir, as_json, quiet):
     """Build a hierarchical dependency graph (HDG, FlexGraph's NeighborSelection) for DATASET."""
     import numpy as np
 
-    from gnnprep.hdg import parse_select, select, select_spec, write_hdg
+    from gnnprep.hdg import write_hdg
+    from gnnprep.hdgselect import select, select_spec
     from gnnprep.ingest import IngestConfig, ensure_graph_store
     from gnnprep.sources import SourceOptions
     from gnnprep.store import GraphStore
 
-    sel = parse_select(spec)  # bad SPECs fail before any ingest
     progress = Progress(quiet)
     try:
         store_path = ensure_graph_store(dataset, IngestConfig(source=SourceOptions()), cache_dir, progress)
@@ -43,11 +51,12 @@ def hdg(dataset, output, spec, seed, cache_dir, as_json, quiet):
         seconds = time.perf_counter() - t0
     finally:
         progress.close()
+    spec = select_spec(sel)
     prov = {"command": " ".join(["gnnprep"] + sys.argv[1:]),
-            "parameters": {"select": select_spec(sel), "seed": seed},
+            "parameters": {"select": spec, "seed": seed},
             "inputs": [{"path": str(store_path), "graph_fingerprint": fp}],
             "timings": {"select_seconds": round(seconds, 4)}}
-    s = write_hdg(h, output, prov, sel, seed, fp, store_path.stat().st_size, adj_bytes)
+    s = write_hdg(h, output, prov, sel.name, spec, seed, fp, store_path.stat().st_size, adj_bytes)
     s.update(output=str(output), select_seconds=round(seconds, 3),
              size_vs_graph_store=round(s["hdg_bytes"] / max(1, s["graph_store_bytes"]), 4))
     emit(as_json, s, [

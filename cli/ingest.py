@@ -7,7 +7,7 @@ import sys
 import click
 
 
-from .common import Progress, budget_option, emit, json_option, parse_budget, quiet_option, warn
+from .common import Progress, budget_option, emit, json_option, quiet_option, warn
 
 
 @click.command()
@@ -34,7 +34,7 @@ def ingest(source, output, directed, memory_budget, root, download, split, index
 
     opts = SourceOptions(root=root, download=download, split=split, index_base=int(index_base),
                          num_nodes=num_nodes, features=features, labels=labels, splits=splits)
-    config = IngestConfig(directed=directed, memory_budget=parse_budget(memory_budget), tmp_dir=tmp_dir, source=opts)
+    config = IngestConfig(directed=directed, memory_budget=memory_budget, tmp_dir=tmp_dir, source=opts)
     progress = Progress(quiet)
     try:
         report = run_ingest(source, output, config, progress, command=" ".join(["gnnprep"] + sys.argv[1:]))

@@ -8,7 +8,7 @@ import click
 
 from gnnprep.errors import GnnprepError
 
-from .common import Progress, budget_option, emit, json_option, parse_budget, quiet_option, size
+from .common import Progress, budget_option, device_option, emit, json_option, parsed_by, quiet_option, size, warn
 
 
 def parse_blocks(text: str) -> tuple[int, int, int] | None:
@@ -23,16 +23,22 @@ def parse_blocks(text: str) -> tuple[int, int, int] | None:
     return a, b, c
 
 
+def _parse_operators(text: str) -> tuple[str, ...]:
+    from gnnprep.operators import parse_operators
+
+    return parse_operators(text)
+
+
 @click.command()
 @click.argument("dataset")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Features artifact to write.")
 @click.option("--hops", type=click.IntRange(min=0), default=3, show_default=True, help="K: write S^k X for k = 0..K.")
-@click.option("--operator", "operators", default="sym", show_default=True, help="sym, rw, sym-noloop (comma-separated for several channels).")
-@click.option("--blocks", default="auto", show_default=True, help="auto, or a,b,c (normalisation, edge and column blocks).")
+@click.option("--operator", "operators", default="sym", show_default=True, callback=parsed_by(_parse_operators), help="sym, rw, sym-noloop (comma-separated for several channels).")
+@click.option("--blocks", default="auto", show_default=True, callback=parsed_by(parse_blocks), help="auto, or a,b,c (normalisation, edge and column blocks).")
 @budget_option("Memory for S and X blocks (default: free device memory, or half the free RAM on CPU).")
 @click.option("--rows", type=click.Choice(["all", "labeled"]), default="all", show_default=True, help="Store every node, or the union of the splits.")
 @click.option("--dtype", type=click.Choice(["float32", "float16"]), default="float32", show_default=True)
-@click.option("--device", default="auto", show_default=True, help="auto, cpu or cuda.")
+@device_option()
 @click.option("--hag", "hag_path", default=None, type=click.Path(dir_okay=False),
               help="Aggregate through this HAG (from gnnprep hag on the same graph; CPU), or auto: use "
                    "<store>.hag.h5 beside the graph store when the predicted saving pays for it.")
@@ -52,18 +58,18 @@ def precompute(dataset, output, hops, operators, blocks, memory_budget, rows, dt
                hdg_reduce, reorder, dry_run, cache_dir, root, as_json, quiet):
     """Write hop features S^k X (k = 0..K) of DATASET, block-wise within a memory budget."""
     from gnnprep.ingest import IngestConfig, ensure_graph_store
-    from gnnprep.operators import parse_operators
-    from gnnprep.propagate import PrecomputeConfig, precompute as run_precompute
+    from gnnprep.precompute import precompute as run_precompute
+    from gnnprep.precomputeconfig import PrecomputeConfig
     from gnnprep.sources import SourceOptions
 
     progress = Progress(quiet)
     try:
         store = ensure_graph_store(dataset, IngestConfig(source=SourceOptions(root=root)), cache_dir, progress)
-        config = PrecomputeConfig(hops=hops, operators=parse_operators(operators), rows=rows, dtype=dtype,
-                                  device=device, memory_budget=parse_budget(memory_budget),
-                                  blocks=parse_blocks(blocks), dry_run=dry_run, hag=hag_path, reorder=reorder,
-                                  hdg=hdg_path, hdg_reduce=hdg_reduce)
-        report = run_precompute(store, output, config, progress, command=" ".join(["gnnprep"] + sys.argv[1:]))
+        config = PrecomputeConfig(hops=hops, operators=operators, rows=rows, dtype=dtype, device=device,
+                                  memory_budget=memory_budget, blocks=blocks, dry_run=dry_run, hag=hag_path,
+                                  reorder=reorder, hdg=hdg_path, hdg_reduce=hdg_reduce)
+        report = run_precompute(store, output, config, progress, command=" ".join(["gnnprep"] + sys.argv[1:]),
+                                warn=lambda message: warn(quiet, message))
     finally:
         progress.close()
     r = report

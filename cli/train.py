@@ -7,9 +7,10 @@ from pathlib import Path
 
 import click
 
+from gnnprep.errors import GnnprepError
 from gnnprep.trainconfig import NORMALIZE, TrainConfig
 
-from .common import Progress, budget_option, emit, json_option, parse_budget, quiet_option
+from .common import Progress, budget_option, device_option, emit, json_option, quiet_option
 
 _D = TrainConfig()
 
@@ -51,7 +52,7 @@ def _fresh_run_dir(model: str) -> str:
               show_default=True, help="Scale each row of each hop to unit L1 (row) or L2 norm.")
 @click.option("--recompute", is_flag=True, help="Recompute hidden activations in backward (less memory, more compute).")
 @budget_option("Memory for features held in RAM; above it, batches stream from HDF5 (default: half the free RAM).")
-@click.option("--device", default=_D.device, show_default=True, help="auto, cpu or cuda.")
+@device_option(_D.device)
 @click.option("--seed", type=int, default=_D.seed, show_default=True, help="Run r uses seed + r.")
 @click.option("--runs", type=click.IntRange(min=1), default=_D.runs, show_default=True, help="Seeded runs; reports mean ± std.")
 @click.option("--eval-every", type=click.IntRange(min=1), default=_D.eval_every, show_default=True)
@@ -73,10 +74,15 @@ def train(model, features, run_dir, hops, operators, hidden, layers, dropout, in
                          dprate=dprate, pool=pool, lr=lr, weight_decay=weight_decay, batch_size=batch_size,
                          eval_batch_size=eval_batch_size, epochs=epochs, patience=patience, select=select,
                          normalize_features=normalize_features, recompute=recompute,
-                         memory_budget=parse_budget(memory_budget), device=device, seed=seed, runs=runs,
+                         memory_budget=memory_budget, device=device, seed=seed, runs=runs,
                          eval_every=eval_every, checkpoint_every=checkpoint_every, evaluator=evaluator,
                          threads=threads)
-    config.check()  # a bad model name fails before anything is read
+    try:
+        config.check()  # a bad model name fails before anything is read
+    except GnnprepError as e:
+        if str(e).startswith("--"):  # an option's value: a usage error
+            raise click.UsageError(str(e)) from None
+        raise
     progress = Progress(quiet)
     try:
         from gnnprep.train import train as run_train  # torch: imported only when training

@@ -14,18 +14,12 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
 
 import h5py
 import numpy as np
 
 from gnnprep.plan import Profile, profile_path
-
-Progress = Callable[[str, int, int | None], None]
-
-
-def _noop(stage: str, done: int, total: int | None) -> None:
-    pass
+from gnnprep.progress import Progress, no_progress
 
 
 def generated_csr(n: int, avg_degree: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -55,24 +49,20 @@ def _best(fn, repeats: int = 2) -> float:
     return best
 
 
-def calibrate(device: str = "cpu", nodes: int = 200_000, degree: int = 20,
-              widths: tuple[int, ...] = (8, 16, 32, 64, 128, 256), progress: Progress = _noop,
-              save: bool = True) -> tuple[Profile, Path | None]:
+def _kernel_table(indptr, indices, scale, rng, widths, device: str, progress: Progress) -> tuple[dict, list]:
+    """Kernel ns per stored nonzero at each column width (best of two), and on the CPU the per-row
+    term in ns per output column (the kernel over empty rows)."""
     from gnnprep import kernels
 
-    indptr, indices = generated_csr(nodes, degree)
-    n, nnz = nodes, len(indices)
-    scale = np.full(n, 0.1, dtype=np.float32)
-    rng = np.random.default_rng(1)
+    n, nnz = len(indptr) - 1, len(indices)
     cuda = device.startswith("cuda")
-    table = {}
+    table, row_cost = {}, []
     if cuda:
         import torch
 
         block = kernels.TorchBlock(indptr, indices, None, 0, n, scale, scale, 1.0, device)
     else:
         kernels.warm_up()
-    row_cost = []
     for i, w in enumerate(widths):
         progress("widths", i, len(widths))
         x = rng.standard_normal((n, w), dtype=np.float32)
@@ -94,21 +84,30 @@ def calibrate(device: str = "cpu", nodes: int = 200_000, degree: int = 20,
         run()
         table[w] = round(_best(run) / nnz * 1e9, 3)
     progress("widths", len(widths), len(widths))
-    reorder_speedup, reorder_ns = Profile().reorder_speedup, Profile().reorder_ns_per_entry
-    if not cuda:
-        from gnnprep.reorder import community_order, permute_csr
+    return table, row_cost
 
-        t0 = time.perf_counter()
-        order = community_order(indptr, indices)
-        p_indptr, p_indices, _ = permute_csr(indptr, indices, order)
-        reorder_ns = (time.perf_counter() - t0) / (nnz + n) * 1e9
-        x = rng.standard_normal((n, 128), dtype=np.float32)
-        out = np.empty_like(x)
-        plain = _best(lambda: kernels.spmm_rows_numba(indptr, indices, None, 0, scale, scale, 1.0, x, out))
-        xp = x[order]
-        ordered = _best(lambda: kernels.spmm_rows_numba(p_indptr, p_indices, None, 0, scale, scale, 1.0, xp, out))
-        reorder_speedup = min(1.0, ordered / plain)
-    # HDF5 bandwidth and copy bandwidth
+
+def _reorder_gain(indptr, indices, scale, rng) -> tuple[float, float]:
+    """(kernel seconds after / before community reordering, capped at 1; reordering ns per entry)."""
+    from gnnprep import kernels
+    from gnnprep.reorder import community_order, permute_csr
+
+    n, nnz = len(indptr) - 1, len(indices)
+    t0 = time.perf_counter()
+    order = community_order(indptr, indices)
+    p_indptr, p_indices, _ = permute_csr(indptr, indices, order)
+    reorder_ns = (time.perf_counter() - t0) / (nnz + n) * 1e9
+    x = rng.standard_normal((n, 128), dtype=np.float32)
+    out = np.empty_like(x)
+    plain = _best(lambda: kernels.spmm_rows_numba(indptr, indices, None, 0, scale, scale, 1.0, x, out))
+    xp = x[order]
+    ordered = _best(lambda: kernels.spmm_rows_numba(p_indptr, p_indices, None, 0, scale, scale, 1.0, xp, out))
+    return min(1.0, ordered / plain), reorder_ns
+
+
+def _bandwidths(rng, device: str) -> tuple[int, float, float, float]:
+    """(bytes moved, HDF5 read seconds, HDF5 write seconds, copy seconds) for a 64 MiB array; the
+    copy is host to host on the CPU, pinned host to device on CUDA."""
     with tempfile.TemporaryDirectory() as tmp:
         a = rng.standard_normal((1 << 24,), dtype=np.float32)  # 64 MiB
         path = Path(tmp) / "bw.h5"
@@ -124,7 +123,7 @@ def calibrate(device: str = "cpu", nodes: int = 200_000, degree: int = 20,
                 f["a"][:]
 
         t_read = _best(read)
-    if cuda:
+    if device.startswith("cuda"):
         import torch
 
         pinned = torch.from_numpy(a).pin_memory()
@@ -137,34 +136,61 @@ def calibrate(device: str = "cpu", nodes: int = 200_000, degree: int = 20,
 
         def copy():
             np.copyto(b, a)
-    t_copy = _best(copy, 3)
-    # per-block overhead: the same rows as 64 blocks versus one
+    return a.nbytes, t_read, t_write, _best(copy, 3)
+
+
+def _block_overhead(indptr, indices, scale, rng, device: str) -> float:
+    """Seconds per extra block: the same rows as 64 blocks versus one (a fixed 0.5 ms on CUDA)."""
+    from gnnprep import kernels
+
+    n = len(indptr) - 1
     x = rng.standard_normal((n, 8), dtype=np.float32)
+    if device.startswith("cuda"):
+        return 0.0005
+    out = np.empty_like(x)
+    bounds = np.linspace(0, n, 65).astype(int)
+    one = _best(lambda: kernels.spmm_rows_numba(indptr, indices, None, 0, scale, scale, 1.0, x, out))
+    many = _best(lambda: [kernels.spmm_rows_numba(indptr[r0:r1 + 1], indices[indptr[r0]:indptr[r1]], None, r0,
+                                                  scale, scale, 1.0, x, out[r0:r1])
+                          for r0, r1 in zip(bounds[:-1], bounds[1:])])
+    return max(0.0, (many - one) / 63)
+
+
+def _save(prof: Profile) -> Path:
+    """Write the profile atomically where :func:`gnnprep.plan.load_profile` finds it for its device."""
+    target = profile_path(prof.device)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + f".tmp-{os.getpid()}")
+    tmp.write_text(prof.to_json())
+    os.replace(tmp, target)
+    return target
+
+
+def calibrate(device: str = "cpu", nodes: int = 200_000, degree: int = 20,
+              widths: tuple[int, ...] = (8, 16, 32, 64, 128, 256), progress: Progress = no_progress,
+              save: bool = True) -> tuple[Profile, Path | None]:
+    """Measure the cost model's coefficients on a generated graph of ``nodes`` nodes (average degree
+    ``degree``) on ``device`` (a resolved name: cpu, cuda or cuda:<i>); save the profile unless
+    ``save`` is False. Returns the profile and where it was saved (None when not)."""
+    indptr, indices = generated_csr(nodes, degree)
+    n, nnz = nodes, len(indices)
+    scale = np.full(n, 0.1, dtype=np.float32)
+    rng = np.random.default_rng(1)
+    cuda = device.startswith("cuda")
+    table, row_cost = _kernel_table(indptr, indices, scale, rng, widths, device, progress)
+    reorder_speedup, reorder_ns = Profile().reorder_speedup, Profile().reorder_ns_per_entry
     if not cuda:
-        out = np.empty_like(x)
-        bounds = np.linspace(0, n, 65).astype(int)
-        one = _best(lambda: kernels.spmm_rows_numba(indptr, indices, None, 0, scale, scale, 1.0, x, out))
-        many = _best(lambda: [kernels.spmm_rows_numba(indptr[r0:r1 + 1], indices[indptr[r0]:indptr[r1]], None, r0,
-                                                      scale, scale, 1.0, x, out[r0:r1])
-                              for r0, r1 in zip(bounds[:-1], bounds[1:])])
-        overhead = max(0.0, (many - one) / 63)
-    else:
-        overhead = 0.0005
+        reorder_speedup, reorder_ns = _reorder_gain(indptr, indices, scale, rng)
+    nbytes, t_read, t_write, t_copy = _bandwidths(rng, device)
+    overhead = _block_overhead(indptr, indices, scale, rng, device)
     prof = Profile(device="cuda" if cuda else "cpu", spmm_ns_per_nnz=table,
                    row_ns_per_col=round(float(np.median(row_cost)), 4) if row_cost else 0.01,
-                   read_bytes_per_s=round(a.nbytes / t_read), write_bytes_per_s=round(a.nbytes / t_write),
-                   copy_bytes_per_s=round(2 * a.nbytes / t_copy if not cuda else a.nbytes / t_copy),
+                   read_bytes_per_s=round(nbytes / t_read), write_bytes_per_s=round(nbytes / t_write),
+                   copy_bytes_per_s=round(2 * nbytes / t_copy if not cuda else nbytes / t_copy),
                    block_overhead_s=round(overhead, 6), reorder_ns_per_entry=round(reorder_ns, 3),
                    reorder_speedup=round(reorder_speedup, 3),
                    measured=f"gnnprep calibrate, {time.strftime('%Y-%m-%d')}, {n} nodes, {nnz} nonzeros, pid {os.getpid()}")
-    target = None
-    if save:
-        target = profile_path(prof.device)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(target.name + f".tmp-{os.getpid()}")
-        tmp.write_text(prof.to_json())
-        os.replace(tmp, target)
-    return prof, target
+    return prof, (_save(prof) if save else None)
 
 
 def as_dict(prof: Profile) -> dict:

@@ -18,22 +18,18 @@ import hashlib
 import math
 import os
 from pathlib import Path
-from typing import Callable
 
 import h5py
 import numpy as np
 
 from gnnprep.errors import GnnprepError
+from gnnprep.progress import Progress, no_progress
 
 BYTES_PER_SORTED_ENTRY = 20      # key + mask + deduplicated copy, with slack
 BYTES_PER_INCOMING_EDGE = 96     # src, dst, keys (both directions), bucket ids, order, gathered keys
 MAX_NODES = 3_037_000_499        # largest n with n * n < 2**63 (keys must fit int64)
 
-Progress = Callable[[str, int, int | None], None]
 
-
-def _noop(stage: str, done: int, total: int | None) -> None:
-    pass
 
 
 def incoming_chunk_edges(memory_budget: int) -> int:
@@ -110,7 +106,7 @@ class CSRBuilder:
         keys.tofile(f)
         self.counts[b] += len(keys)
 
-    def write(self, group: h5py.Group, progress: Progress = _noop) -> dict:
+    def write(self, group: h5py.Group, progress: Progress = no_progress) -> dict:
         """Write ``indptr``/``indices`` into ``group``; return stats (and a content fingerprint)."""
         for f in self._files.values():
             f.close()

@@ -16,7 +16,6 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import h5py
 import numpy as np
@@ -24,18 +23,15 @@ import numpy as np
 from gnnprep import store
 from gnnprep.atomic import atomic_output, work_folder
 from gnnprep.csr_builder import CSRBuilder, incoming_chunk_edges
+from gnnprep.device import default_budget
 from gnnprep.errors import GnnprepError
 from gnnprep.meta import Timer, file_fingerprint, write_root_attrs
-from gnnprep.sizes import default_host_budget
+from gnnprep.progress import Progress, no_progress
 from gnnprep.sources import GraphSource, SourceOptions, open_source
 from gnnprep.sources.base import check_ids
 
-Progress = Callable[[str, int, int | None], None]
 MIN_BUDGET = 4 * 1024**2
 
-
-def _noop(stage: str, done: int, total: int | None) -> None:
-    pass
 
 
 @dataclass(frozen=True)
@@ -111,10 +107,10 @@ def _write_rows(f: h5py.File, name: str, chunks, n: int, width: int | None, dtyp
 
 
 def ingest(spec: str, output: str | Path, config: IngestConfig = IngestConfig(),
-           progress: Progress = _noop, command: str = "") -> IngestReport:
+           progress: Progress = no_progress, command: str = "") -> IngestReport:
     """Turn the dataset ``spec`` into a graph store at ``output``."""
     t0 = time.perf_counter()
-    budget = config.memory_budget or default_host_budget()
+    budget = config.memory_budget or default_budget("cpu")
     if budget < MIN_BUDGET:
         raise GnnprepError(f"--memory-budget {budget} bytes is too small; ingest needs at least 4MiB")
     output = Path(output)
@@ -236,7 +232,7 @@ def _cache_is_fresh(store_path: Path) -> bool:
 
 
 def ensure_graph_store(spec: str, config: IngestConfig = IngestConfig(), cache_dir: str | None = None,
-                       progress: Progress = _noop) -> Path:
+                       progress: Progress = no_progress) -> Path:
     """A graph store for ``spec``: the spec itself when it is one, else a cached ingest of it."""
     from gnnprep.sources import is_graph_store, resolve_spec
 

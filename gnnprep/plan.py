@@ -159,6 +159,11 @@ def memory(p: Problem, b: int, c: int) -> int:
     return int(SLACK * (vectors + s_part + cols + gathered + converted + staging) + FIXED)
 
 
+def column_blocks(d: int, width: int) -> list[tuple[int, int]]:
+    """The column ranges [c0, c1) of blocks of ``width`` columns (the last one narrower)."""
+    return [(c0, min(d, c0 + width)) for c0 in range(0, d, width)]
+
+
 def _widths(d: int, w: int) -> list[int]:
     """Column-block widths for d columns in blocks of w (the last one narrower)."""
     return [w] * (d // w) + ([d % w] if d % w else []) if w else []
@@ -226,6 +231,17 @@ def choose_plan(p: Problem, budget: int, prof: Profile, baseline_rss: int = 0,
     return best
 
 
+def keep_columns(plan: Plan, p: Problem, prof: Profile, c: int, width: int) -> Plan:
+    """``plan`` with another column blocking (a resumed run keeps the one its partial file was laid
+    out with); the predicted peak moves by the difference of the two blockings' column buffers."""
+    if (c, width) == (plan.c, plan.width):
+        return plan
+    peak = plan.predicted_peak - memory(p, plan.b, plan.c) + memory(p, plan.b, c)
+    return Plan(**{**plan.to_dict(), "c": c, "width": width, "predicted_peak": peak,
+                   "predicted_seconds": round(plan.predicted_seconds - predict_seconds(p, prof, plan.b, plan.c)
+                                              + predict_seconds(p, prof, plan.b, c), 3)})
+
+
 def with_reorder(plan: Plan, p: Problem, prof: Profile, locality: float, mode: str = "auto",
                  budget: int | None = None) -> Plan:
     """Decide whether to compute in a locality order (:mod:`gnnprep.reorder`): only with S resident
@@ -274,8 +290,8 @@ def choose_hag(plan: Plan, p: Problem, prof: Profile, cached: dict | None, budge
     a new one is searched for only when even a perfect HAG (saving every kernel second) would repay
     the predicted search time.
     """
-    if plan.device != "cpu" or p.weighted:
-        return HagChoice(False, False, "HAG aggregation runs on the CPU kernel over unweighted graphs")
+    if p.weighted:  # (the CPU-only rule is decided by the caller, gnnprep.precompute)
+        return HagChoice(False, False, "HAG aggregation shares sums over unweighted in-lists")
     w = plan.width
     widths = _widths(p.num_features, w)
 

@@ -152,6 +152,22 @@ def locality(indptr: np.ndarray, indices: np.ndarray, samples: int = 100_000, se
     return float(np.abs(indices[p].astype(np.int64) - v).mean() / n)
 
 
+def sampled_locality(store, windows: int = 64, width: int = 2048) -> float:
+    """:func:`locality` read from a graph store without loading its indices: mean |u - v| / n over
+    evenly spaced windows of stored entries (about 1/3 when ids are arbitrary)."""
+    n, m = store.num_nodes, store.num_edges
+    if m == 0 or n < 2:
+        return 0.0
+    ip = store.indptr()
+    total, count = 0.0, 0
+    for start in np.linspace(0, max(0, m - width), min(windows, max(1, m // width))).astype(np.int64):
+        cols = store.f["adj/indices"][start:start + width].astype(np.int64)
+        rows = np.searchsorted(ip, np.arange(start, start + len(cols)), side="right") - 1
+        total += float(np.abs(cols - rows).sum())
+        count += len(cols)
+    return total / count / n
+
+
 def warm_up() -> None:
     """Compile (or load from numba's cache) the ordering functions before memory is measured."""
     ip = np.array([0, 1, 2], dtype=np.int64)

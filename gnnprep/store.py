@@ -81,6 +81,21 @@ class GraphStore(Artifact):
     def features(self) -> h5py.Dataset | None:
         return self.f["nodes/features"] if "nodes/features" in self.f else None
 
+    def feature_columns(self, c0: int, c1: int) -> np.ndarray:
+        """X[:, c0:c1] as float32, read in small row steps (no large temporaries) and checked finite."""
+        feats, n = self.features, self.num_nodes
+        xb = np.empty((n, c1 - c0), dtype=np.float32)
+        step = max(1, (4 << 20) // max(1, (c1 - c0) * 4))
+        for s in range(0, n, step):
+            e = min(n, s + step)
+            if feats.dtype == np.float32:
+                feats.read_direct(xb, np.s_[s:e, c0:c1], np.s_[s:e])
+            else:
+                xb[s:e] = feats[s:e, c0:c1]
+            if not np.isfinite(xb[s:e]).all():
+                raise GnnprepError(f"{self.path}: /nodes/features has non-finite values in rows {s}..{e - 1}")
+        return xb
+
     def labels(self) -> np.ndarray | None:
         return self.f["nodes/labels"][:] if "nodes/labels" in self.f else None
 

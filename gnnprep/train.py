@@ -29,16 +29,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from gnnprep import device as devices
 from gnnprep.atomic import atomic_output
 from gnnprep.batches import InMemoryBatches, StreamingBatches, window_rows_for
 from gnnprep.errors import GnnprepError
 from gnnprep.features import FeatureStore
 from gnnprep.meta import file_fingerprint
 from gnnprep.models import ModelSpec, build_model, views
-from gnnprep.sizes import default_host_budget
 from gnnprep.trainconfig import NORMALIZE, RESUMABLE_CHANGES, TrainConfig  # noqa: F401 (re-exported)
-
-SPLITS = ("train", "valid", "test")
 
 
 @dataclass(frozen=True)
@@ -104,31 +102,12 @@ class Data:
     budget: int
 
 
-def _resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cpu":
-        return torch.device("cpu")
-    if name.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise GnnprepError(f"--device {name}: no CUDA device is available here (use auto or cpu)")
-        return torch.device(name)
-    raise GnnprepError(f"--device {name!r}: expected auto, cpu or cuda")
-
-
-def _dataset_name(f, path, op: str, k: int, first: str) -> str:
-    name = f"hops/{k}" if op == first else f"channels/{op}/{k}"
-    if name not in f:
-        raise GnnprepError(f"{path}: has no /{name}; expected hop {k} of operator {op!r}")
-    return name
-
-
 def _evaluator_name(store: FeatureStore, choice: str) -> str:
     """``ogbn-<name>`` when the artifact came from an OGB node-property data set (its provenance
     names it) and the data set is scored by accuracy; ``plain`` otherwise."""
     if choice == "plain":
         return "plain"
-    text = str(store.f.attrs.get("provenance", ""))
+    text = store.provenance_text
     m = re.search(r"ogbn[-_]([a-z0-9]+)", text, flags=re.IGNORECASE)
     if m is None:
         if choice == "ogb":
@@ -178,68 +157,35 @@ def open_data(path, config: TrainConfig, progress=None) -> Data:
     """Validate the artifact against the config and build the batch loader (in memory or streaming)."""
     path = Path(path)
     with FeatureStore(path) as store:
-        f = store.f
-        if "labels" not in f:
-            raise GnnprepError(f"{path}: has no /labels; training needs labels (precompute from a graph store with labels)")
-        if "splits" not in f or "train" not in f["splits"] or "valid" not in f["splits"]:
-            raise GnnprepError(f"{path}: has no /splits/train and /splits/valid; training needs a train and a validation split")
-        if "rows" not in f:
-            raise GnnprepError(f"{path}: has no /rows; expected the sorted node ids of the stored rows")
-        rows = f["rows"][:].astype(np.int64)
-        labels_all = f["labels"]
-        if labels_all.ndim != 1 or labels_all.shape[0] != len(rows):
-            raise GnnprepError(f"{path}: /labels has shape {labels_all.shape}; expected [{len(rows)}] (one class per row)")
-        K_file = int(f.attrs.get("hops", -1))
-        if K_file < 0:
-            raise GnnprepError(f"{path}: root attribute 'hops' is missing")
+        rows = store.rows
+        labels_all = store.labels()
+        K_file = store.hops
         K = K_file if config.hops is None else config.hops
         if not 0 <= K <= K_file:
             raise GnnprepError(f"--hops {K}: {path} holds hops 0..{K_file}")
-        ops_attr = f.attrs.get("operators")
-        file_ops = json.loads(ops_attr) if ops_attr is not None else [str(f.attrs.get("operator", "sym"))]
-        first = file_ops[0]
+        file_ops = store.operators()
         if config.operators:
             for op in config.operators:
                 if op not in file_ops:
                     raise GnnprepError(f"--operator {op}: {path} holds operators {', '.join(file_ops)}")
             ops = tuple(config.operators)
         else:
-            ops = tuple(file_ops) if config.model == "sign" else (first,)
-
-        positions = {}
-        for name in SPLITS:
-            if name not in f["splits"]:
-                continue
-            ids = f["splits"][name][:].astype(np.int64)
-            pos = np.searchsorted(rows, ids)
-            pos = np.minimum(pos, len(rows) - 1) if len(rows) else pos
-            missing = int((rows[pos] != ids).sum()) if len(rows) else len(ids)
-            if missing:
-                raise GnnprepError(f"{path}: /splits/{name} has {missing} node ids not in /rows "
-                                   "(features were precomputed for other rows)")
-            positions[name] = np.sort(pos)
-        if len(positions["train"]) == 0 or len(positions["valid"]) == 0:
-            raise GnnprepError(f"{path}: /splits/train and /splits/valid must not be empty")
+            ops = tuple(file_ops) if config.model == "sign" else (file_ops[0],)
+        positions = store.split_positions(rows)
         held = np.unique(np.concatenate(list(positions.values())))
         labels = _take(labels_all, held).astype(np.int64)
-        num_classes = int(f.attrs.get("num_classes", 0)) or int(labels.max()) + 1
+        num_classes = store.num_classes or int(labels.max()) + 1
         bad = int(((labels < 0) | (labels >= num_classes)).sum())
         if bad:
             raise GnnprepError(f"{path}: /labels has {bad} split rows without a class in 0..{num_classes - 1} "
                                "(unlabeled rows in a split)")
 
         model_views = views(ModelSpec(name=config.model, in_dim=1, num_classes=num_classes, hops=K, operators=ops))
-        datasets = [_dataset_name(f, path, op, k, first) for op, k in model_views]
-        shapes = {f[d].shape for d in datasets}
-        if len(shapes) != 1 or len(next(iter(shapes))) != 2 or next(iter(shapes))[0] != len(rows):
-            raise GnnprepError(f"{path}: hop datasets have shapes {sorted(shapes)}; expected [{len(rows)}, d] each")
-        dtypes = {f[d].dtype for d in datasets}
-        if not all(dt in (np.float32, np.float16) for dt in dtypes) or len(dtypes) != 1:
-            raise GnnprepError(f"{path}: hop datasets have dtype {', '.join(map(str, dtypes))}; expected float32 or float16")
-        d = next(iter(shapes))[1]
-        itemsize = next(iter(dtypes)).itemsize
+        datasets = [store.hop_name(k, op) for op, k in model_views]
+        d, dtype = store.hop_shape(datasets, len(rows))
+        itemsize = dtype.itemsize
         fingerprint = {"path": str(path.absolute()), "file": file_fingerprint(path),
-                       "graph_fingerprint": str(f.attrs.get("graph_fingerprint", ""))}
+                       "graph_fingerprint": store.graph_fingerprint}
         evaluator = _evaluator_name(store, config.evaluator)
 
     spec = ModelSpec(name=config.model, in_dim=d, num_classes=num_classes, hops=K, operators=ops,
@@ -247,8 +193,8 @@ def open_data(path, config: TrainConfig, progress=None) -> Data:
                      input_dropout=config.input_dropout, alpha=config.alpha, dprate=config.dprate,
                      pool=config.pool, recompute=config.recompute)
     build_model(spec)  # validate hyperparameters before reading any features
-    device = _resolve_device(config.device)
-    budget = config.memory_budget or default_host_budget()
+    device = devices.torch_device(config.device)
+    budget = config.memory_budget or devices.default_budget("cpu")  # rows are held in host memory first
     row_bytes = len(datasets) * d * itemsize
     feature_bytes = len(held) * row_bytes
     splits = {name: np.searchsorted(held, pos) for name, pos in positions.items()}
@@ -428,7 +374,7 @@ def train(features, run_dir, config: TrainConfig, progress=None, resume: bool = 
     accuracy = _plain_accuracy
     if data.evaluator != "plain":
         accuracy = _ogb_accuracy(data.evaluator) or _plain_accuracy
-    device = _resolve_device(config.device)
+    device = devices.torch_device(config.device)
 
     finished: list[RunResult] = [RunResult(**r) for r in ck["finished"]] if ck else []
     best_states: list[dict] = list(ck["best_states"]) if ck else []

@@ -99,7 +99,8 @@ def clean(out: Path) -> None:
 ALTERNATE = r"""
 import json, os, sys, time
 sys.path.insert(0, sys.argv[1])
-from gnnprep.propagate import PrecomputeConfig, precompute
+from gnnprep.precompute import precompute
+from gnnprep.precomputeconfig import PrecomputeConfig
 graph, hag, outs, hops, budget, reps = sys.argv[2], sys.argv[3], sys.argv[4:6], int(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8])
 runs = {"plain": [], "hag": []}
 for _ in range(reps):
@@ -144,7 +145,7 @@ def main() -> None:
     ap.add_argument("--skip-search", action="store_true", help="reuse the HAG of an earlier run")
     ap.add_argument("--workdir", default="/tmp/gnnprep-bench-hag")
     args = ap.parse_args()
-    from gnnprep.hag import exact_pair_count
+    from gnnprep.hagsearch import exact_pair_count
     from gnnprep.store import GraphStore
 
     work = Path(args.workdir)

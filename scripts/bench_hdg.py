@@ -38,7 +38,7 @@ sys.path.insert(0, sys.argv[1])
 import numpy as np
 which, graph, hdg_path, threads = sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
 from gnnprep.hdg import aggregate, read_hdg
-from gnnprep.propagate import _peak_rss, _reset_peak, _rss
+from gnnprep.memory import peak_rss, reset_peak, rss
 from gnnprep.store import GraphStore
 with GraphStore(graph) as g:
     x = g.features[:].astype(np.float32)
@@ -53,8 +53,8 @@ if which == "scatter":
     w = torch.from_numpy(members.weights if members.weights is not None else np.ones(len(members.ids), np.float32))
     offsets = members.offsets
     torch.ones(4).index_add_(0, torch.zeros(2, dtype=torch.long), torch.ones(2))  # library warm-up
-base = _rss()
-_reset_peak()
+base = rss()
+reset_peak()
 t0 = time.perf_counter()
 if which == "ours":
     out = aggregate(h, x, "mean")
@@ -68,7 +68,7 @@ else:
     agg = agg.reshape(h.num_nodes, shell.fanout, x.shape[1])
     out = {name: agg[:, i].numpy() for i, name in enumerate(shell.slots)}
 seconds = time.perf_counter() - t0
-peak = _peak_rss() - base
+peak = peak_rss() - base
 np.save(sys.argv[6], np.stack([out[k] for k in sorted(out)]))
 print(json.dumps({"seconds": seconds, "peak_above_inputs": peak, "entries": int(h.roots[0].child.num_children)}))
 """

@@ -19,7 +19,7 @@ carries a parent's own peak RSS into its child's ru_maxrss across fork + exec):
         threads); only the K products are timed; (ii') for information, the same with S and X in
         gnnprep's community order (found outside the timing): how much of (iii)'s gain the order
         alone would give a peer;
-  (iii) ``gnnprep.propagate.precompute`` through its library entry: graph store in, features
+  (iii) ``gnnprep.precompute.precompute`` through its library entry: graph store in, features
         artifact (all hops, all rows) out; the whole call is timed, ``report.hop_seconds`` printed.
         numba's compiled kernels are loaded from its cache before the timed call, as torch's
         library initialisation is done before (ii)'s. With the default ``--reorder auto`` the call
@@ -32,7 +32,7 @@ carries a parent's own peak RSS into its child's ru_maxrss across fork + exec):
   subprocess with that budget; prints the plan, predicted and measured peak (VmHWM above the
   baseline RSS, ``report.measured_peak_bytes``), the process's peak RSS (wait4) and checks
   measured <= 1.25 x budget, |predicted - measured| / measured <= 25%, and process peak RSS <=
-  1.25 x budget + the RSS of a process that has imported torch, numpy, h5py and gnnprep.propagate.
+  1.25 x budget + the RSS of a process that has imported torch, numpy, h5py and gnnprep.precompute.
 
 --reorder auto|none|bfs is passed to PrecomputeConfig (default: the library's). Timings on a shared
 2-core machine are noisy: the run prints how idle the CPU was just before it started.
@@ -51,12 +51,13 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+import measure  # scripts/measure.py: the launcher that reports a command's own peak RSS
 
 ROOT = Path(__file__).resolve().parents[1]
 MiB, GiB = 1024**2, 1024**3
@@ -139,7 +140,8 @@ print(json.dumps({"build_seconds": build, "products_seconds": products, "hop_sec
 GNNPREP = r"""
 import sys, json, time
 sys.path.insert(0, sys.argv[5])
-from gnnprep.propagate import precompute, PrecomputeConfig
+from gnnprep.precompute import precompute
+from gnnprep.precomputeconfig import PrecomputeConfig
 from gnnprep import kernels, reorder as _reorder
 graph, out, K, budget, reorder = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[6]
 extra = {"reorder": reorder} if reorder else {}
@@ -169,7 +171,7 @@ BASELINE = r"""
 import sys, json, psutil
 sys.path.insert(0, sys.argv[1])
 import torch, numpy, h5py
-import gnnprep.propagate
+import gnnprep.precompute
 rss_imports = psutil.Process().memory_info().rss
 from gnnprep.kernels import warm_up
 warm_up()
@@ -180,39 +182,18 @@ BASELINE_NO_TORCH = r"""
 import sys, json, psutil
 sys.path.insert(0, sys.argv[1])
 import numpy, h5py
-import gnnprep.propagate
+import gnnprep.precompute
 from gnnprep.kernels import warm_up
 warm_up()
 print(json.dumps({"rss": psutil.Process().memory_info().rss, "torch_loaded": "torch" in sys.modules}))
 """
 
 
-# Spawns the measured command and reaps it with wait4. Exists so that the measured process is
-# started by a small, fresh process: Linux carries the parent's peak RSS (hiwater) into a child's
-# ru_maxrss across fork/vfork + exec, so a child of this (large: generation, verification) process
-# would report at least this process's own peak.
-LAUNCHER = r"""
-import json, os, subprocess, sys
-proc = subprocess.Popen(sys.argv[1:])
-_, status, usage = os.wait4(proc.pid, 0)
-sys.stdout.flush()
-print(json.dumps({"__code": os.waitstatus_to_exitcode(status), "__peak_rss": usage.ru_maxrss * 1024}), flush=True)
-"""
-
-
 def run_measured(args: list[str], log: Path) -> dict:
-    """Run ``python -c BODY args...`` under the launcher; wall time, the body's peak RSS (wait4's
-    ru_maxrss) and the JSON the body printed last on stdout."""
-    cmd = [sys.executable, "-c", LAUNCHER, sys.executable, "-c", *args]
-    t0 = time.perf_counter()
-    with open(log, "wb") as err:
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err)
-    wall = time.perf_counter() - t0
-    lines = proc.stdout.decode().strip().splitlines()
-    status = json.loads(lines[-1]) if lines and lines[-1].startswith('{"__code"') else {"__code": proc.returncode}
-    if proc.returncode != 0 or status["__code"] != 0:
-        sys.exit(f"subprocess failed ({status['__code']}); stderr in {log}:\n{log.read_text()[-3000:]}")
-    return {"wall": wall, "peak_rss": status["__peak_rss"], **json.loads(lines[-2])}
+    """Run ``python -c BODY args...`` under :mod:`measure`'s launcher (its own peak RSS, not this
+    large process's); wall time, peak RSS and the JSON the body printed last on stdout."""
+    r = measure.run_measured([sys.executable, "-c", *args], log)
+    return {"wall": r["seconds"], "peak_rss": r["peak_rss"], **json.loads(r["stdout"].splitlines()[-1])}
 
 
 # -- graph generation ------------------------------------------------------------------------------
@@ -482,7 +463,7 @@ def budget_mode(args, work: Path) -> dict:
           f", reorder {p.get('reorder')}"
           f"; predicted {p['predicted_seconds']} s, took {gp['wall_seconds']:.2f} s (hop_seconds {list(rep['hop_seconds'])})")
     print(f"baseline RSS (in precompute, after imports + JIT warm-up): {rep['baseline_rss_bytes'] / MiB:.0f} MiB")
-    print(f"baseline RSS of a process with torch, numpy, h5py, gnnprep.propagate imported: "
+    print(f"baseline RSS of a process with torch, numpy, h5py, gnnprep.precompute imported: "
           f"{base['rss_imports'] / MiB:.0f} MiB ({base['rss_after_warm_up'] / MiB:.0f} MiB after the numba warm-up; "
           f"{base_nt['rss'] / MiB:.0f} MiB without torch, after warm-up)")
     print(f"predicted peak above baseline: {pred / MiB:.1f} MiB ({'within' if pred <= budget else 'OVER'} the "

@@ -46,7 +46,8 @@ def main() -> None:
 
     from gnnprep.features import FeatureStore
     from gnnprep.ingest import IngestConfig, ingest
-    from gnnprep.propagate import PrecomputeConfig, precompute
+    from gnnprep.precompute import precompute
+    from gnnprep.precomputeconfig import PrecomputeConfig
     from gnnprep.sources import SourceOptions
     from gnnprep.store import GraphStore
 

@@ -25,7 +25,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gnnprep.ingest import IngestConfig, ensure_graph_store  # noqa: E402
-from gnnprep.propagate import PrecomputeConfig, precompute  # noqa: E402
+from gnnprep.precompute import precompute  # noqa: E402
+from gnnprep.precomputeconfig import PrecomputeConfig  # noqa: E402
 from gnnprep.train import TrainConfig, train  # noqa: E402
 
 MAX_HOPS = 10

@@ -11,6 +11,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 LAUNCHER = r"""
 import os, subprocess, sys
@@ -21,13 +22,17 @@ sys.exit(os.waitstatus_to_exitcode(status))
 """
 
 
-def run_measured(cmd: list[str]) -> dict:
-    """{"seconds", "peak_rss" (bytes), "stdout"}; exits with the command's stderr if it fails."""
+def run_measured(cmd: list[str], log: Path | None = None) -> dict:
+    """{"seconds", "peak_rss" (bytes), "stdout"}; the command's stderr goes to ``log`` when given.
+    Exits with the command's stderr if it fails."""
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", LAUNCHER, *cmd], capture_output=True)
     wall = time.perf_counter() - t0
     err = proc.stderr.decode()
-    if proc.returncode != 0:
-        sys.exit(f"command failed ({proc.returncode}): {' '.join(cmd)}\n{err[-2000:]}")
-    peak = int(err.rsplit("__peak_rss=", 1)[1].split()[0])
-    return {"seconds": wall, "peak_rss": peak, "stdout": proc.stdout.decode().strip()}
+    body, _, tail = err.rpartition("__peak_rss=")
+    if log is not None:
+        log.write_text(body)
+    if proc.returncode != 0 or not tail:
+        where = f"; stderr in {log}" if log is not None else ""
+        sys.exit(f"command failed ({proc.returncode}){where}: {' '.join(map(str, cmd))}\n{err[-3000:]}")
+    return {"seconds": wall, "peak_rss": int(tail.split()[0]), "stdout": proc.stdout.decode().strip()}

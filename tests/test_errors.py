@@ -61,7 +61,6 @@ CASES = {
                       r"e\.npy: edge array of shape \(3, 4\); expected \[2, m\] or \[m, 2\]"),
     "missing_ogbn": (lambda t: ["ogbn-arxiv", "--root", t / "nodata"], r"ogbn-arxiv: not found; looked in .*nodata/ogbn_arxiv"),
     "missing_file": (lambda t: [t / "nope.txt"], r"nope\.txt: no such file or folder"),
-    "bad_budget": (lambda t: [edge_file(t, "0 1\n"), "--memory-budget", "lots"], r"--memory-budget: cannot read size 'lots'"),
 }
 
 

@@ -7,7 +7,8 @@ import pytest
 import scipy.sparse as sp
 
 from gnnprep.errors import GnnprepError
-from gnnprep.hag import covers, execute, exact_search, graph_cost, rounds_search
+from gnnprep.hag import covers, execute, graph_cost
+from gnnprep.hagsearch import exact_search, rounds_search
 from helpers import random_edges, reference_csr
 
 
@@ -133,7 +134,8 @@ def test_rounds_depth_bound():
 
 def test_precompute_through_a_hag_equals_plain(tmp_path):
     from gnnprep.features import FeatureStore
-    from gnnprep.propagate import PrecomputeConfig, precompute
+    from gnnprep.precompute import precompute
+    from gnnprep.precomputeconfig import PrecomputeConfig
     from helpers import run
 
     _clique_graph(tmp_path)  # cliques over 118 nodes; 2 isolated nodes
@@ -155,7 +157,8 @@ def test_precompute_through_a_hag_equals_plain(tmp_path):
 
 def test_hag_of_another_graph_is_refused(tmp_path):
     from gnnprep.ingest import ingest
-    from gnnprep.propagate import PrecomputeConfig, precompute
+    from gnnprep.precompute import precompute
+    from gnnprep.precomputeconfig import PrecomputeConfig
     from helpers import run
 
     r = run(["ingest", "sample", "-o", tmp_path / "s.h5"])
@@ -168,7 +171,7 @@ def test_hag_of_another_graph_is_refused(tmp_path):
 
 
 def test_sequential_shares_prefixes_by_hand():
-    from gnnprep.hag import sequential_search
+    from gnnprep.hagsearch import sequential_search
 
     lists = [[0, 1, 2, 5], [0, 1, 2, 6], [0, 1, 3], [1, 4]]
     indptr, indices = csr_from_lists(lists)
@@ -183,7 +186,7 @@ def test_sequential_shares_prefixes_by_hand():
 
 @pytest.mark.parametrize("seed", range(3))
 def test_sequential_random_sequences_cover_in_order(seed):
-    from gnnprep.hag import sequential_search
+    from gnnprep.hagsearch import sequential_search
 
     rng = np.random.default_rng(seed)
     n = 70
@@ -200,7 +203,7 @@ def test_sequential_random_sequences_cover_in_order(seed):
 
 
 def test_partitioned_candidate_counting_equals_one_pass():
-    from gnnprep.hag import _count_candidates
+    from gnnprep.hagsearch import _count_candidates
 
     rng = np.random.default_rng(5)
     src = rng.integers(0, 50, 3000).astype(np.int64)
@@ -215,7 +218,9 @@ def test_partitioned_candidate_counting_equals_one_pass():
 
 def test_hag_auto_skips_a_search_that_cannot_pay_and_uses_a_cached_hag_that_does(tmp_path):
     from gnnprep.features import FeatureStore
-    from gnnprep.propagate import PrecomputeConfig, hag_cache_path, precompute
+    from gnnprep.hag import cache_path as hag_cache_path
+    from gnnprep.precompute import precompute
+    from gnnprep.precomputeconfig import PrecomputeConfig
     from helpers import run
 
     g = _clique_graph(tmp_path)
@@ -225,7 +230,7 @@ def test_hag_auto_skips_a_search_that_cannot_pay_and_uses_a_cached_hag_that_does
     assert not hag_cache_path(g).exists()  # nothing searched, nothing written beside the store
     assert run(["hag", g, "-o", hag_cache_path(g), "--capacity", "all"]).exit_code == 0
     # a free kernel second per entry makes any saving worth it; the result must not change
-    import gnnprep.propagate as prop
+    import gnnprep.precompute as prop
     from gnnprep.plan import Profile
 
     slow = Profile(spmm_ns_per_nnz={8: 1e6, 128: 1.6e7})

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from gnnprep.errors import GnnprepError
-from gnnprep.hdg import (AnchorsSelect, HopShellsSelect, RandomWalkSelect, aggregate, parse_select, read_hdg,
-                         select, select_hop_shells)
+from gnnprep.hdg import aggregate, read_hdg
+from gnnprep.hdgselect import (AnchorsSelect, HopShellsSelect, RandomWalkSelect, parse_select, select,
+                               select_hop_shells)
 from helpers import random_edges, run, store_csr
 
 MASK = (1 << 64) - 1
@@ -330,9 +331,10 @@ def test_cli_writes_an_hdg_that_reads_back(tmp_path, spec):
 
 def test_cli_errors_are_one_line(tmp_path):
     g = _graph(tmp_path, "g", directed=True)
-    for spec, msg in [("hop-shells:x", "K='x'"), ("metapath:APA=a-b-a", "needs a heterogeneous graph store"),
-                      ("anchors:sets=2,size=1000", "size=1000 exceeds")]:
+    for spec, msg, code in [("hop-shells:x", "K='x'", 2),  # a bad option value: usage error
+                            ("metapath:APA=a-b-a", "needs a heterogeneous graph store", 1),
+                            ("anchors:sets=2,size=1000", "size=1000 exceeds", 1)]:
         r = run(["hdg", g, "--select", spec, "-o", tmp_path / "h.h5"])
-        assert r.exit_code == 1 and r.stderr.startswith("Error: ") and msg in r.stderr
+        assert r.exit_code == code and r.stderr.startswith("Error: ") and msg in r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "h.h5").exists()

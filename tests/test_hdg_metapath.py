@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from gnnprep.errors import GnnprepError
-from gnnprep.hdg import MetapathSelect, aggregate, parse_select, select
+from gnnprep.hdg import aggregate
+from gnnprep.hdgselect import MetapathSelect, parse_select, select
 from gnnprep.ingest import IngestConfig, ingest
 from gnnprep.store import GraphStore
 from helpers import run

@@ -7,8 +7,10 @@ import pytest
 
 from gnnprep.errors import GnnprepError
 from gnnprep.features import FeatureStore
-from gnnprep.hdg import HopShellsSelect, RandomWalkSelect, aggregate, read_hdg, select, write_hdg
-from gnnprep.propagate import PrecomputeConfig, precompute
+from gnnprep.hdg import aggregate, read_hdg, write_hdg
+from gnnprep.hdgselect import HopShellsSelect, RandomWalkSelect, select, select_spec
+from gnnprep.precompute import precompute
+from gnnprep.precomputeconfig import PrecomputeConfig
 from gnnprep.store import GraphStore
 from helpers import run
 from test_propagate import assert_close, make_store, reference_hops
@@ -17,7 +19,7 @@ from test_propagate import assert_close, make_store, reference_hops
 def _hdg(tmp_path, store_path, sel, name="h.h5"):
     with GraphStore(store_path) as g:
         h = select(g.indptr(), g.indices(), sel, seed=3)
-        write_hdg(h, tmp_path / name, {"command": "test"}, sel, 3, g.fingerprint, 0, 0)
+        write_hdg(h, tmp_path / name, {"command": "test"}, sel.name, select_spec(sel), 3, g.fingerprint, 0, 0)
     return tmp_path / name
 
 

@@ -8,7 +8,8 @@ import scipy.sparse as sp
 from gnnprep.features import FeatureStore
 from gnnprep.ingest import IngestConfig, ingest
 from gnnprep.operators import OPERATORS, make_operator
-from gnnprep.propagate import PrecomputeConfig, precompute
+from gnnprep.precompute import precompute
+from gnnprep.precomputeconfig import PrecomputeConfig
 from gnnprep.sources import SourceOptions
 from helpers import random_edges
 

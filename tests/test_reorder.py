@@ -9,7 +9,9 @@ import scipy.sparse as sp
 
 from gnnprep.directio import ALIGN, RawWriter, contiguous_offset
 from gnnprep.features import FeatureStore
-from gnnprep.propagate import PrecomputeConfig, _Graph, precompute
+from gnnprep.backends import HopGraph
+from gnnprep.precompute import precompute
+from gnnprep.precomputeconfig import PrecomputeConfig
 from gnnprep.reorder import community_order, near_share, permute_csr
 from gnnprep.plan import Plan
 from gnnprep.store import GraphStore
@@ -87,9 +89,9 @@ def test_auto_order_is_dropped_when_it_does_not_bring_neighbours_closer(tmp_path
         a.sort_indices()
         indptr, indices = a.indptr.astype(np.int64), a.indices.astype(np.int32)
     path = _store_from_csr(tmp_path, indptr, indices, rng)
-    monkeypatch.setattr(_Graph, "REORDER_WINDOW", 15)
+    monkeypatch.setattr(HopGraph, "REORDER_WINDOW", 15)
     with GraphStore(path) as store:
-        g = _Graph(store, Plan(a=1, b=1, c=1, width=5, s_resident=True, device="cpu", budget=1 << 30,
+        g = HopGraph(store, Plan(a=1, b=1, c=1, width=5, s_resident=True, device="cpu", budget=1 << 30,
                                predicted_peak=0, predicted_seconds=0.0, reorder=True), "community",
                    force=False, spare=(store.num_nodes, 5))
         g.ready()

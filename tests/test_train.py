@@ -407,7 +407,8 @@ def test_ogb_evaluator_for_ogbn_artifacts(tmp_path, rng):
 
 def test_train_on_precomputed_graph(tmp_path, rng):
     from gnnprep.ingest import IngestConfig, ingest
-    from gnnprep.propagate import PrecomputeConfig, precompute
+    from gnnprep.precompute import precompute
+    from gnnprep.precomputeconfig import PrecomputeConfig
     from gnnprep.sources import SourceOptions
 
     n = 60
