@@ -8,6 +8,7 @@ the user can fix, 2 for usage errors.
 from __future__ import annotations
 
 import signal
+import sys
 
 import click
 
@@ -47,8 +48,26 @@ def _on_sigterm(signum, frame):
 
 
 def main() -> None:
+    """The ``gnnprep`` entry point. SIGTERM raises Interrupted (exit 130, temporary files removed,
+    resumable outputs kept) while a command runs; once it has finished, SIGTERM and SIGINT are
+    blocked, so a late signal cannot kill the exiting interpreter (which restores the default
+    handlers while it shuts down): a pending one still exits 130, after the output is complete."""
     signal.signal(signal.SIGTERM, _on_sigterm)
-    cli.main(prog_name="gnnprep")
+    code, late = 0, False
+    try:
+        cli.main(prog_name="gnnprep")
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except (KeyboardInterrupt, Interrupted):  # after the command, in click's own exit path
+        code, late = 130, True
+    finally:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    if code == 0 and {signal.SIGTERM, signal.SIGINT} & signal.sigpending():
+        code, late = 130, True
+    sys.stdout.flush()
+    if late:
+        click.echo("Error: interrupted as the command finished (its output, if any, is complete)", err=True)
+    sys.exit(code)
 
 
 from .calibrate import calibrate  # noqa: E402

@@ -8,6 +8,7 @@ writes to the same path.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 from contextlib import contextmanager
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Iterator
 
 from gnnprep.errors import GnnprepError
+from gnnprep.sizes import format_size
 
 
 def _pid_alive(pid: int) -> bool:
@@ -67,10 +69,52 @@ def check_output_path(path: Path) -> None:
         raise GnnprepError(f"{path}: output folder {folder} is not writable")
 
 
-@contextmanager
-def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path next to ``path``; move it onto ``path`` only if the block succeeds."""
+def refuse_input_as_output(output: str | os.PathLike, inputs) -> None:
+    """GnnprepError when ``output`` is one of ``inputs`` (None entries skipped): the same path once
+    symlinks are resolved, or the same file (inode) under another name. Writing it would replace an
+    input the command is still reading (and, on success, lose it)."""
+    out = Path(output)
+    for given in inputs:
+        if given is None:
+            continue
+        inp = Path(given)
+        same = out.resolve() == inp.resolve()
+        if not same and out.exists() and inp.exists():
+            try:
+                same = os.path.samefile(out, inp)
+            except OSError:
+                same = False
+        if same:
+            raise GnnprepError(f"{output}: is also an input of this command ({given}); write the output elsewhere")
+
+
+def is_disk_full(e: BaseException) -> bool:
+    if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+        return True
+    # HDF5 reports its own write failures as OSError without errno, the system message inside
+    return isinstance(e, OSError) and "No space left on device" in str(e)
+
+
+def disk_full_error(path: Path, needed: int | None = None) -> GnnprepError:
+    free = shutil.disk_usage(path.parent if path.parent.is_dir() else Path.cwd()).free
+    need = f"needed ~{format_size(needed)}, " if needed else ""
+    return GnnprepError(f"{path}: no space left on device ({need}free {format_size(free)})")
+
+
+def check_free_space(path: str | os.PathLike, needed: int) -> None:
+    """Refuse up front when the output's folder has less free space than ``needed`` bytes."""
     path = Path(path).absolute()
+    if path.parent.is_dir() and shutil.disk_usage(path.parent).free < needed:
+        raise disk_full_error(path, needed)
+
+
+@contextmanager
+def atomic_output(path: str | os.PathLike, inputs=()) -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; move it onto ``path`` only if the block succeeds.
+    ``inputs``: paths the command reads, which the output must not be (:func:`refuse_input_as_output`).
+    A full disk becomes one ``Error: <path>: no space left on device`` (the temporary file removed)."""
+    path = Path(path).absolute()
+    refuse_input_as_output(path, inputs)
     check_output_path(path)
     prefix = f"{path.name}.tmp-"
     sweep_stale(path.parent, prefix)
@@ -83,8 +127,10 @@ def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
         _fsync_path(tmp)
         os.replace(tmp, path)
         _fsync_path(path.parent, directory=True)
-    except BaseException:
+    except BaseException as e:
         _remove(tmp)
+        if is_disk_full(e):
+            raise disk_full_error(path) from None
         raise
 
 
@@ -120,12 +166,13 @@ class ResumableOutput:
     onto the final path. A lock stops two processes from writing the same output.
     """
 
-    def __init__(self, path: str | os.PathLike, key: str):
+    def __init__(self, path: str | os.PathLike, key: str, inputs=()):
         import fcntl
         import json
 
         self._json = json
         self.path = Path(path).absolute()
+        refuse_input_as_output(self.path, inputs)
         check_output_path(self.path)
         self.key = key
         self.partial = self.path.with_name(self.path.name + ".partial")

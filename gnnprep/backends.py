@@ -21,10 +21,11 @@ import time
 import numpy as np
 
 from gnnprep import kernels  # numba: compiled on first use, loaded from its cache afterwards
+from gnnprep.errors import GnnprepError
 from gnnprep.hopwriter import Gather
 from gnnprep.operators import Operator
 from gnnprep.plan import Plan
-from gnnprep.store import GraphStore
+from gnnprep.store import GraphStore, check_ids
 
 
 def balanced_rows(indptr: np.ndarray, b: int) -> np.ndarray:
@@ -68,6 +69,7 @@ class HopGraph:
         self._force = force
         if self.resident:
             self._indices = store.f["adj/indices"][:]
+            check_ids(self._indices, self.n, f"{store.path}: /adj/indices")  # before any kernel reads them
             self._weights = store.f["adj/weights"][:] if self.weighted else None
             if plan.reorder:
                 self._found: object = None
@@ -148,6 +150,7 @@ class HopGraph:
             w = self._weights[p0:p1] if self._weights is not None else None
         else:
             idx = self.store.f["adj/indices"][p0:p1]
+            check_ids(idx, self.n, f"{self.store.path}: /adj/indices", offset=p0)
             w = self.store.f["adj/weights"][p0:p1] if self.weighted else None
         return self.indptr[r0:r1 + 1], idx, w
 
@@ -161,6 +164,10 @@ class HopGraph:
                 r0, r1 = int(rows[0]), int(rows[-1]) + 1
                 p0, p1 = int(self._stored_indptr[r0]), int(self._stored_indptr[r1])
                 w = self.store.f["adj/weights"][p0:p1].astype(np.float64)
+                if not np.isfinite(w).all() or (w < 0).any():
+                    bad = p0 + int(np.flatnonzero(~np.isfinite(w) | (w < 0))[0])
+                    raise GnnprepError(f"{self.store.path}: /adj/weights[{bad}] = {w[bad - p0]}; expected a finite, "
+                                       "non-negative edge weight")
                 local = np.repeat(np.arange(r1 - r0), np.diff(self._stored_indptr[r0:r1 + 1]))
                 deg[r0:r1] = np.bincount(local, weights=w, minlength=r1 - r0)
         return deg

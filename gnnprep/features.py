@@ -20,11 +20,11 @@ import h5py
 import numpy as np
 
 from gnnprep.errors import GnnprepError
-from gnnprep.meta import Artifact, write_root_attrs
+from gnnprep.meta import FORMAT_VERSIONS, Artifact, write_root_attrs
 from gnnprep.store import GraphStore, feature_chunk_rows
 
 FORMAT = "gnnprep.features"
-FORMAT_VERSION = 1
+FORMAT_VERSION = FORMAT_VERSIONS[FORMAT]
 SPLITS = ("train", "valid", "test")
 
 

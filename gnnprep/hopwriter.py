@@ -17,6 +17,22 @@ import threading
 import numpy as np
 
 from gnnprep.directio import RawWriter, contiguous_offset
+from gnnprep.errors import GnnprepError
+from gnnprep.kernels import all_finite
+
+
+def check_finite(block: np.ndarray, ds, p0: int, c0: int) -> None:
+    """GnnprepError naming the hop, row and column when ``block`` (rows p0.. and columns c0.. of
+    ``ds``, already in the output dtype) holds inf or nan: a value overflowed the dtype (float16's
+    largest is 65504) or the float32 products."""
+    if all_finite(block):
+        return
+    finite = np.isfinite(block)
+    r, c = (int(v) for v in np.argwhere(~finite)[0])
+    name = ds.name.strip("/").split("/")  # hops/<k> or channels/<operator>/<k>
+    hop = f"hop {name[-1]}" + (f" of {name[-2]}" if len(name) == 3 else "")
+    raise GnnprepError(f"{hop}: row {p0 + r}, column {c0 + c} is {block[r, c]} in {block.dtype} (the value overflowed "
+                       f"{block.dtype}); scale the features down or use --dtype float32")
 
 
 class Gather:
@@ -73,7 +89,9 @@ class HopWriter:
         if isinstance(arr, Gather) and arr.src.dtype == self.dtype:
             arr.into(stage)
         else:
-            stage[:] = arr() if callable(arr) else arr
+            with np.errstate(over="ignore"):  # checked just below, with the rows named
+                stage[:] = arr() if callable(arr) else arr
+        check_finite(stage, ds, p0, c0)
         self.raw.write_staged(offset, nbytes, self._finish)
         return True
 
@@ -108,7 +126,10 @@ class HopWriter:
                         ds, p0, p1, c0, c1, arr = item
                         if callable(arr):  # a gather to run here, off the compute thread
                             arr = arr()
-                        ds[p0:p1, c0:c1] = arr.astype(self.dtype, copy=False)
+                        with np.errstate(over="ignore"):
+                            arr = arr.astype(self.dtype, copy=False)
+                        check_finite(arr, ds, p0, c0)
+                        ds[p0:p1, c0:c1] = arr
             except BaseException as e:  # surfaced in the main thread by wait()
                 self.error = e
             finally:

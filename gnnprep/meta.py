@@ -9,11 +9,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import h5py
+import numpy as np
 
 from gnnprep import __version__
 from gnnprep.errors import GnnprepError
 
-FORMATS = ("gnnprep.graph", "gnnprep.hag", "gnnprep.hdg", "gnnprep.features")
+# every artifact format and the newest format_version this gnnprep reads (and writes)
+FORMAT_VERSIONS = {"gnnprep.graph": 1, "gnnprep.hag": 1, "gnnprep.hdg": 1, "gnnprep.features": 1}
+FORMATS = tuple(FORMAT_VERSIONS)
 
 
 def write_root_attrs(f: h5py.File, fmt: str, format_version: int, provenance: dict, **attrs) -> None:
@@ -56,6 +59,14 @@ def open_artifact(path: str | os.PathLike, expect: str | None = None) -> h5py.Fi
     if expect is not None and fmt != expect:
         f.close()
         raise GnnprepError(f"{path}: is a {fmt} artifact; expected {expect}")
+    version = f.attrs.get("format_version")
+    if not isinstance(version, (int, np.integer)) or isinstance(version, bool) or version < 1:
+        f.close()
+        raise GnnprepError(f"{path}: root attribute 'format_version' is {version!r}; expected a positive integer")
+    if version > FORMAT_VERSIONS[fmt]:
+        f.close()
+        raise GnnprepError(f"{path}: {fmt} format_version {int(version)} is newer than this gnnprep reads "
+                           f"({FORMAT_VERSIONS[fmt]}); upgrade gnnprep")
     return f
 
 

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from gnnprep.errors import GnnprepError
+from gnnprep.sizes import format_size
 
 SLACK = 1.05
 FIXED = 40 << 20  # HDF5 buffers and chunk cache, the writer thread's arena, pages first touched late
@@ -226,8 +227,8 @@ def choose_plan(p: Problem, budget: int, prof: Profile, baseline_rss: int = 0,
             best = plan
     if best is None:
         need = memory(p, max_b, d)
-        raise GnnprepError(f"--memory-budget {budget / 2**20:.0f} MiB is too small for this graph: even one column "
-                           f"and row-sized edge blocks need about {need / 2**20:.0f} MiB")
+        raise GnnprepError(f"--memory-budget {format_size(budget)} is too small for this graph: even one column "
+                           f"and row-sized edge blocks need about {format_size(need)}")
     return best
 
 
@@ -341,6 +342,6 @@ def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num
         plan = make(c, "auto")
         if plan.predicted_peak <= budget:
             return plan
-    raise GnnprepError(f"--memory-budget {budget / 2**20:.0f} MiB is too small to aggregate through this HAG "
+    raise GnnprepError(f"--memory-budget {format_size(budget)} is too small to aggregate through this HAG "
                        f"({num_agg:,} aggregation nodes): even one column needs about "
-                       f"{make(d, 'auto').predicted_peak / 2**20:.0f} MiB; run without --hag")
+                       f"{format_size(make(d, 'auto').predicted_peak)}; run without --hag")

@@ -33,7 +33,8 @@ import numpy as np
 
 from gnnprep import device as devices
 from gnnprep import features as fa
-from gnnprep.atomic import ResumableOutput
+from gnnprep.atomic import (ResumableOutput, check_free_space, disk_full_error, is_disk_full,
+                            refuse_input_as_output)
 from gnnprep.backends import HopGraph, make_backend
 from gnnprep.directio import ALIGN
 from gnnprep.errors import GnnprepError
@@ -203,7 +204,13 @@ def _run_key(store: GraphStore, job: _Job) -> str:
     def identity(path):
         return None if path is None else [str(Path(path).absolute()), file_fingerprint(path)]
 
-    parts = [store.fingerprint, c.hops, list(c.operators), c.rows, c.dtype, identity(job.hag_path),
+    # what was ingested: content fingerprints where ingest recorded them, else the file's identity
+    # (a re-ingested store then never resumes an output computed from the old one)
+    contents = [str(store.attrs.get(k, "")) for k in ("features_fingerprint", "labels_fingerprint",
+                                                       "splits_fingerprint")]
+    if not all(contents):
+        contents = identity(store.path)
+    parts = [store.fingerprint, contents, c.hops, list(c.operators), c.rows, c.dtype, identity(job.hag_path),
              [identity(c.hdg), c.hdg_reduce] if c.hdg else None]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
@@ -222,6 +229,16 @@ def _resume_plan(job: _Job, out: ResumableOutput, warn: Warn) -> None:
     out.state["plan"] = json.dumps({k: job.plan.to_dict()[k] for k in ("a", "b", "c", "width")})
 
 
+def _artifact_bytes(store: GraphStore, job: _Job) -> int:
+    """About what the artifact takes on disk: every hop of every operator (hop 0 shared) for the
+    stored rows, every HDG channel's hops for all rows, and the rows, labels and splits."""
+    n, d = store.features.shape
+    c, item = job.config, np.dtype(job.config.dtype).itemsize
+    hops = (1 + c.hops * len(c.operators)) * job.problem.out_rows * d * item
+    channels = len(job.hdg_channels) * (c.hops + 1) * n * d * item
+    return int(hops + channels + 24 * job.problem.out_rows + (1 << 20))
+
+
 def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeConfig = PrecomputeConfig(),
                progress: Progress = no_progress, command: str = "", warn: Warn = _no_warning) -> PrecomputeReport:
     """Write the features artifact ``output`` (:mod:`gnnprep.features`) for the graph store
@@ -230,6 +247,12 @@ def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeCon
     _check_config(config)
     device = devices.resolve(config.device)
     backend = _backend(config, device)
+    inputs = [graph_path, config.hdg] + ([config.hag] if config.hag not in (None, "auto") else [])
+    if config.hag == "auto":
+        from gnnprep.hag import cache_path
+
+        inputs.append(cache_path(graph_path))  # it may be written (cached) by this run, then read
+    refuse_input_as_output(output, inputs)
     with GraphStore(graph_path) as store:
         job = _prepare(store, config, device, backend)
         if config.dry_run:
@@ -240,7 +263,13 @@ def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeCon
             make_operator(name, np.zeros(1), store.symmetric)
         meter = PeakMeter().start()
         job.baseline = meter.baseline
-        out = ResumableOutput(output, _run_key(store, job))
+        out = ResumableOutput(output, _run_key(store, job), inputs)
+        if not out.resumed:
+            try:
+                check_free_space(output, _artifact_bytes(store, job))
+            except GnnprepError:
+                out.close(keep=False)
+                raise
         warnings: list[str] = []
 
         def say(message: str) -> None:
@@ -251,8 +280,16 @@ def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeCon
             _resume_plan(job, out, say)
             report = _Run(store, out, job, progress, command, t_start).execute()
         except GnnprepError:
-            out.close(keep=bool(out.done))  # nothing worth resuming: leave no trace
+            # the input must change before a rerun can succeed, and a changed input changes the run
+            # key: nothing worth resuming, leave no trace
+            out.close(keep=False)
             raise
+        except OSError as e:
+            if not is_disk_full(e):
+                out.close(keep=True)
+                raise
+            out.close(keep=False)  # a partial file would keep the disk full
+            raise disk_full_error(out.path, _artifact_bytes(store, job)) from None
         except BaseException:
             out.close(keep=True)  # crash or interrupt: keep the partial output for a rerun to resume
             raise

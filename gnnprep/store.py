@@ -14,16 +14,42 @@ import h5py
 import numpy as np
 
 from gnnprep.errors import GnnprepError
-from gnnprep.meta import Artifact
+from gnnprep.meta import FORMAT_VERSIONS, Artifact
 
 FORMAT = "gnnprep.graph"
-FORMAT_VERSION = 1
+FORMAT_VERSION = FORMAT_VERSIONS[FORMAT]
 FEATURE_CHUNK_BYTES = 1 << 20
 
 
 def feature_chunk_rows(num_features: int, itemsize: int) -> int:
     """Rows per HDF5 chunk so that one chunk is about 1 MiB."""
     return max(1, FEATURE_CHUNK_BYTES // max(1, num_features * itemsize))
+
+
+def check_ids(ids: np.ndarray, n: int, what: str, offset: int = 0) -> None:
+    """GnnprepError unless every id is in [0, n); ``offset`` is the position of ``ids[0]`` in the
+    dataset, for the message. Run on every index array read from an artifact before a compiled
+    kernel uses it."""
+    if len(ids) == 0:
+        return
+    lo, hi = int(ids.min()), int(ids.max())
+    if lo < 0 or hi >= n:
+        bad = int(np.flatnonzero((ids < 0) | (ids >= n))[0])
+        raise GnnprepError(f"{what}[{offset + bad}] = {int(ids[bad])}: expected a node id in [0, {n}) "
+                           "(the file is corrupt)")
+
+
+def check_indptr(indptr: np.ndarray, n: int, m: int, what: str) -> None:
+    """GnnprepError unless ``indptr`` is a CSR row pointer for n rows and m entries."""
+    if indptr.ndim != 1 or len(indptr) != n + 1:
+        raise GnnprepError(f"{what} has shape {indptr.shape}; expected [{n + 1}] (the file is corrupt)")
+    if indptr[0] != 0 or indptr[-1] != m:
+        raise GnnprepError(f"{what} runs from {int(indptr[0])} to {int(indptr[-1])}; expected 0 to {m} "
+                           "(the file is corrupt)")
+    drops = np.flatnonzero(np.diff(indptr) < 0)
+    if len(drops):
+        raise GnnprepError(f"{what} decreases at row {int(drops[0])}; expected non-decreasing offsets "
+                           "(the file is corrupt)")
 
 
 class GraphStore(Artifact):
@@ -33,15 +59,20 @@ class GraphStore(Artifact):
 
     def __init__(self, path: str | Path):
         super().__init__(path)
-        version = int(self.f.attrs.get("format_version", 0))
-        if version > FORMAT_VERSION:
-            self.f.close()
-            raise GnnprepError(f"{self.path}: graph store format_version {version} is newer than this gnnprep "
-                               f"reads ({FORMAT_VERSION}); upgrade gnnprep")
         for name in ("adj/indptr", "adj/indices"):
             if name not in self.f:
                 self.f.close()
                 raise GnnprepError(f"{self.path}: missing dataset /{name}; the graph store is incomplete")
+        for name in ("num_nodes", "num_edges"):
+            value = self.f.attrs.get(name)
+            if not isinstance(value, (int, np.integer)) or value < 0:
+                self.f.close()
+                raise GnnprepError(f"{self.path}: root attribute {name!r} is {value!r}; expected a count")
+        if len(self.f["adj/indices"]) != self.num_edges or len(self.f["adj/indptr"]) != self.num_nodes + 1:
+            shapes = (self.f["adj/indptr"].shape, self.f["adj/indices"].shape)
+            self.f.close()
+            raise GnnprepError(f"{self.path}: /adj/indptr and /adj/indices have shapes {shapes[0]} and {shapes[1]}; "
+                               f"expected [num_nodes + 1] and [num_edges] (the file is corrupt)")
 
     @property
     def attrs(self) -> h5py.AttributeManager:
@@ -64,10 +95,17 @@ class GraphStore(Artifact):
         return str(self.f.attrs.get("fingerprint", ""))
 
     def indptr(self) -> np.ndarray:
-        return self.f["adj/indptr"][:].astype(np.int64, copy=False)
+        """``/adj/indptr``, checked: n+1 entries, from 0, non-decreasing, ending at m (a corrupt array
+        would otherwise send the kernels out of bounds)."""
+        ip = self.f["adj/indptr"][:].astype(np.int64, copy=False)
+        check_indptr(ip, self.num_nodes, self.num_edges, f"{self.path}: /adj/indptr")
+        return ip
 
     def indices(self, start: int = 0, stop: int | None = None) -> np.ndarray:
-        return self.f["adj/indices"][start:stop].astype(np.int64, copy=False)
+        """``/adj/indices[start:stop]`` as int64, checked to lie in [0, n)."""
+        idx = self.f["adj/indices"][start:stop].astype(np.int64, copy=False)
+        check_ids(idx, self.num_nodes, f"{self.path}: /adj/indices")
+        return idx
 
     def csr(self):
         """The whole adjacency as scipy CSR (for graphs that fit in memory; tests and small runs)."""
@@ -79,7 +117,14 @@ class GraphStore(Artifact):
 
     @property
     def features(self) -> h5py.Dataset | None:
-        return self.f["nodes/features"] if "nodes/features" in self.f else None
+        """``/nodes/features`` [n, d] float (read lazily), or None."""
+        if "nodes/features" not in self.f:
+            return None
+        x = self.f["nodes/features"]
+        if x.ndim != 2 or x.shape[0] != self.num_nodes or x.dtype.kind != "f":
+            raise GnnprepError(f"{self.path}: /nodes/features is {x.dtype} of shape {x.shape}; expected floats of "
+                               f"shape [{self.num_nodes}, d] (the file is corrupt)")
+        return x
 
     def feature_columns(self, c0: int, c1: int) -> np.ndarray:
         """X[:, c0:c1] as float32, read in small row steps (no large temporaries) and checked finite."""
@@ -97,12 +142,27 @@ class GraphStore(Artifact):
         return xb
 
     def labels(self) -> np.ndarray | None:
-        return self.f["nodes/labels"][:] if "nodes/labels" in self.f else None
+        """``/nodes/labels`` [n] (−1 unknown), or None."""
+        if "nodes/labels" not in self.f:
+            return None
+        labels = self.f["nodes/labels"]
+        if labels.shape != (self.num_nodes,) or labels.dtype.kind not in "iu":
+            raise GnnprepError(f"{self.path}: /nodes/labels is {labels.dtype} of shape {labels.shape}; expected "
+                               f"integers of shape [{self.num_nodes}] (the file is corrupt)")
+        return labels[:]
 
     def splits(self) -> dict[str, np.ndarray]:
+        """The splits' node ids, checked to lie in [0, n)."""
         if "splits" not in self.f:
             return {}
-        return {k: self.f["splits"][k][:].astype(np.int64) for k in self.f["splits"]}
+        out = {}
+        for k in self.f["splits"]:
+            ids = self.f["splits"][k][:]
+            if ids.ndim != 1 or ids.dtype.kind not in "iu":
+                raise GnnprepError(f"{self.path}: /splits/{k} is {ids.dtype} of shape {ids.shape}; expected node ids")
+            out[k] = ids.astype(np.int64)
+            check_ids(out[k], self.num_nodes, f"{self.path}: /splits/{k}")
+        return out
 
     def node_types(self) -> list[str] | None:
         raw = self.f.attrs.get("node_types")
