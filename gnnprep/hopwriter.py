@@ -18,16 +18,15 @@ import numpy as np
 
 from gnnprep.directio import RawWriter, contiguous_offset
 from gnnprep.errors import GnnprepError
-from gnnprep.kernels import all_finite
 
 
 def check_finite(block: np.ndarray, ds, p0: int, c0: int) -> None:
     """GnnprepError naming the hop, row and column when ``block`` (rows p0.. and columns c0.. of
     ``ds``, already in the output dtype) holds inf or nan: a value overflowed the dtype (float16's
     largest is 65504) or the float32 products."""
-    if all_finite(block):
+    finite = np.isfinite(block)  # ~9 GB/s, in the writer thread
+    if finite.all():
         return
-    finite = np.isfinite(block)
     r, c = (int(v) for v in np.argwhere(~finite)[0])
     name = ds.name.strip("/").split("/")  # hops/<k> or channels/<operator>/<k>
     hop = f"hop {name[-1]}" + (f" of {name[-2]}" if len(name) == 3 else "")

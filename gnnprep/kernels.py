@@ -193,23 +193,6 @@ def take_rows(x: np.ndarray, order: np.ndarray, out: np.ndarray | None = None) -
     return out
 
 
-@njit(nogil=True, cache=True)
-def _all_finite(a):
-    flat = a.reshape(-1)
-    for i in range(flat.size):
-        v = flat[i]
-        if v - v != 0:  # inf - inf and nan - nan are nan
-            return False
-    return True
-
-
-def all_finite(a: np.ndarray) -> bool:
-    """True when no entry of ``a`` is inf or nan: one pass on one core, no temporary, GIL released."""
-    if a.dtype not in (np.float32, np.float64):  # numba has no float16
-        return bool(np.isfinite(a).all())
-    return _all_finite(np.ascontiguousarray(a))
-
-
 def warm_up() -> None:
     """Compile (or load from numba's cache) the CPU kernels before memory is measured."""
     ip = np.array([0, 1, 1], dtype=np.int64)
@@ -223,4 +206,3 @@ def warm_up() -> None:
         hag_prepare(x, one, np.array([[0, 1]], dtype=np.int64), np.array([0, 1], dtype=np.int64), h)
         hag_rows(ip, idx, 0, one, one, 1.0, x, h, out)
     take_rows(np.ones((2, 2), dtype=np.float32), np.array([1, 0], dtype=np.int64))
-    all_finite(np.ones((2, 2), dtype=np.float32))
