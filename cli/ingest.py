@@ -7,34 +7,45 @@ import sys
 import click
 
 
-from .common import Progress, budget_option, emit, json_option, quiet_option, warn
+from .common import Progress, emit, json_option, parsed_by, quiet_option, warn
+
+
+def _budget(text: str) -> int:
+    from gnnprep.ingest import parse_budget
+
+    return parse_budget(text)
 
 
 @click.command()
 @click.argument("source")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Graph store to write (.h5).")
 @click.option("--directed", is_flag=True, help="Keep edge direction (default: symmetrise).")
-@budget_option("Host memory ingest may hold (default: half the free RAM).")
+@click.option("--memory-budget", "memory_budget", default=None, metavar="SIZE", callback=parsed_by(_budget),
+              help="Host memory ingest may hold (default: half the free RAM; at least 4MiB). e.g. 512MiB, 8GiB, 2G.")
 @click.option("--root", default=None, help="Folder holding ogbn_<name>/ data sets (default: $GNNPREP_DATA or ./data).")
 @click.option("--download", is_flag=True, help="Download a missing ogbn-* data set with the ogb package.")
-@click.option("--split", default=None, help="Split folder name under split/ when there are several.")
+@click.option("--split", default=None, help="Split folder name under split/ when there are several (OGB folders).")
 @click.option("--index-base", type=click.Choice(["0", "1"]), default="0", help="Edge-list ids start at 0 or 1.")
 @click.option("--num-nodes", type=click.IntRange(min=1), default=None, help="Node count of an edge list.")
-@click.option("--features", type=click.Path(dir_okay=False), default=None, help="Node features (.npy [n, d]).")
-@click.option("--labels", type=click.Path(dir_okay=False), default=None, help="Node labels (.npy [n], NaN or -1 = unknown).")
-@click.option("--splits", type=click.Path(file_okay=False), default=None, help="Folder with train/valid/test id files.")
+@click.option("--features", type=click.Path(dir_okay=False), default=None, help="Node features of an edge list (.npy [n, d]).")
+@click.option("--labels", type=click.Path(dir_okay=False), default=None,
+              help="Node labels of an edge list (.npy [n], class ids below 1,000,000; NaN or -1 = unknown).")
+@click.option("--splits", type=click.Path(file_okay=False), default=None, help="Folder with train/valid/test id files (edge lists).")
 @click.option("--tmp-dir", type=click.Path(file_okay=False), default=None, help="Where spill files go (default: next to the output).")
 @json_option
 @quiet_option
 def ingest(source, output, directed, memory_budget, root, download, split, index_base, num_nodes, features,
            labels, splits, tmp_dir, as_json, quiet):
     """Turn SOURCE (sample, ogbn-<name>, an OGB folder, an edge list, a graph store) into a graph store."""
-    from gnnprep.ingest import IngestConfig, ingest as run_ingest
+    from gnnprep.ingest import IngestConfig, ingest as run_ingest, unused_options
     from gnnprep.sources import SourceOptions
 
     opts = SourceOptions(root=root, download=download, split=split, index_base=int(index_base),
                          num_nodes=num_nodes, features=features, labels=labels, splits=splits)
     config = IngestConfig(directed=directed, memory_budget=memory_budget, tmp_dir=tmp_dir, source=opts)
+    for option, why in unused_options(source, config):
+        # an option this kind of source would ignore is a usage error, not a silent no-op
+        raise click.BadParameter(why, param_hint=f"'{option}'")
     progress = Progress(quiet)
     try:
         report = run_ingest(source, output, config, progress, command=" ".join(["gnnprep"] + sys.argv[1:]))

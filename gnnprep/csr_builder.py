@@ -27,9 +27,16 @@ from gnnprep.progress import Progress, no_progress
 
 BYTES_PER_SORTED_ENTRY = 20      # key + mask + deduplicated copy, with slack
 BYTES_PER_INCOMING_EDGE = 96     # src, dst, keys (both directions), bucket ids, order, gathered keys
+INDPTR_CHUNK = 1 << 16           # rows per HDF5 chunk of indptr (512 KiB: fits HDF5's chunk cache)
 MAX_NODES = 3_037_000_499        # largest n with n * n < 2**63 (keys must fit int64)
 
 
+
+
+def write_array(f, a: np.ndarray) -> None:
+    """Append an array's bytes to a binary file. (``ndarray.tofile`` reports a full disk as a short
+    write without errno; a file write raises OSError(ENOSPC), which becomes one clear error.)"""
+    f.write(np.ascontiguousarray(a).data)
 
 
 def incoming_chunk_edges(memory_budget: int) -> int:
@@ -50,6 +57,8 @@ class CSRBuilder:
         self.symmetrize = symmetrize
         self.bucket_entries = max(1 << 10, int(self.budget * 0.45) // BYTES_PER_SORTED_ENTRY)
         self.chunk_edges = incoming_chunk_edges(self.budget)
+        # rows per indptr slab (degrees, pointers, bincount: 24 B a row), whole indptr chunks
+        self.row_slab = max(1, int(self.budget * 0.1) // 24 // INDPTR_CHUNK) * INDPTR_CHUNK
         entries = (expected_edges or 0) * (2 if symmetrize else 1)
         nb = max(1, math.ceil(entries / self.bucket_entries)) if entries else 16
         nb = min(nb, max(1, self.n), 4096)
@@ -103,7 +112,7 @@ class CSRBuilder:
                     g.close()
                 self._files.clear()
             f = self._files[b] = open(self._path(b), "ab")
-        keys.tofile(f)
+        write_array(f, keys)
         self.counts[b] += len(keys)
 
     def write(self, group: h5py.Group, progress: Progress = no_progress) -> dict:
@@ -114,14 +123,16 @@ class CSRBuilder:
         n = self.n
         index_dtype = np.int32 if n < 2**31 else np.int64
         indptr = group.create_dataset("indptr", shape=(n + 1,), dtype=np.int64,
-                                      chunks=(min(n + 1, 1 << 20),))
+                                      chunks=(min(n + 1, INDPTR_CHUNK),))
         upper = int(self.counts.sum())  # entries before deduplication: an upper bound
         indices = group.create_dataset("indices", shape=(0,), maxshape=(None,), dtype=index_dtype,
                                        chunks=(max(1, min(1 << 18, upper)),))
         indptr[0] = 0
         self._offset = 0
-        self._hash = hashlib.blake2b(digest_size=16)
-        self._hash.update(np.int64(n).tobytes())
+        # two streams (column ids, row pointers), so the fingerprint depends only on the CSR and
+        # not on how the rows were cut into buckets (which depends on the memory budget)
+        self._hash_indices = hashlib.blake2b(digest_size=16)
+        self._hash_indptr = hashlib.blake2b(digest_size=16)
         total = upper
         self._done = 0
         self._progress = progress
@@ -129,14 +140,23 @@ class CSRBuilder:
             lo = b * self.rows_per_bucket
             hi = min(n, lo + self.rows_per_bucket)
             self._process(lo, hi, self._path(b), int(self.counts[b]), indptr, indices, total, depth=0)
+        indptr.flush()  # write failures surface here rather than when h5py frees the datasets
+        indices.flush()
         return {
             "stored_entries": int(self._offset),
             "edges_read": int(self.edges_in),
             "self_loops_dropped": int(self.self_loops),
             "duplicates_dropped": int(total - self._offset),
-            "fingerprint": self._hash.hexdigest(),
+            "fingerprint": self._fingerprint(),
             "index_dtype": np.dtype(index_dtype).name,
         }
+
+    def _fingerprint(self) -> str:
+        h = hashlib.blake2b(digest_size=16)
+        h.update(np.int64(self.n).tobytes())
+        h.update(self._hash_indices.digest())
+        h.update(self._hash_indptr.digest())
+        return h.hexdigest()
 
     def _process(self, lo, hi, path: Path, count: int, indptr, indices, total, depth: int) -> None:
         if hi <= lo:
@@ -157,23 +177,37 @@ class CSRBuilder:
             keys = np.empty(0, dtype=np.int64)
         if path.exists():
             path.unlink()
-        rows = hi - lo
-        deg = np.zeros(rows, dtype=np.int64)
-        step = 1 << 23
-        for s in range(0, len(keys), step):
-            deg += np.bincount(keys[s:s + step] // self.n - lo, minlength=rows)
-        ptr = self._offset + np.cumsum(deg)
-        indptr[lo + 1:hi + 1] = ptr
-        if len(keys):
-            indices.resize((self._offset + len(keys),))
-            for s in range(0, len(keys), step):
-                cols = (keys[s:s + step] % self.n).astype(indices.dtype)
-                indices[self._offset + s:self._offset + s + len(cols)] = cols
-                self._hash.update(cols.tobytes())
-        self._hash.update(ptr.tobytes())
+        self._write_cols(keys, indices)
+        self._write_indptr(lo, hi, keys, indptr)
         self._offset += len(keys)
         self._done += count
         self._progress("sort", self._done, total)
+
+    def _write_cols(self, keys: np.ndarray, indices) -> None:
+        if not len(keys):
+            return
+        indices.resize((self._offset + len(keys),))
+        step = 1 << 23
+        for s in range(0, len(keys), step):
+            cols = (keys[s:s + step] % self.n).astype(indices.dtype)
+            indices[self._offset + s:self._offset + s + len(cols)] = cols
+            self._hash_indices.update(cols.tobytes())
+
+    def _write_indptr(self, lo: int, hi: int, keys: np.ndarray, indptr) -> None:
+        """indptr[lo+1 .. hi] from the sorted keys of rows [lo, hi), in slabs of ``row_slab`` rows:
+        memory stays bounded by the budget even when a bucket spans billions of (mostly empty) rows."""
+        step = 1 << 23
+        a = 0
+        for r0 in range(lo, hi, self.row_slab):
+            r1 = min(hi, r0 + self.row_slab)
+            b = int(np.searchsorted(keys, r1 * self.n, side="left"))  # keys of rows [r0, r1) are keys[a:b]
+            deg = np.zeros(r1 - r0, dtype=np.int64)
+            for s in range(a, b, step):
+                deg += np.bincount(keys[s:min(b, s + step)] // self.n - r0, minlength=r1 - r0)
+            ptr = self._offset + a + np.cumsum(deg)
+            indptr[r0 + 1:r1 + 1] = ptr
+            self._hash_indptr.update(ptr.tobytes())
+            a = b
 
     def _split(self, lo, hi, path: Path, count: int, indptr, indices, total, depth: int) -> None:
         parts = min(hi - lo, max(2, math.ceil(2 * count / self.bucket_entries)))
@@ -188,12 +222,12 @@ class CSRBuilder:
                     if not len(keys):
                         break
                     part = (keys // self.n - lo) // width
-                    order = np.argsort(part.astype(np.uint16), kind="stable")
+                    order = np.argsort(part.astype(np.uint16 if parts <= 65535 else np.int64), kind="stable")
                     sizes = np.bincount(part, minlength=parts)
                     keys = keys[order]
                     start = 0
                     for p in np.flatnonzero(sizes):
-                        keys[start:start + sizes[p]].tofile(handles[p])
+                        write_array(handles[p], keys[start:start + sizes[p]])
                         sub_counts[p] += sizes[p]
                         start += sizes[p]
         finally:

@@ -4,16 +4,25 @@ Steps: (1) when the node count is not declared, spill the edges once to a binary
 finding the largest id; (2) bucket the edges by destination range into spill files
 (:mod:`gnnprep.csr_builder`), symmetrising unless ``directed``; (3) sort and deduplicate one bucket
 at a time and write its rows; (4) copy features and labels in row chunks; (5) write splits and
-metadata. The output appears at its path only when complete (:func:`gnnprep.atomic.atomic_output`).
+metadata. The output appears at its path only when complete (:func:`gnnprep.atomic.atomic_output`),
+and never replaces a file the source reads.
+
+While features, labels and splits stream through, a sha256 of their stored bytes is taken and written
+as the root attributes ``features_fingerprint``, ``labels_fingerprint``, ``splits_fingerprint``
+(:mod:`gnnprep.sources.graphstore`), so later stages can tell when node data changed. A graph store
+given as the source is validated block-wise and copied as is (fingerprints added when it lacks them).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import json
+import os
 import shutil
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,17 +30,20 @@ import h5py
 import numpy as np
 
 from gnnprep import store
-from gnnprep.atomic import atomic_output, work_folder
-from gnnprep.csr_builder import CSRBuilder, incoming_chunk_edges
+from gnnprep.atomic import atomic_output, check_free_space, refuse_input_as_output, work_folder
+from gnnprep.csr_builder import CSRBuilder, incoming_chunk_edges, write_array
 from gnnprep.device import default_budget
 from gnnprep.errors import GnnprepError
 from gnnprep.meta import Timer, file_fingerprint, write_root_attrs
 from gnnprep.progress import Progress, no_progress
-from gnnprep.sources import GraphSource, SourceOptions, open_source
-from gnnprep.sources.base import check_ids
+from gnnprep.sizes import format_size, parse_size
+from gnnprep.sources import GraphSource, SourceOptions, is_graph_store, open_source
+from gnnprep.sources.base import check_disjoint, check_ids
+from gnnprep.sources.graphstore import (NONE, ContentHash, add_missing_fingerprints, splits_fingerprint,
+                                        validate_store)
 
 MIN_BUDGET = 4 * 1024**2
-
+DISK_SLACK = 256 * 1024      # HDF5 metadata and chunk-index overhead beyond the raw arrays
 
 
 @dataclass(frozen=True)
@@ -61,7 +73,93 @@ class IngestReport:
         return dataclasses.asdict(self)
 
 
-def _spill_and_count(source: GraphSource, work: Path, chunk: int, progress: Progress) -> tuple[Path, int, int]:
+def check_budget(budget: int) -> int:
+    if budget < MIN_BUDGET:
+        raise GnnprepError(f"--memory-budget {format_size(budget)} is too small; ingest needs at least "
+                           f"{format_size(MIN_BUDGET)}")
+    return budget
+
+
+def parse_budget(text: str) -> int:
+    """``--memory-budget`` of ingest: a size of at least MIN_BUDGET."""
+    return check_budget(parse_size(text, "--memory-budget"))
+
+
+def unused_options(spec: str, config: IngestConfig) -> list[tuple[str, str]]:
+    """(option, why) for every option given that this kind of source would ignore; reads at most a
+    file's first bytes (to tell a graph store), never downloads."""
+    opts = config.source
+    if spec == "sample" or (spec.startswith("ogbn-") and not Path(spec).exists()):
+        kind = "folder"
+    elif Path(spec).exists():
+        p = Path(spec)
+        kind = "store" if is_graph_store(p) else "folder" if p.is_dir() else "edges"
+    else:
+        return []  # open_source says what is missing
+    what = {"store": "a graph store, which is copied as is", "folder": "an OGB folder, which brings its own",
+            "edges": "an edge list"}[kind]
+    given = [("--features", opts.features is not None), ("--labels", opts.labels is not None),
+             ("--splits", opts.splits is not None), ("--num-nodes", opts.num_nodes is not None),
+             ("--index-base", opts.index_base != 0)]
+    out = [(o, f"not used: SOURCE {spec} is {what}; it applies to edge lists")
+           for o, set_ in given if set_ and kind != "edges"]
+    if opts.split is not None and kind != "folder":
+        out.append(("--split", f"not used: SOURCE {spec} is {what}; it picks a split folder of an OGB folder"))
+    if config.directed and kind == "store":
+        out.append(("--directed", f"not used: SOURCE {spec} is {what}, with the direction it was made with"))
+    if opts.download and not spec.startswith("ogbn-"):
+        out.append(("--download", f"not used: SOURCE {spec} is not an ogbn-<name> data set"))
+    return out
+
+
+def _no_space(e: BaseException) -> bool:
+    return "No space left on device" in str(e) or "errno = 28" in str(e)
+
+
+def _discard(f: h5py.File, tmp: Path) -> None:
+    """Close a file being abandoned. HDF5 flushes its caches on close, which fails again on a full
+    disk (and a failure while h5py frees an object is printed as an unraisable error): empty the
+    file first, so the flush finds room; the caller removes the file."""
+    try:
+        os.truncate(tmp, 0)
+    except OSError:
+        pass
+    try:
+        f.close()
+    except (RuntimeError, OSError):
+        pass
+
+
+@contextmanager
+def _hdf5(tmp: Path, mode: str = "w"):
+    """``h5py.File(tmp, mode)`` whose failures (a write, a flush, the flush at close) close it cleanly
+    and surface a full disk as OSError(ENOSPC), which :func:`atomic_output` reports in one line.
+    Writers flush each chunked dataset before dropping it: h5py closes a dataset when the object is
+    freed, and an error there (its chunk cache failing to reach the disk) would only be printed."""
+    f = h5py.File(tmp, mode)
+    try:
+        yield f
+        f.close()
+    except BaseException as e:
+        _discard(f, tmp)
+        if isinstance(e, (RuntimeError, OSError)) and _no_space(e):
+            raise OSError(errno.ENOSPC, f"No space left on device (writing {tmp.name})") from None
+        raise
+
+
+def _check_inferred_nodes(largest: int, budget: int, where: Path) -> None:
+    """Sparse huge ids (e.g. one id of 2**31) would make a store whose row pointer alone does not fit
+    in memory: refuse before anything of that size is allocated or written."""
+    n = largest + 1
+    need = 8 * (n + 1)
+    if need > budget:
+        raise GnnprepError(f"{where}: the largest node id {largest} implies {n:,} nodes (largest id + 1), whose "
+                           f"row pointer alone needs {format_size(need)} of memory, more than the memory budget "
+                           f"{format_size(budget)}; renumber the ids to 0..n-1 (or raise --memory-budget)")
+
+
+def _spill_and_count(source: GraphSource, work: Path, chunk: int, budget: int,
+                     progress: Progress) -> tuple[Path, int, int]:
     """Write edges as int64 pairs to a spill file; return (path, edges, largest id)."""
     path = work / "edges.pairs"
     largest, count = -1, 0
@@ -69,7 +167,8 @@ def _spill_and_count(source: GraphSource, work: Path, chunk: int, progress: Prog
         for src, dst in source.edges(chunk):
             if len(src):
                 largest = max(largest, int(src.max()), int(dst.max()))
-            np.stack([src, dst], axis=1).astype(np.int64).tofile(f)
+                _check_inferred_nodes(largest, budget, source.path)
+            write_array(f, np.stack([src, dst], axis=1).astype(np.int64))
             count += len(src)
             progress("edges", count, source.expected_edges)
     return path, count, largest
@@ -86,115 +185,174 @@ def _replay(path: Path, chunk: int):
 
 
 def _write_rows(f: h5py.File, name: str, chunks, n: int, width: int | None, dtype, what: str,
-                origin: str, progress: Progress) -> int:
-    """Copy row chunks into a new dataset of n rows; return rows written (checked == n)."""
+                origin: str, progress: Progress, on_block=None) -> str:
+    """Copy row chunks into a new dataset of n rows (checked); return the content fingerprint of
+    what was stored. ``on_block(block)`` sees every block as stored."""
     shape = (n, width) if width is not None else (n,)
     rows_per_chunk = store.feature_chunk_rows(width or 1, np.dtype(dtype).itemsize)
     ds = f.create_dataset(name, shape=shape, dtype=dtype,
                           chunks=(min(max(n, 1), rows_per_chunk),) + shape[1:] if n else None)
+    digest = ContentHash(dtype, shape)
     row = 0
     for block in chunks:
         if width is not None and (block.ndim != 2 or block.shape[1] != width):
             raise GnnprepError(f"{origin}: {what} block of shape {block.shape}; expected {width} columns")
         if row + len(block) > n:
             raise GnnprepError(f"{origin}: more than {n} {what} rows; expected {n} (one per node)")
+        block = np.ascontiguousarray(block, dtype=dtype)
+        digest.update(block)
+        if on_block is not None:
+            on_block(block)
         ds[row:row + len(block)] = block
         row += len(block)
         progress(what, row, n)
     if row != n:
         raise GnnprepError(f"{origin}: {row} {what} rows; expected {n} (one per node)")
-    return row
+    ds.flush()  # a write failure surfaces here, not when the dataset object is freed
+    return digest.hexdigest()
+
+
+def _check_disk(output: Path, work: Path, source: GraphSource, n: int, symmetrize: bool, pairs: int = 0) -> None:
+    """Refuse up front when the output's (and the spill folder's) disk cannot hold what this ingest
+    writes. Peak: spilled pairs (``pairs`` bytes still to write) and keys plus the row pointer while
+    the CSR is built, then the store itself. Sizes not known yet (edges of a text file) count 0."""
+    entries = (source.expected_edges or 0) * (2 if symmetrize else 1)
+    nodes = (n * source.num_features * np.dtype(source.feature_dtype).itemsize
+             + (8 * n if source.labels_from else 0) + (2 * n if source.node_types else 0))
+    out = 8 * (n + 1) + (4 if n < 2**31 else 8) * entries + nodes + DISK_SLACK
+    keys = 8 * entries + DISK_SLACK
+    if output.absolute().parent.stat().st_dev == work.stat().st_dev:
+        check_free_space(output, pairs + max(out, keys + 8 * (n + 1)))
+    else:
+        check_free_space(output, out)
+        check_free_space(work / "keys", pairs + keys)
+
+
+def _copy_store(source: Path, output: Path, budget: int, t0: float) -> IngestReport:
+    """A graph store as the source: validated block-wise, copied as is, fingerprints added if absent."""
+    refuse_input_as_output(output, [source])
+    s = validate_store(source, budget)
+    check_free_space(output, source.stat().st_size + DISK_SLACK)
+    with atomic_output(output, inputs=[source]) as tmp:
+        shutil.copyfile(source, tmp)
+        with _hdf5(tmp, "r+") as f:
+            add_missing_fingerprints(f, max(1 << 20, budget // 8))
+    return IngestReport(str(output), str(source), s["num_nodes"], s["num_edges"], s["symmetric"],
+                        s["num_features"], s["num_classes"], 0, 0, 0, round(time.perf_counter() - t0, 3),
+                        (f"{source}: already a graph store; copied as is",))
+
+
+def _write_nodes(f: h5py.File, source: GraphSource, n: int, budget: int, timer: Timer,
+                 progress: Progress) -> tuple[dict, int, int]:
+    """Features, labels and node types; return (fingerprints, num_classes, labeled nodes)."""
+    fps = {"features_fingerprint": NONE, "labels_fingerprint": NONE}
+    f.create_group("nodes")
+    if source.num_features:
+        rows = max(1, budget // 8 // max(1, source.num_features * 8))
+        with timer("features"):
+            fps["features_fingerprint"] = _write_rows(
+                f, "nodes/features", source.features(rows), n, source.num_features, source.feature_dtype,
+                "features", source.features_from, progress)
+        f["nodes/features"].attrs["source"] = source.features_from
+    seen = {"classes": 0, "labeled": 0}
+
+    def count(block: np.ndarray) -> None:
+        if len(block):
+            seen["classes"] = max(seen["classes"], int(block.max()) + 1)
+            seen["labeled"] += int((block >= 0).sum())
+
+    if source.labels_from:
+        with timer("labels"):
+            fps["labels_fingerprint"] = _write_rows(
+                f, "nodes/labels", source.labels(max(1024, budget // 64)), n, None, np.int64, "labels",
+                source.labels_from, progress, on_block=count)
+    if source.node_types is not None:
+        _write_rows(f, "nodes/type", source.node_type_ids(1 << 20), n, None, np.int16, "node types",
+                    str(source.path), progress)
+    return fps, seen["classes"], seen["labeled"]
+
+
+def _write_splits(f: h5py.File, source: GraphSource, n: int) -> str:
+    """Splits as sorted node ids (int32 when they fit), checked in range and disjoint."""
+    stored = {}
+    for name, ids in source.splits().items():
+        check_ids(ids, n, source.nodes_from, lambda i, name=name: f"split {name} entry {i}")
+        stored[name] = ids.astype(np.int32 if n < 2**31 else np.int64)
+    check_disjoint(stored, source.splits_from or str(source.path))
+    grp = f.create_group("splits")
+    for name, ids in stored.items():
+        grp.create_dataset(name, data=ids)
+    return splits_fingerprint(stored)
+
+
+def _build_adjacency(f: h5py.File, source: GraphSource, work: Path, output: Path, budget: int,
+                     symmetrize: bool, timer: Timer, progress: Progress) -> tuple[int, dict]:
+    """Count nodes if needed (spilling the edges once), bucket, sort and write /adj; return (n, stats)."""
+    chunk = incoming_chunk_edges(budget)
+    edges = None
+    if source.num_nodes is None:
+        _check_disk(output, work, source, 0, symmetrize, pairs=16 * (source.expected_edges or 0))
+        with timer("read_edges"):
+            spill, count, largest = _spill_and_count(source, work, chunk, budget, progress)
+        if count == 0:
+            raise GnnprepError(f"{source.path}: no edges found, and no node count given (--num-nodes)")
+        source.num_nodes, source.nodes_from = largest + 1, "largest node id + 1"
+        source.expected_edges = count
+        edges = _replay(spill, chunk)
+    n = int(source.num_nodes)
+    _check_disk(output, work, source, n, symmetrize)
+    builder = CSRBuilder(n, work, budget, symmetrize, source.expected_edges)
+    with timer("bucket_edges"):
+        done = 0
+        for src, dst in (edges if edges is not None else source.edges(chunk)):
+            builder.add(src, dst)
+            done += len(src)
+            progress("edges", done, source.expected_edges)
+    adj = f.create_group("adj")
+    with timer("sort_write_edges"):
+        stats = builder.write(adj, progress)
+    adj.attrs["shape"] = np.array([n, n], dtype=np.int64)
+    adj.attrs["symmetric"] = bool(symmetrize)
+    return n, stats
 
 
 def ingest(spec: str, output: str | Path, config: IngestConfig = IngestConfig(),
            progress: Progress = no_progress, command: str = "") -> IngestReport:
     """Turn the dataset ``spec`` into a graph store at ``output``."""
     t0 = time.perf_counter()
-    budget = config.memory_budget or default_budget("cpu")
-    if budget < MIN_BUDGET:
-        raise GnnprepError(f"--memory-budget {budget} bytes is too small; ingest needs at least 4MiB")
+    budget = check_budget(config.memory_budget or default_budget("cpu"))
     output = Path(output)
+    for option, why in unused_options(spec, config):
+        raise GnnprepError(f"{option}: {why}")
     source = open_source(spec, config.source)
-    if isinstance(source, Path):  # already a graph store: validate and copy
-        with store.GraphStore(source) as g:
-            report = IngestReport(str(output), str(source), g.num_nodes, g.num_edges, g.symmetric,
-                                  int(g.attrs.get("num_features", 0)), int(g.attrs.get("num_classes", 0)),
-                                  0, 0, 0, 0.0, (f"{source}: already a graph store; copied as is",))
-        with atomic_output(output) as tmp:
-            shutil.copyfile(source, tmp)
-        return report
-
+    if isinstance(source, Path):
+        return _copy_store(source, output, budget, t0)
     if config.directed and not getattr(source, "direction_known", True):
         source.warnings.append(f"{source.path}: not a known OGB data set, so whether its edges are stored once "
                                "per undirected pair is unknown; --directed keeps them as stored")
     timer = Timer()
     symmetrize = not config.directed or not source.stored_directed
-    with atomic_output(output) as tmp, work_folder(output, config.tmp_dir) as work:
-        chunk = incoming_chunk_edges(budget)
-        edges = None
-        if source.num_nodes is None:
-            with timer("read_edges"):
-                spill, count, largest = _spill_and_count(source, work, chunk, progress)
-            if count == 0:
-                raise GnnprepError(f"{source.path}: no edges found, and no node count given (--num-nodes)")
-            source.num_nodes, source.nodes_from = largest + 1, "largest node id + 1"
-            source.expected_edges = count
-            edges = _replay(spill, chunk)
-        n = int(source.num_nodes)
-        builder = CSRBuilder(n, work, budget, symmetrize, source.expected_edges)
-        with timer("bucket_edges"):
-            done = 0
-            for src, dst in (edges if edges is not None else source.edges(chunk)):
-                builder.add(src, dst)
-                done += len(src)
-                progress("edges", done, source.expected_edges)
-        with h5py.File(tmp, "w") as f:
-            adj = f.create_group("adj")
-            with timer("sort_write_edges"):
-                stats = builder.write(adj, progress)
-            adj.attrs["shape"] = np.array([n, n], dtype=np.int64)
-            adj.attrs["symmetric"] = bool(symmetrize)
-            nodes = f.create_group("nodes")
-            if source.num_features:
-                rows = max(1, budget // 8 // max(1, source.num_features * 8))
-                with timer("features"):
-                    _write_rows(f, "nodes/features", source.features(rows), n, source.num_features,
-                                source.feature_dtype, "features", source.features_from, progress)
-                nodes["features"].attrs["source"] = source.features_from
-            num_classes, labeled = 0, 0
-            if source.labels_from:
-                with timer("labels"):
-                    _write_rows(f, "nodes/labels", source.labels(max(1024, budget // 64)), n, None, np.int64,
-                                "labels", source.labels_from, progress)
-                    lab = f["nodes/labels"]
-                    for s in range(0, n, 1 << 22):
-                        block = lab[s:s + (1 << 22)]
-                        if len(block):
-                            num_classes = max(num_classes, int(block.max()) + 1)
-                            labeled += int((block >= 0).sum())
-            if source.node_types is not None:
-                _write_rows(f, "nodes/type", source.node_type_ids(1 << 20), n, None, np.int16, "node types",
-                            str(source.path), progress)
+    inputs = source.input_files()
+    with atomic_output(output, inputs=inputs) as tmp, work_folder(output, config.tmp_dir) as work:
+        with _hdf5(tmp) as f:
+            n, stats = _build_adjacency(f, source, work, output, budget, symmetrize, timer, progress)
+            fps, num_classes, labeled = _write_nodes(f, source, n, budget, timer, progress)
             with timer("splits"):
-                splits = source.splits()
-            grp = f.create_group("splits")
-            for name, ids in splits.items():
-                check_ids(ids, n, source.nodes_from, lambda i, name=name: f"split {name} entry {i}")
-                grp.create_dataset(name, data=ids.astype(np.int32 if n < 2**31 else np.int64))
+                fps["splits_fingerprint"] = _write_splits(f, source, n)
             provenance = {
                 "command": command or f"ingest {spec}",
                 "parameters": {"directed": config.directed, "symmetrized": symmetrize, "memory_budget": budget,
                                **dataclasses.asdict(config.source)},
-                "inputs": [{"path": str(p.absolute()), "fingerprint": file_fingerprint(p)}
-                           for p in source.input_files()],
+                "inputs": [{"path": str(p.absolute()), "fingerprint": file_fingerprint(p)} for p in inputs],
                 "timings": timer.timings,
                 "stats": stats,
+                "warnings": list(source.warnings),
             }
             write_root_attrs(
                 f, store.FORMAT, store.FORMAT_VERSION, provenance,
                 num_nodes=n, num_edges=stats["stored_entries"], num_features=int(source.num_features),
                 num_classes=num_classes, num_labeled=labeled, source=source.name,
-                fingerprint=stats["fingerprint"], **source.extra_attrs())
+                fingerprint=stats["fingerprint"], **fps, **source.extra_attrs())
     return IngestReport(
         output=str(output), source=source.name, num_nodes=n, num_edges=stats["stored_entries"],
         symmetric=symmetrize, num_features=int(source.num_features), num_classes=num_classes,
@@ -234,7 +392,7 @@ def _cache_is_fresh(store_path: Path) -> bool:
 def ensure_graph_store(spec: str, config: IngestConfig = IngestConfig(), cache_dir: str | None = None,
                        progress: Progress = no_progress) -> Path:
     """A graph store for ``spec``: the spec itself when it is one, else a cached ingest of it."""
-    from gnnprep.sources import is_graph_store, resolve_spec
+    from gnnprep.sources import resolve_spec
 
     path = resolve_spec(spec, config.source)
     if is_graph_store(path):

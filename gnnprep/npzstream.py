@@ -42,6 +42,15 @@ def _read_header(path: Path, fh, key: str) -> tuple[tuple[int, ...], np.dtype, b
     return shape, dtype, fortran, fh.tell()
 
 
+def _ids_int64(a: np.ndarray, path: Path, key: str, first: int) -> np.ndarray:
+    """int64 ids; a uint64 id above 2**63 - 1 is refused (a plain cast would wrap it negative)."""
+    if a.dtype.kind == "u" and a.dtype.itemsize == 8 and len(a) and a.max() > np.iinfo(np.int64).max:
+        i = int(np.argmax(a > np.iinfo(np.int64).max))
+        raise GnnprepError(f"{path} {key} edge {first + i}: node id {int(a[i])} is too large; "
+                           "expected ids below 2**63")
+    return a.astype(np.int64, copy=False)
+
+
 class NpzReader:
     """Lazy access to the members of an ``.npz`` file (compressed or stored)."""
 
@@ -128,7 +137,8 @@ class NpzReader:
                 for start in range(0, m, chunk_edges):
                     n = min(chunk_edges, m - start)
                     a = self._read_exact(fh, info, 2 * n).reshape(n, 2)
-                    yield a[:, 0].astype(np.int64), a[:, 1].astype(np.int64)
+                    yield (_ids_int64(a[:, 0], self.path, key, start).copy(),
+                           _ids_int64(a[:, 1], self.path, key, start).copy())
             return
         m = shape[1] if two_by_m else shape[0]
         with self._open(info.name) as f0, self._open(info.name) as f1:
@@ -136,5 +146,5 @@ class NpzReader:
             f1.seek(info.data_offset + m * info.dtype.itemsize)
             for start in range(0, m, chunk_edges):
                 n = min(chunk_edges, m - start)
-                yield (self._read_exact(f0, info, n).astype(np.int64, copy=False),
-                       self._read_exact(f1, info, n).astype(np.int64, copy=False))
+                yield (_ids_int64(self._read_exact(f0, info, n), self.path, key, start),
+                       _ids_int64(self._read_exact(f1, info, n), self.path, key, start))

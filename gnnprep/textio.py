@@ -22,6 +22,8 @@ import numpy as np
 from gnnprep.errors import GnnprepError
 
 BLOCK_BYTES = 32 * 1024**2
+_INT_TOKEN = re.compile(r"([+-]?)(\d+)(\.0*)?")
+_DIGITS_INT64 = 19  # 2**63 - 1 has 19 digits
 _NUMERIC = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^[+-]?(nan|inf|infinity)$", re.I)
 
 
@@ -75,6 +77,16 @@ def _blocks(path: Path, block_bytes: int) -> Iterator[tuple[int, bytes]]:
         yield line_no, rest + b"\n"
 
 
+def _looks_numeric(tok: str) -> bool:
+    # a header token is short; a long one is data (and a regex on a huge token could backtrack)
+    return len(tok) > 64 or bool(_NUMERIC.match(tok))
+
+
+def _show(tok: str, limit: int = 24) -> str:
+    """A token for a message: a runaway one is cut, with its length."""
+    return tok if len(tok) <= limit else f"{tok[:limit]}... ({len(tok):,} characters)"
+
+
 def _split(line: str, delim: str | None) -> list[str]:
     return line.split(delim) if delim is not None else line.split()
 
@@ -97,13 +109,13 @@ def detect_delimiter(path: Path) -> str | None:
 class TableReader:
     """Iterate a numeric text table in chunks.
 
-    kind: ``"int"`` (node ids, must be non-negative integers) or ``"float"``.
+    kind: ``"int"`` (integers that fit int64, at least ``minimum``; None: any sign) or ``"float"``.
     ncols: required column count, or None to take it from the first data line.
     """
 
     def __init__(self, path: str | Path, kind: str, ncols: int | None = None, what: str = "value",
                  block_bytes: int = BLOCK_BYTES, allow_header: bool = True,
-                 allow_nan: bool = False):
+                 allow_nan: bool = False, minimum: int | None = 0):
         self.path = Path(path)
         if not self.path.is_file():
             raise GnnprepError(f"{self.path}: no such file")
@@ -111,6 +123,7 @@ class TableReader:
         self.block_bytes = block_bytes
         self.allow_header = allow_header
         self.allow_nan = allow_nan
+        self.minimum = minimum
         self.delim = detect_delimiter(self.path)
         self._seen_data = False
         self._header_line = 0
@@ -124,19 +137,32 @@ class TableReader:
             self._fail(line_no, f"expected {self.ncols} column{'s' if self.ncols > 1 else ''}, found {len(tokens)}")
         for tok in tokens:
             if self.kind == "int":
-                if not re.fullmatch(r"[+-]?\d+(\.0*)?", tok):
-                    if self.allow_nan and tok.lower() in ("nan", ""):
-                        continue
-                    self._fail(line_no, f"{tok!r} is not an integer {self.what}")
-                if int(float(tok)) < 0:
-                    self._fail(line_no, f"negative {self.what} {tok}")
-            else:
-                try:
-                    v = float(tok)
-                except ValueError:
-                    self._fail(line_no, f"{tok!r} is not a number")
-                if not math.isfinite(v) and not self.allow_nan:
-                    self._fail(line_no, f"non-finite {self.what} {tok!r}")
+                self._check_int(line_no, tok)
+                continue
+            try:
+                v = float(tok)
+            except ValueError:
+                self._fail(line_no, f"{_show(tok)!r} is not a number")
+            if not math.isfinite(v) and not self.allow_nan:
+                self._fail(line_no, f"non-finite {self.what} {_show(tok)!r}")
+
+    def _check_int(self, line_no: int, tok: str) -> None:
+        """An integer token within int64 and not below ``minimum`` (never converts a huge token:
+        a 1,000,000-digit id is reported by its length, not parsed)."""
+        m = _INT_TOKEN.fullmatch(tok)
+        if not m:
+            if self.allow_nan and tok.lower() in ("nan", ""):
+                return
+            self._fail(line_no, f"{_show(tok)!r} is not an integer {self.what}")
+        digits = m.group(2).lstrip("0") or "0"
+        negative = m.group(1) == "-" and digits != "0"
+        huge = len(digits) > _DIGITS_INT64 or int(digits) > 2**63 - (0 if negative else 1)
+        if negative and self.minimum is not None and (huge or -int(digits) < self.minimum):
+            self._fail(line_no, f"negative {self.what} {_show(tok)}" if self.minimum == 0
+                       else f"{self.what} {_show(tok)} is below {self.minimum}")
+        if huge:
+            self._fail(line_no, f"{self.what} {_show(tok)} is too large; expected integers within int64 "
+                                "(below 2**63)")
 
     def _scan(self, first_line: int, block: bytes, detail: str = "") -> None:
         for i, raw in enumerate(block.decode("utf-8", "replace").split("\n")):
@@ -161,12 +187,15 @@ class TableReader:
             if not self._seen_data:
                 self._seen_data = True
                 tokens = _split(s.decode("utf-8", "replace"), self.delim)
-                if self.allow_header and not any(_NUMERIC.match(t.strip()) for t in tokens):
+                if self.allow_header and not any(_looks_numeric(t.strip()) for t in tokens):
                     self._header_line = first_line + i
                     continue  # a header such as "src,dst"
             kept.append(raw)
             numbers.append(first_line + i)
         return b"\n".join(kept) + b"\n", np.asarray(numbers, dtype=np.int64)
+
+    def _below_minimum(self, values: np.ndarray) -> bool:
+        return bool(self.minimum is not None and values.size and values.min() < self.minimum)
 
     def __iter__(self) -> Iterator[Chunk]:
         import pandas as pd
@@ -189,10 +218,10 @@ class TableReader:
             if not bad and self.kind == "int":
                 if values.dtype.kind == "f":
                     finite = np.isfinite(values)
-                    bad = bool(np.any(values[finite] != np.round(values[finite])) or np.any(values[finite] < 0))
-                    bad = bad or (not self.allow_nan and not finite.all())
+                    bad = bool(np.any(values[finite] != np.round(values[finite])))
+                    bad = bad or self._below_minimum(values[finite]) or (not self.allow_nan and not finite.all())
                 else:
-                    bad = bool(values.size and values.min() < 0)
+                    bad = self._below_minimum(values)
             elif not bad and not self.allow_nan:
                 bad = not np.isfinite(values).all()
             if bad:

@@ -32,6 +32,7 @@ class GraphSource:
     feature_dtype: np.dtype = field(default_factory=lambda: np.dtype(np.float32))
     features_from: str = ""
     labels_from: str = ""
+    splits_from: str = ""
     node_types: list[str] | None = None
     warnings: list[str] = field(default_factory=list)
 
@@ -57,12 +58,16 @@ class GraphSource:
         return {}
 
 
+INT64_MAX = 2**63 - 1
+MAX_CLASSES = 1_000_000   # a class id must be below this (a larger one is a data error, not a class)
+
+
 def check_ids(ids: np.ndarray, n: int | None, nodes_from: str, locate: Callable[[int], str],
               what: str = "node id") -> None:
     """Raise naming the first id that is negative or not below ``n``."""
     if not len(ids):
         return
-    bad = ids < 0
+    bad = ids < 0 if ids.dtype.kind != "u" else np.zeros(len(ids), dtype=bool)
     if n is not None:
         bad |= ids >= n
     if bad.any():
@@ -72,6 +77,16 @@ def check_ids(ids: np.ndarray, n: int | None, nodes_from: str, locate: Callable[
             raise GnnprepError(f"{locate(i)}: negative {what} {v}")
         raise GnnprepError(f"{locate(i)}: {what} {v} is beyond the node count {n} (from {nodes_from}); "
                            f"expected ids in [0, {n})")
+
+
+def as_int64_ids(ids: np.ndarray, locate: Callable[[int], str], what: str = "node id") -> np.ndarray:
+    """``ids`` as int64; an unsigned id that int64 cannot hold is an error, not a wrapped negative."""
+    if ids.dtype.kind == "u" and ids.dtype.itemsize == 8 and len(ids) and ids.max() > INT64_MAX:
+        i = int(np.argmax(ids > INT64_MAX))
+        raise GnnprepError(f"{locate(i)}: {what} {int(ids[i])} is too large; expected ids below 2**63")
+    if ids.dtype.kind not in "iu":
+        raise GnnprepError(f"{locate(0)}: {what}s of dtype {ids.dtype}; expected integers")
+    return ids.astype(np.int64, copy=False)
 
 
 def check_finite(block: np.ndarray, locate: Callable[[int], str]) -> None:
@@ -85,27 +100,82 @@ def check_finite(block: np.ndarray, locate: Callable[[int], str]) -> None:
         raise GnnprepError(f"{locate(0)}: features of dtype {block.dtype}; expected numbers")
 
 
+def cast_features(block: np.ndarray, dtype, locate: Callable[[int], str]) -> np.ndarray:
+    """``block`` [rows, d] cast to the stored ``dtype``, checked finite *after* the cast (a float64
+    1e300 becomes inf in float32), naming the row and column of the first bad value."""
+    dtype = np.dtype(dtype)
+    if block.dtype.kind not in "biuf":
+        raise GnnprepError(f"{locate(0)}: features of dtype {block.dtype}; expected numbers")
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = np.ascontiguousarray(block, dtype=dtype)
+    finite = np.isfinite(out)
+    if finite.all():
+        return out
+    bad_rows = ~finite.all(axis=1) if out.ndim > 1 else ~finite
+    row = int(np.argmax(bad_rows))
+    col = int(np.argmax(~finite[row])) if out.ndim > 1 else 0
+    orig = block[row, col] if out.ndim > 1 else block[row]
+    if np.isfinite(orig):
+        raise GnnprepError(f"{locate(row)}: feature value {_number(orig)} in column {col} does not fit {dtype.name} "
+                           f"(it would be {out[row, col] if out.ndim > 1 else out[row]}); expected magnitudes up "
+                           f"to {float(np.finfo(dtype).max):.4g}")
+    raise GnnprepError(f"{locate(row)}: non-finite feature value {_number(orig)} in column {col}; "
+                       "expected finite numbers")
+
+
+def _number(x) -> str:
+    """A number for a message: integral values as integers, others as Python's repr (1e+300, nan)."""
+    x = int(x) if isinstance(x, (int, np.integer)) else float(x)
+    if isinstance(x, float) and x.is_integer() and abs(x) < 2**63:
+        return str(int(x))
+    return repr(x)
+
+
 def labels_from_float(values: np.ndarray, locate: Callable[[int], str]) -> np.ndarray:
-    """Class ids from a float column where NaN means unlabeled (OGB's papers100M convention)."""
-    values = np.asarray(values).reshape(len(values), -1)
+    """Class ids in [0, MAX_CLASSES) from an integer or float column; NaN (floats) or -1 means
+    unlabeled (OGB's papers100M convention and the store's own)."""
+    values = np.asarray(values)
+    if values.dtype.kind not in "biuf":
+        raise GnnprepError(f"{locate(0)}: labels of dtype {values.dtype}; expected integer class ids "
+                           "(or floats with NaN for unknown)")
+    if values.size == 0:
+        return np.empty(0, dtype=np.int64)
+    values = values.reshape(len(values), -1)
     if values.shape[1] != 1:
         raise GnnprepError(f"{locate(0)}: {values.shape[1]} label columns; expected one class id per node "
                            "(multi-task labels are not supported)")
-    values = values[:, 0]
-    if values.dtype.kind in "iu":
-        out = values.astype(np.int64)
-    else:
-        nan = np.isnan(values)
-        bad = ~nan & ((values != np.round(values)) | ~np.isfinite(values))
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise GnnprepError(f"{locate(i)}: label {values[i]} is not a class id; expected an integer or NaN")
-        out = np.where(nan, -1, values).astype(np.int64)
-    neg = out < -1
-    if neg.any():
-        i = int(np.argmax(neg))
-        raise GnnprepError(f"{locate(i)}: negative label {out[i]}; expected a class id >= 0 (or NaN / -1 for unknown)")
-    return out
+    v = values[:, 0]
+    if v.dtype.kind == "b":
+        v = v.astype(np.int64)
+    nan = np.isnan(v) if v.dtype.kind == "f" else None
+    frac = (~nan & np.isfinite(v) & (v != np.floor(v))) if nan is not None else np.zeros(len(v), dtype=bool)
+    low, high = v < -1, v >= MAX_CLASSES        # NaN compares False; +-inf falls in one of them
+    bad = frac | low | high
+    if bad.any():
+        i = int(np.argmax(bad))
+        x = _number(v[i])
+        if frac[i]:
+            raise GnnprepError(f"{locate(i)}: label {x} is not a class id; expected an integer or NaN")
+        if low[i]:
+            raise GnnprepError(f"{locate(i)}: negative label {x}; expected a class id >= 0 "
+                               "(or NaN / -1 for unknown)")
+        raise GnnprepError(f"{locate(i)}: label {x} is too large; expected a class id below {MAX_CLASSES} "
+                           "(at most 1,000,000 classes; NaN / -1 for unknown)")
+    if nan is not None:
+        return np.where(nan, -1, v).astype(np.int64)
+    return v.astype(np.int64)
+
+
+def check_disjoint(splits: dict[str, np.ndarray], where: str) -> None:
+    """Refuse a node that is in two splits (a valid or test node seen in training leaks labels).
+    ``splits`` hold sorted unique ids."""
+    names = [k for k in SPLIT_NAMES if k in splits] + sorted(k for k in splits if k not in SPLIT_NAMES)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            both = np.intersect1d(splits[a], splits[b], assume_unique=True)
+            if len(both):
+                raise GnnprepError(f"{where}: node {int(both[0])} is in both {a} and {b} ({len(both)} such "
+                                   f"node{'s' if len(both) > 1 else ''}); expected disjoint splits")
 
 
 def find_split_folders(root: Path) -> list[Path]:
@@ -139,8 +209,8 @@ def read_id_file(path: Path, n: int, nodes_from: str, offset: int = 0) -> np.nda
             raise GnnprepError(f"{path}: not a valid .npy array ({e})") from None
         if ids.dtype.kind not in "iu":
             raise GnnprepError(f"{path}: dtype {ids.dtype}; expected integer node ids")
-        ids = ids.astype(np.int64)
         check_ids(ids, n, nodes_from, lambda i: f"{path} entry {i}")
+        ids = as_int64_ids(ids, lambda i: f"{path} entry {i}")
     else:
         parts = []
         for chunk in TableReader(path, "int", 1, what="node id", allow_header=False):

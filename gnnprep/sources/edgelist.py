@@ -13,8 +13,8 @@ import numpy as np
 
 from gnnprep.errors import GnnprepError
 from gnnprep.npzstream import NpzReader
-from gnnprep.sources.base import (SPLIT_NAMES, GraphSource, check_finite, check_ids, labels_from_float,
-                                  read_id_file, split_file)
+from gnnprep.sources.base import (SPLIT_NAMES, GraphSource, as_int64_ids, cast_features, check_ids,
+                                  labels_from_float, read_id_file, split_file)
 from gnnprep.textio import TableReader, block_bytes_for
 
 TEXT_SUFFIXES = (".csv", ".tsv", ".txt", ".edges", ".el")
@@ -27,15 +27,34 @@ def is_text_edge_list(path: Path) -> bool:
     return any(name.endswith(s) for s in TEXT_SUFFIXES)
 
 
-def _load_array(path: Path, what: str) -> np.ndarray:
-    """Memory-map a .npy (or read the single/first array of a small .npz)."""
+def npz_member(z: NpzReader, preferred: tuple[str, ...], what: str) -> str:
+    """The member of an .npz to read: a preferred name, else the only one; several others are
+    ambiguous (which one would be used is refused, not guessed)."""
+    for key in preferred:
+        if key in z.members:
+            return key
+    if len(z.members) == 1:
+        return next(iter(z.members))
+    if not z.members:
+        raise GnnprepError(f"{z.path}: empty archive; expected {what}")
+    raise GnnprepError(f"{z.path}: {len(z.members)} arrays ({', '.join(sorted(z.members))}); expected one "
+                       f"array, or one named {' or '.join(preferred)}, holding {what}")
+
+
+def _load_array(path: Path, what: str, preferred: tuple[str, ...] = ()) -> np.ndarray:
+    """Memory-map a .npy (or read the member of a small .npz chosen by :func:`npz_member`)."""
     if not path.is_file():
         raise GnnprepError(f"{path}: no such file ({what})")
+    name = path.name.lower()
+    if name.endswith(".npz"):
+        with NpzReader(path) as z:
+            return z.load_small(npz_member(z, preferred, what))
+    if not name.endswith(".npy"):
+        raise GnnprepError(f"{path}: {what} must be a .npy or .npz array")
+    with open(path, "rb") as fh:
+        if fh.read(6) != b"\x93NUMPY":
+            raise GnnprepError(f"{path}: not a .npy array (no NumPy header); {what} must be a .npy or .npz array")
     try:
-        if path.suffix == ".npz":
-            with NpzReader(path) as z:
-                key = next(iter(z.members))
-                return z.load_small(key)
         return np.load(path, mmap_mode="r", allow_pickle=False)
     except (ValueError, OSError) as e:
         raise GnnprepError(f"{path}: not a valid .npy array ({str(e).splitlines()[0]})") from None
@@ -51,7 +70,7 @@ class EdgeListSource(GraphSource):
         if path.stat().st_size == 0:
             raise GnnprepError(f"{path}: empty file; expected one edge per line or an edge array")
         self.text = is_text_edge_list(path)
-        self._features = _load_array(features, "--features") if features else None
+        self._features = _load_array(features, "--features", ("node_feat",)) if features else None
         self._labels_path = labels
         self._splits_dir = splits
         self.feature_path = features
@@ -61,6 +80,8 @@ class EdgeListSource(GraphSource):
             f = self._features
             if f.ndim != 2:
                 raise GnnprepError(f"{features}: shape {f.shape}; expected [num_nodes, num_features]")
+            if f.dtype.kind not in "biuf":
+                raise GnnprepError(f"{features}: dtype {f.dtype}; expected numeric features")
             if self.num_nodes is None:
                 self.num_nodes, self.nodes_from = f.shape[0], f"rows of {features}"
             elif f.shape[0] != self.num_nodes:
@@ -70,7 +91,10 @@ class EdgeListSource(GraphSource):
             self.feature_dtype = np.dtype(np.float16 if f.dtype == np.float16 else np.float32)
             self.features_from = str(features)
         if labels is not None:
-            self._labels = _load_array(labels, "--labels")
+            self._labels = _load_array(labels, "--labels", ("node_label",))
+            if self._labels.dtype.kind not in "biuf" or self._labels.ndim not in (1, 2):
+                raise GnnprepError(f"{labels}: {self._labels.dtype} array of shape {self._labels.shape}; expected "
+                                   "[num_nodes] integer class ids (or floats with NaN for unknown)")
             if self.num_nodes is None:
                 self.num_nodes, self.nodes_from = len(self._labels), f"length of {labels}"
             elif len(self._labels) != self.num_nodes:
@@ -79,6 +103,7 @@ class EdgeListSource(GraphSource):
             self.labels_from = str(labels)
         if splits is not None and not Path(splits).is_dir():
             raise GnnprepError(f"--splits {splits}: no such folder")
+        self.splits_from = str(splits or "")
         if not self.text:
             self._array_info()
 
@@ -89,12 +114,9 @@ class EdgeListSource(GraphSource):
         return [Path(f) for f in files if f]
 
     def _array_info(self) -> None:
-        if self.path.suffix == ".npz":
+        if self.path.name.lower().endswith(".npz"):
             self._npz = NpzReader(self.path)
-            key = "edge_index" if "edge_index" in self._npz.members else next(iter(self._npz.members), None)
-            if key is None:
-                raise GnnprepError(f"{self.path}: empty archive; expected an edge array")
-            self._npz_key = key
+            key = self._npz_key = npz_member(self._npz, ("edge_index",), "an edge array")
             shape = self._npz.members[key].shape
         else:
             self._arr = _load_array(self.path, "edges")
@@ -116,7 +138,7 @@ class EdgeListSource(GraphSource):
                               what="node id" if not base else "node id (after --index-base 1)")
                 yield v[:, 0].copy(), v[:, 1].copy()
             return
-        if self.path.suffix == ".npz":
+        if self.path.name.lower().endswith(".npz"):
             it = self._npz.iter_edge_pairs(self._npz_key, chunk_edges)
         else:
             it = self._npy_pairs(chunk_edges)
@@ -133,20 +155,18 @@ class EdgeListSource(GraphSource):
         two_by_m = a.shape[0] == 2
         m = a.shape[1] if two_by_m else a.shape[0]
         for s in range(0, m, chunk_edges):
-            if two_by_m:
-                yield np.asarray(a[0, s:s + chunk_edges], np.int64), np.asarray(a[1, s:s + chunk_edges], np.int64)
-            else:
-                block = np.asarray(a[s:s + chunk_edges], np.int64)
-                yield block[:, 0].copy(), block[:, 1].copy()
+            block = np.asarray(a[:, s:s + chunk_edges] if two_by_m else a[s:s + chunk_edges].T)
+            where = lambda i, s=s: f"{self.path} edge {s + i}"  # noqa: E731
+            yield (np.ascontiguousarray(as_int64_ids(block[0], where)),
+                   np.ascontiguousarray(as_int64_ids(block[1], where)))
 
     def features(self, chunk_rows: int) -> Iterator[np.ndarray]:
         f = self._features
         if f is None:
             return
         for s in range(0, f.shape[0], chunk_rows):
-            block = np.asarray(f[s:s + chunk_rows])
-            check_finite(block, lambda i, s=s: f"{self.feature_path} row {s + i}")
-            yield block
+            yield cast_features(np.asarray(f[s:s + chunk_rows]), self.feature_dtype,
+                                lambda i, s=s: f"{self.feature_path} row {s + i}")
 
     def labels(self, chunk_rows: int) -> Iterator[np.ndarray]:
         if self._labels_path is None:

@@ -24,7 +24,7 @@ import numpy as np
 
 from gnnprep.errors import GnnprepError
 from gnnprep.npzstream import NpzReader
-from gnnprep.sources.base import (SPLIT_NAMES, GraphSource, check_finite, check_ids, find_split_folders,
+from gnnprep.sources.base import (SPLIT_NAMES, GraphSource, cast_features, check_ids, find_split_folders,
                                   labels_from_float, read_id_file, split_file)
 from gnnprep.textio import TableReader, block_bytes_for
 
@@ -52,6 +52,48 @@ def _read_count(path: Path) -> int:
         raise GnnprepError(f"{path}: {len(values)} lines; expected exactly one count "
                            "(datasets of several graphs are not supported)")
     return int(values[0])
+
+
+def _node_type_counts(p: Path) -> dict[str, int]:
+    """``raw/num-node-dict.csv.gz``: a header of node types and one row of non-negative counts."""
+    import pandas as pd
+
+    try:
+        df = pd.read_csv(p)
+    except (ValueError, pd.errors.ParserError, EOFError, OSError) as e:
+        raise GnnprepError(f"{p}: expected a header of node types and one row of counts ({e})") from None
+    if len(df) != 1 or not len(df.columns):
+        raise GnnprepError(f"{p}: {len(df)} rows of counts; expected a header of node types and exactly one row")
+    counts = {}
+    for t in df.columns:
+        v = df[t].iloc[0]
+        if not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)) or v < 0:
+            raise GnnprepError(f"{p}: node type {str(t)!r} has count {v}; expected a non-negative integer")
+        counts[str(t)] = int(v)
+    return counts
+
+
+def _relations(raw: Path, node_types: list[str]) -> list[tuple[str, ...]]:
+    """``raw/triplet-type-list.csv.gz``, checked against the node types and the relation folders."""
+    import pandas as pd
+
+    t = _gz(raw, "triplet-type-list")
+    if t is None:
+        raise GnnprepError(f"{raw}: missing triplet-type-list.csv.gz (the relation types)")
+    try:
+        trip = pd.read_csv(t, header=None, dtype=str).values.tolist()
+    except (ValueError, pd.errors.ParserError, EOFError, OSError) as e:
+        raise GnnprepError(f"{t}: cannot read relation triplets ({e})") from None
+    relations = sorted(tuple(r) for r in trip)
+    for r in relations:
+        if len(r) != 3 or r[0] not in node_types or r[2] not in node_types:
+            raise GnnprepError(f"{t}: relation {r} names unknown node types; known: {', '.join(node_types)}")
+    listed = {"___".join(r) for r in relations}
+    rel_dir = raw / "relations"
+    for sub in sorted(rel_dir.iterdir()) if rel_dir.is_dir() else ():
+        if sub.is_dir() and sub.name not in listed:
+            raise GnnprepError(f"{sub}: relation not listed in {t}; expected one folder per listed relation")
+    return relations
 
 
 def detect_layout(folder: Path) -> str | None:
@@ -82,6 +124,21 @@ class _OgbBase(GraphSource):
         self.stored_directed = known[0] if known else True
         self.direction_known = known is not None
         self.split_folder = self._choose_split(split, known[1] if known else None)
+        self.splits_from = str(self.split_folder or "")
+
+    def input_files(self) -> list[Path]:
+        """Every file under raw/ and split/ (not the folder's other content, such as a cached store
+        under .gnnprep/ or the sample's hetero/ sub-folder)."""
+        files: list[Path] = []
+        for sub in ("raw", "split"):
+            if (self.path / sub).is_dir():
+                files += sorted(p for p in (self.path / sub).rglob("*") if p.is_file())
+        return files
+
+    def _check_edge_count(self, path: Path, count: int, declared: int | None, declared_in: Path | None) -> None:
+        if declared is not None and count != declared:
+            raise GnnprepError(f"{declared_in}: declares {declared} edges, but {path} holds {count}; "
+                               "expected the two to agree")
 
     def _choose_split(self, split: str | None, default: str | None) -> Path | None:
         folders = find_split_folders(self.path)
@@ -121,7 +178,7 @@ class _OgbBase(GraphSource):
                 first_extra = len(chunk.values) - (rows - rows_expected)
                 raise GnnprepError(f"{path} line {chunk.line(first_extra)}: more feature rows than the "
                                    f"{rows_expected} nodes (from {rows_from})")
-            yield chunk.values.astype(self.feature_dtype)
+            yield cast_features(chunk.values, self.feature_dtype, lambda i, c=chunk: f"{path} line {c.line(i)}")
         if rows != rows_expected:
             raise GnnprepError(f"{path}: {rows} feature rows; expected {rows_expected} (from {rows_from})")
 
@@ -129,7 +186,8 @@ class _OgbBase(GraphSource):
         if path is None:
             return
         rows = 0
-        for chunk in TableReader(path, "int", 1, what="label", allow_header=False, allow_nan=True):
+        # minimum=None: -1 (unknown) is allowed here; labels_from_float names any other negative
+        for chunk in TableReader(path, "int", 1, what="label", allow_header=False, allow_nan=True, minimum=None):
             yield labels_from_float(chunk.values, lambda i, c=chunk: f"{path} line {c.line(i)}")
             rows += len(chunk.values)
         if rows != rows_expected:
@@ -151,8 +209,9 @@ class OgbCsvSource(_OgbBase):
         if p is None:
             raise GnnprepError(f"{self.raw}: missing num-node-list.csv.gz (the node count)")
         self.num_nodes, self.nodes_from = _read_count(p), str(p)
-        e = _gz(self.raw, "num-edge-list")
+        e = self.edge_count_path = _gz(self.raw, "num-edge-list")
         self.expected_edges = _read_count(e) if e else None
+        self.declared_edges = self.expected_edges
         self.feat_path = _gz(self.raw, "node-feat")
         self.label_path = _gz(self.raw, "node-label")
         self._feature_width(self.feat_path)
@@ -161,12 +220,15 @@ class OgbCsvSource(_OgbBase):
 
     def edges(self, chunk_edges: int):
         path = _gz(self.raw, "edge")
+        count = 0
         for chunk in TableReader(path, "int", 2, what="node id", allow_header=False,
-                                     block_bytes=block_bytes_for(chunk_edges)):
+                                 block_bytes=block_bytes_for(chunk_edges)):
             v = chunk.values
             for col in (0, 1):
                 check_ids(v[:, col], self.num_nodes, self.nodes_from, lambda i, c=chunk: f"{path} line {c.line(i)}")
+            count += len(v)
             yield v[:, 0].copy(), v[:, 1].copy()
+        self._check_edge_count(path, count, self.declared_edges, self.edge_count_path)
 
     def features(self, chunk_rows: int):
         return self._csv_features(self.feat_path, self.num_nodes, self.nodes_from)
@@ -190,6 +252,11 @@ class OgbBinarySource(_OgbBase):
         self.num_nodes, self.nodes_from = int(counts[0]), f"{self.npz.path} num_nodes_list"
         ei = self.npz.require("edge_index").shape
         self.expected_edges = ei[1] if len(ei) == 2 and ei[0] == 2 else None
+        if "num_edges_list" in self.npz.members and self.expected_edges is not None:
+            declared = self.npz.load_small("num_edges_list").reshape(-1)
+            if len(declared) != 1 or int(declared[0]) != self.expected_edges:
+                raise GnnprepError(f"{self.npz.path}: num_edges_list is {declared.tolist()}; expected "
+                                   f"[{self.expected_edges}] (the columns of edge_index)")
         if "node_feat" in self.npz.members:
             info = self.npz.members["node_feat"]
             if len(info.shape) != 2:
@@ -217,15 +284,16 @@ class OgbBinarySource(_OgbBase):
             return
         start = 0
         for block in self.npz.iter_rows("node_feat", chunk_rows):
-            check_finite(block, lambda i, s=start: f"{self.npz.path} node_feat row {s + i}")
+            yield cast_features(block, self.feature_dtype, lambda i, s=start: f"{self.npz.path} node_feat row {s + i}")
             start += len(block)
-            yield block.astype(self.feature_dtype, copy=False)
 
     def labels(self, chunk_rows: int):
         if not self.labels_from:
             return
+        from gnnprep.sources.edgelist import npz_member
+
         with NpzReader(self.label_path) as z:
-            key = "node_label" if "node_label" in z.members else next(iter(z.members))
+            key = npz_member(z, ("node_label",), "node labels")
             rows = z.members[key].shape[0] if z.members[key].shape else 0
             if rows != self.num_nodes:
                 raise GnnprepError(f"{self.label_path}: {key} has {rows} rows; expected {self.num_nodes} "
@@ -244,33 +312,20 @@ class OgbBinarySource(_OgbBase):
 class OgbHeteroSource(_OgbBase):
     def __init__(self, folder: Path, split: str | None = None):
         super().__init__(folder, split)
-        import pandas as pd
-
         p = _gz(self.raw, "num-node-dict")
-        try:
-            df = pd.read_csv(p)
-            counts = {str(t): int(df[t].iloc[0]) for t in df.columns}
-        except (ValueError, IndexError, KeyError, pd.errors.ParserError, EOFError, OSError) as e:
-            raise GnnprepError(f"{p}: expected a header of node types and one row of counts ({e})") from None
+        counts = _node_type_counts(p)
         self.node_types = sorted(counts)
         self.type_counts = [counts[t] for t in self.node_types]
         self.offsets = np.concatenate([[0], np.cumsum(self.type_counts)]).astype(np.int64)
         self.num_nodes, self.nodes_from = int(self.offsets[-1]), str(p)
-        t = _gz(self.raw, "triplet-type-list")
-        if t is None:
-            raise GnnprepError(f"{self.raw}: missing triplet-type-list.csv.gz (the relation types)")
-        try:
-            trip = pd.read_csv(t, header=None, dtype=str).values.tolist()
-        except (ValueError, pd.errors.ParserError, EOFError, OSError) as e:
-            raise GnnprepError(f"{t}: cannot read relation triplets ({e})") from None
-        self.relations = sorted(tuple(r) for r in trip)
-        for r in self.relations:
-            if len(r) != 3 or r[0] not in counts or r[2] not in counts:
-                raise GnnprepError(f"{t}: relation {r} names unknown node types; known: {', '.join(self.node_types)}")
-        self.expected_edges = 0
+        self.relations = _relations(self.raw, self.node_types)
+        self.rel_edges: dict[tuple, tuple[int | None, Path | None]] = {}
         for r in self.relations:
             e = _gz(self.raw / "relations" / "___".join(r), "num-edge-list")
-            self.expected_edges += _read_count(e) if e else 0
+            self.rel_edges[r] = (_read_count(e) if e else None, e)
+        self.expected_edges = sum(c or 0 for c, _ in self.rel_edges.values())
+        for folder_of_types in (self.raw / "node-feat", self.raw / "node-label", self.split_folder):
+            self._refuse_unknown_types(folder_of_types)
         self.feat_paths = {ty: _gz(self.raw / "node-feat" / ty, "node-feat") for ty in self.node_types}
         self.label_paths = {ty: _gz(self.raw / "node-label" / ty, "node-label") for ty in self.node_types}
         for ty in self.node_types:
@@ -286,6 +341,16 @@ class OgbHeteroSource(_OgbBase):
         if missing and self.num_features:
             self.warnings.append(f"{folder}: node types without features ({', '.join(missing)}) get zero rows")
 
+    def _refuse_unknown_types(self, folder: Path | None) -> None:
+        """A per-type folder (features, labels, split) for a type num-node-dict does not list would
+        otherwise be dropped without a word."""
+        if folder is None or not folder.is_dir():
+            return
+        for sub in sorted(folder.iterdir()):
+            if sub.is_dir() and sub.name not in self.node_types:
+                raise GnnprepError(f"{sub}: node type {sub.name!r} is not in {self.nodes_from} "
+                                   f"({', '.join(self.node_types)}); expected folders of known node types only")
+
     def _type(self, ty: str) -> int:
         return self.node_types.index(ty)
 
@@ -296,6 +361,7 @@ class OgbHeteroSource(_OgbBase):
             if path is None:
                 raise GnnprepError(f"{folder}: missing edge.csv.gz")
             h, t = self._type(head), self._type(tail)
+            count = 0
             for chunk in TableReader(path, "int", 2, what="node id", allow_header=False,
                                      block_bytes=block_bytes_for(chunk_edges)):
                 v = chunk.values
@@ -303,7 +369,9 @@ class OgbHeteroSource(_OgbBase):
                           lambda i, c=chunk: f"{path} line {c.line(i)}")
                 check_ids(v[:, 1], self.type_counts[t], f"{self.nodes_from} ({tail})",
                           lambda i, c=chunk: f"{path} line {c.line(i)}")
+                count += len(v)
                 yield v[:, 0] + self.offsets[h], v[:, 1] + self.offsets[t]
+            self._check_edge_count(path, count, *self.rel_edges[(head, rel, tail)])
 
     def features(self, chunk_rows: int):
         if not self.num_features:
