@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
 import click
 
 from gnnprep.errors import GnnprepError
-from gnnprep.trainconfig import NORMALIZE, TrainConfig
+from gnnprep.trainconfig import CHECKS, MAX_LAYERS, NORMALIZE, TrainConfig, int_check
 
-from .common import Progress, budget_option, device_option, emit, json_option, quiet_option
+from .common import Progress, budget_option, device_option, emit, json_option, parsed_by, quiet_option
 
 _D = TrainConfig()
 
@@ -28,19 +29,25 @@ def _fresh_run_dir(model: str) -> str:
 @click.command()
 @click.argument("model")
 @click.argument("features", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", "run_dir", default=None, type=click.Path(file_okay=False),
+@click.option("-o", "--output", "run_dir", default=None, type=click.Path(),
               help="Run folder for metrics.json, model.pt, checkpoint.pt, curves.png (default: runs/<model>-<time>).")
 @click.option("--hops", type=click.IntRange(min=0), default=None, help="K (default: every hop in FEATURES).")
 @click.option("--operator", "operators", default=None, help="Channels to read, comma-separated (default: the first; sign: all).")
-@click.option("--hidden", type=click.IntRange(min=1), default=_D.hidden, show_default=True)
-@click.option("--layers", type=click.IntRange(min=1), default=None, help="MLP layers (default: lc-gprgnn 4, lc-gcn/sign/mlp 2; sgc 1 and lc-jknet one per hop, fixed).")
-@click.option("--dropout", type=float, default=_D.dropout, show_default=True)
-@click.option("--input-dropout", type=float, default=_D.input_dropout, show_default=True)
-@click.option("--alpha", type=float, default=_D.alpha, show_default=True, help="lc-gprgnn: γ_k initialised α(1−α)^k.")
-@click.option("--dprate", type=float, default=_D.dprate, show_default=True, help="lc-gprgnn: dropout on each hop's MLP output.")
+@click.option("--hidden", type=int, default=_D.hidden, show_default=True, callback=parsed_by(CHECKS["hidden"]),
+              help="Hidden width (at most 2^20; a model that cannot fit the device's free memory is refused).")
+@click.option("--layers", type=int, default=None, callback=parsed_by(int_check("--layers", 1, MAX_LAYERS)),
+              help=f"MLP layers, 1..{MAX_LAYERS} (default: lc-gprgnn 4, lc-gcn/sign/mlp 2; sgc 1 and lc-jknet one per hop, fixed).")
+@click.option("--dropout", type=float, default=_D.dropout, show_default=True, callback=parsed_by(CHECKS["dropout"]))
+@click.option("--input-dropout", type=float, default=_D.input_dropout, show_default=True,
+              callback=parsed_by(CHECKS["input_dropout"]))
+@click.option("--alpha", type=float, default=_D.alpha, show_default=True, callback=parsed_by(CHECKS["alpha"]),
+              help="lc-gprgnn: γ_k initialised α(1−α)^k.")
+@click.option("--dprate", type=float, default=_D.dprate, show_default=True, callback=parsed_by(CHECKS["dprate"]),
+              help="lc-gprgnn: dropout on each hop's MLP output.")
 @click.option("--pool", type=click.Choice(["concat", "max"]), default=_D.pool, show_default=True, help="lc-jknet pooling.")
-@click.option("--lr", type=float, default=_D.lr, show_default=True)
-@click.option("--weight-decay", type=float, default=_D.weight_decay, show_default=True)
+@click.option("--lr", type=float, default=_D.lr, show_default=True, callback=parsed_by(CHECKS["lr"]))
+@click.option("--weight-decay", type=float, default=_D.weight_decay, show_default=True,
+              callback=parsed_by(CHECKS["weight_decay"]))
 @click.option("--batch-size", type=click.IntRange(min=1), default=_D.batch_size, show_default=True)
 @click.option("--eval-batch-size", type=click.IntRange(min=1), default=_D.eval_batch_size, show_default=True)
 @click.option("--epochs", type=click.IntRange(min=1), default=_D.epochs, show_default=True)
@@ -53,15 +60,17 @@ def _fresh_run_dir(model: str) -> str:
 @click.option("--recompute", is_flag=True, help="Recompute hidden activations in backward (less memory, more compute).")
 @budget_option("Memory for features held in RAM; above it, batches stream from HDF5 (default: half the free RAM).")
 @device_option(_D.device)
-@click.option("--seed", type=int, default=_D.seed, show_default=True, help="Run r uses seed + r.")
+@click.option("--seed", type=int, default=_D.seed, show_default=True, callback=parsed_by(CHECKS["seed"]),
+              help="Run r uses seed + r (0..2^63-1).")
 @click.option("--runs", type=click.IntRange(min=1), default=_D.runs, show_default=True, help="Seeded runs; reports mean ± std.")
 @click.option("--eval-every", type=click.IntRange(min=1), default=_D.eval_every, show_default=True)
-@click.option("--checkpoint-every", type=click.FloatRange(min=0), default=_D.checkpoint_every, show_default=True,
+@click.option("--checkpoint-every", type=float, default=_D.checkpoint_every, show_default=True,
+              callback=parsed_by(CHECKS["checkpoint_every"]),
               help="Seconds between checkpoints (0: every epoch).")
 @click.option("--evaluator", type=click.Choice(["auto", "ogb", "plain"]), default=_D.evaluator, show_default=True,
               help="auto: ogb's Evaluator for ogbn-* artifacts, plain accuracy otherwise.")
-@click.option("--threads", type=click.IntRange(min=0), default=0, show_default=True,
-              help="CPU threads for torch (0: torch's default; 1 is faster for small models on a busy machine).")
+@click.option("--threads", type=int, default=0, show_default=True, callback=parsed_by(CHECKS["threads"]),
+              help="CPU threads for torch, 0..1024 (0: torch's default; 1 is faster for small models on a busy machine).")
 @click.option("--resume", is_flag=True, help="Continue the run in RUN_DIR from its checkpoint.")
 @json_option
 @quiet_option
@@ -80,8 +89,9 @@ def train(model, features, run_dir, hops, operators, hidden, layers, dropout, in
     try:
         config.check()  # a bad model name fails before anything is read
     except GnnprepError as e:
-        if str(e).startswith("--"):  # an option's value: a usage error
-            raise click.UsageError(str(e)) from None
+        m = re.match(r"(--[\w-]+) ?", str(e))
+        if m:  # an option's value (alone or with another's): a usage error, one line
+            raise click.BadParameter(str(e)[m.end():], param_hint=f"'{m.group(1)}'") from None
         raise
     progress = Progress(quiet)
     try:

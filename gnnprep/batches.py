@@ -11,19 +11,32 @@ array of positions.
   window of several blocks (every view of one block is one contiguous read), shuffles the rows
   inside the window and cuts it into batches. The reads run in a background thread, a bounded queue
   ahead of the consumer, so the model computes while the next window is read.
+
+``open_data`` opens a features artifact for training: checks labels, splits, hops and the class
+count, refuses a model whose training state cannot fit the device (estimated before anything is
+allocated), then picks one of the two loaders by ``--memory-budget``.
 """
 
 from __future__ import annotations
 
 import queue
+import re
 import threading
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterator
 
 import h5py
 import numpy as np
 import torch
 
+from gnnprep import device as devices
 from gnnprep.errors import GnnprepError
+from gnnprep.features import FeatureStore
+from gnnprep.meta import file_fingerprint
+from gnnprep.models import ModelSpec, training_bytes, views
+from gnnprep.sizes import available_ram, format_size
+from gnnprep.trainconfig import MAX_CLASSES, TrainConfig
 
 BLOCK_BYTES = 4 * 1024**2     # target bytes of one block read when the dataset is stored contiguously
 SPARSE_READ = 16              # a block whose span is this many times its wanted rows reads point-wise
@@ -223,3 +236,130 @@ def window_rows_for(budget: int, row_bytes: int, batch_size: int, prefetch: int)
     # several batches per window mixes rows from several blocks into every batch
     return int(min(rows, max(8 * batch_size, 65536)))
 
+
+# ---------------------------------------------------------------------------------------------------
+# opening a features artifact for training: checks, sizes, the loader
+
+
+@dataclass
+class Data:
+    loader: object
+    splits: dict                            # name -> indices into the loader's held rows
+    spec: ModelSpec
+    views: list
+    fingerprint: dict
+    evaluator: str
+    feature_bytes: int
+    budget: int
+
+
+def _evaluator_name(store: FeatureStore, choice: str) -> str:
+    """``ogbn-<name>`` when the artifact came from an OGB node-property data set (its provenance
+    names it) and the data set is scored by accuracy; ``plain`` otherwise."""
+    if choice == "plain":
+        return "plain"
+    text = store.provenance_text
+    m = re.search(r"ogbn[-_]([a-z0-9]+)", text, flags=re.IGNORECASE)
+    if m is None:
+        if choice == "ogb":
+            raise GnnprepError(f"{store.path}: --evaluator ogb, but the provenance names no ogbn-* data set")
+        return "plain"
+    name = "ogbn-" + m.group(1)
+    if name.lower() == "ogbn-papers100m":
+        name = "ogbn-papers100M"
+    return name
+
+
+def _take(dset, positions: np.ndarray, step: int = 1 << 22) -> np.ndarray:
+    """dset[positions] for sorted positions, reading ``step`` entries at a time (never the whole array)."""
+    out = np.empty(len(positions), dtype=dset.dtype)
+    for lo in range(0, int(positions[-1]) + 1 if len(positions) else 0, step):
+        a, b = np.searchsorted(positions, [lo, lo + step])
+        if a < b:
+            block = dset[lo:min(lo + step, int(positions[b - 1]) + 1)]
+            out[a:b] = block[positions[a:b] - lo]
+    return out
+
+
+def _num_classes(store: FeatureStore, labels: np.ndarray) -> int:
+    """The class count: the artifact's ``num_classes``, else the largest split label + 1; capped at
+    MAX_CLASSES before it sizes the output layer, every split label inside it."""
+    path = store.path
+    if labels.dtype.kind not in "iu":
+        raise GnnprepError(f"{path}: /labels has dtype {labels.dtype}; expected integer class ids")
+    declared = store.num_classes
+    if not 0 <= declared <= MAX_CLASSES:
+        raise GnnprepError(f"{path}: root attribute 'num_classes' is {declared}; expected 0..{MAX_CLASSES}")
+    top = int(labels.max())
+    if not declared and top >= MAX_CLASSES:
+        raise GnnprepError(f"{path}: /labels has class id {top}; expected class ids below {MAX_CLASSES} "
+                           f"(at most {MAX_CLASSES:,} classes)")
+    num_classes = declared or top + 1
+    bad = int(((labels < 0) | (labels >= num_classes)).sum())
+    if bad:
+        raise GnnprepError(f"{path}: /labels has {bad} split rows without a class in 0..{num_classes - 1} "
+                           "(unlabeled rows in a split)")
+    return num_classes
+
+
+def _check_model_fits(spec: ModelSpec, config: TrainConfig, device, train_rows: int) -> None:
+    """Refuse a model whose training state cannot fit the device's free memory, before building it."""
+    params, need = training_bytes(spec, min(config.batch_size, train_rows))
+    free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else available_ram()
+    if need > free:
+        raise GnnprepError(f"--hidden {spec.hidden}: the {spec.name} model ({params:,} parameters, "
+                           f"{spec.num_layers} layers) needs ~{format_size(need)} to train (weights, gradients, "
+                           f"Adam state, a best copy and one batch's activations), but {device} has "
+                           f"{format_size(free)} free; expected a smaller --hidden, --layers or --batch-size")
+
+
+def _select_operators(store: FeatureStore, config: TrainConfig) -> tuple[str, ...]:
+    file_ops = store.operators()
+    for op in config.operators or ():
+        if op not in file_ops:
+            raise GnnprepError(f"--operator {op}: {store.path} holds operators {', '.join(file_ops)}")
+    if config.operators:
+        return tuple(config.operators)
+    return tuple(file_ops) if config.model == "sign" else (file_ops[0],)
+
+
+def open_data(path, config: TrainConfig, progress=None) -> Data:
+    """Validate the artifact against the config and build the batch loader (in memory or streaming)."""
+    path = Path(path)
+    with FeatureStore(path) as store:
+        rows = store.rows
+        labels_all = store.labels()
+        K_file = store.hops
+        K = K_file if config.hops is None else config.hops
+        if not 0 <= K <= K_file:
+            raise GnnprepError(f"--hops {K}: {path} holds hops 0..{K_file}")
+        ops = _select_operators(store, config)
+        positions = store.split_positions(rows)
+        held = np.unique(np.concatenate(list(positions.values())))
+        labels = _take(labels_all, held)
+        num_classes = _num_classes(store, labels)
+        model_views = views(ModelSpec(name=config.model, in_dim=1, num_classes=num_classes, hops=K, operators=ops))
+        datasets = [store.hop_name(k, op) for op, k in model_views]
+        d, dtype = store.hop_shape(datasets, len(rows))
+        fingerprint = {"path": str(path.absolute()), "file": file_fingerprint(path),
+                       "graph_fingerprint": store.graph_fingerprint}
+        evaluator = _evaluator_name(store, config.evaluator)
+
+    spec = ModelSpec(name=config.model, in_dim=d, num_classes=num_classes, hops=K, operators=ops,
+                     hidden=config.hidden, layers=config.layers, dropout=config.dropout,
+                     input_dropout=config.input_dropout, alpha=config.alpha, dprate=config.dprate,
+                     pool=config.pool, recompute=config.recompute)
+    device = devices.torch_device(config.device)
+    _check_model_fits(spec, config, device, len(positions["train"]))  # before reading any features
+    budget = config.memory_budget or devices.default_budget("cpu")  # rows are held in host memory first
+    row_bytes = len(datasets) * d * dtype.itemsize
+    feature_bytes = len(held) * row_bytes
+    splits = {name: np.searchsorted(held, pos) for name, pos in positions.items()}
+    labels = labels.astype(np.int64)
+    if feature_bytes <= budget:
+        loader = InMemoryBatches.load(path, datasets, held, labels, device, progress)
+    else:
+        window = window_rows_for(budget, row_bytes, config.batch_size, config.prefetch)
+        loader = StreamingBatches(path, datasets, held, labels, device, window, config.prefetch)
+    return Data(loader=loader, splits=splits, spec=spec, views=model_views, fingerprint=fingerprint,
+                evaluator=evaluator, feature_bytes=feature_bytes, budget=budget)

@@ -115,13 +115,24 @@ class FeatureStore(Artifact):
 
     FORMAT = FORMAT
 
+    def _int_attr(self, name: str, default: int | None = None) -> int:
+        value = self.f.attrs.get(name, default)
+        if value is None:
+            raise GnnprepError(f"{self.path}: root attribute {name!r} is missing")
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
+            raise GnnprepError(f"{self.path}: root attribute {name!r} is {value!r}; expected a non-negative integer")
+        return int(value)
+
+    def _json_attr(self, name: str):
+        try:
+            return json.loads(self.f.attrs[name])
+        except (TypeError, ValueError):
+            raise GnnprepError(f"{self.path}: root attribute {name!r} is not valid JSON (the file is corrupt)") from None
+
     @property
     def hops(self) -> int:
         """K: the artifact holds hops 0..K."""
-        K = int(self.f.attrs.get("hops", -1))
-        if K < 0:
-            raise GnnprepError(f"{self.path}: root attribute 'hops' is missing")
-        return K
+        return self._int_attr("hops")
 
     @property
     def rows(self) -> np.ndarray:
@@ -133,7 +144,7 @@ class FeatureStore(Artifact):
     @property
     def num_classes(self) -> int:
         """As recorded from the graph store (0: unknown)."""
-        return int(self.f.attrs.get("num_classes", 0))
+        return self._int_attr("num_classes", 0)
 
     @property
     def graph_fingerprint(self) -> str:
@@ -156,11 +167,15 @@ class FeatureStore(Artifact):
 
     def operators(self) -> list[str]:
         """Operator and HDG channel names, the first one's hops under ``/hops``."""
-        text = self.f.attrs.get("operators")
-        return json.loads(text) if text is not None else [str(self.f.attrs.get("operator", "sym"))]
+        if "operators" not in self.f.attrs:
+            return [str(self.f.attrs.get("operator", "sym"))]
+        ops = self._json_attr("operators")
+        if not isinstance(ops, list) or not ops or not all(isinstance(o, str) for o in ops):
+            raise GnnprepError(f"{self.path}: root attribute 'operators' is {ops!r}; expected a list of names")
+        return ops
 
     def plan(self) -> dict:
-        return json.loads(self.f.attrs["plan"])
+        return self._json_attr("plan")
 
     def labels(self) -> h5py.Dataset:
         """``/labels``, one class per stored row (read lazily)."""

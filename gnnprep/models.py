@@ -329,3 +329,19 @@ def build_model(spec: ModelSpec) -> nn.Module:
     model = _CLASSES[spec.name](spec)
     model.recompute = spec.recompute
     return model
+
+
+def training_bytes(spec: ModelSpec, batch_rows: int) -> tuple[int, int]:
+    """(parameters, bytes) training ``spec`` on batches of ``batch_rows`` holds, estimated without
+    allocating anything (the model is built on torch's ``meta`` device): float32 weights, their
+    gradients, Adam's two moments and the best state kept aside (5 copies), plus one batch's layer
+    outputs and their gradients (each layer keeps one [B, views, width] output for backward;
+    ``recompute`` keeps a quarter of them)."""
+    with torch.device("meta"):
+        model = build_model(spec)
+    params = sum(p.numel() for p in model.parameters())
+    width = max(spec.hidden, spec.num_classes, spec.in_dim)
+    activations = batch_rows * len(views(spec)) * width * (spec.num_layers + 1) * 4 * 2
+    if spec.recompute:
+        activations //= RECOMPUTE_SEGMENTS
+    return params, params * 4 * 5 + activations

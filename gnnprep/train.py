@@ -20,7 +20,6 @@ import dataclasses
 import json
 import os
 import random
-import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -30,12 +29,10 @@ import numpy as np
 import torch
 
 from gnnprep import device as devices
-from gnnprep.atomic import atomic_output
-from gnnprep.batches import InMemoryBatches, StreamingBatches, window_rows_for
+from gnnprep.atomic import atomic_output, refuse_input_as_output
+from gnnprep.batches import Data, _take, open_data  # noqa: F401 (re-exported)
 from gnnprep.errors import GnnprepError
-from gnnprep.features import FeatureStore
-from gnnprep.meta import file_fingerprint
-from gnnprep.models import ModelSpec, build_model, views
+from gnnprep.models import ModelSpec, build_model
 from gnnprep.trainconfig import NORMALIZE, RESUMABLE_CHANGES, TrainConfig  # noqa: F401 (re-exported)
 
 
@@ -87,36 +84,7 @@ class TrainReport:
 
 
 # ---------------------------------------------------------------------------------------------------
-# the data: splits, labels, views, loader
-
-
-@dataclass
-class Data:
-    loader: object
-    splits: dict                            # name -> indices into the loader's held rows
-    spec: ModelSpec
-    views: list
-    fingerprint: dict
-    evaluator: str
-    feature_bytes: int
-    budget: int
-
-
-def _evaluator_name(store: FeatureStore, choice: str) -> str:
-    """``ogbn-<name>`` when the artifact came from an OGB node-property data set (its provenance
-    names it) and the data set is scored by accuracy; ``plain`` otherwise."""
-    if choice == "plain":
-        return "plain"
-    text = store.provenance_text
-    m = re.search(r"ogbn[-_]([a-z0-9]+)", text, flags=re.IGNORECASE)
-    if m is None:
-        if choice == "ogb":
-            raise GnnprepError(f"{store.path}: --evaluator ogb, but the provenance names no ogbn-* data set")
-        return "plain"
-    name = "ogbn-" + m.group(1)
-    if name.lower() == "ogbn-papers100m":
-        name = "ogbn-papers100M"
-    return name
+# accuracy (the data and its loader: gnnprep.batches.open_data)
 
 
 def _ogb_accuracy(name: str):
@@ -140,71 +108,6 @@ def _ogb_accuracy(name: str):
 
 def _plain_accuracy(y_true: np.ndarray, y_pred: np.ndarray) -> float:
     return float((y_true == y_pred).mean()) if len(y_true) else float("nan")
-
-
-def _take(dset, positions: np.ndarray, step: int = 1 << 22) -> np.ndarray:
-    """dset[positions] for sorted positions, reading ``step`` entries at a time (never the whole array)."""
-    out = np.empty(len(positions), dtype=dset.dtype)
-    for lo in range(0, int(positions[-1]) + 1 if len(positions) else 0, step):
-        a, b = np.searchsorted(positions, [lo, lo + step])
-        if a < b:
-            block = dset[lo:min(lo + step, int(positions[b - 1]) + 1)]
-            out[a:b] = block[positions[a:b] - lo]
-    return out
-
-
-def open_data(path, config: TrainConfig, progress=None) -> Data:
-    """Validate the artifact against the config and build the batch loader (in memory or streaming)."""
-    path = Path(path)
-    with FeatureStore(path) as store:
-        rows = store.rows
-        labels_all = store.labels()
-        K_file = store.hops
-        K = K_file if config.hops is None else config.hops
-        if not 0 <= K <= K_file:
-            raise GnnprepError(f"--hops {K}: {path} holds hops 0..{K_file}")
-        file_ops = store.operators()
-        if config.operators:
-            for op in config.operators:
-                if op not in file_ops:
-                    raise GnnprepError(f"--operator {op}: {path} holds operators {', '.join(file_ops)}")
-            ops = tuple(config.operators)
-        else:
-            ops = tuple(file_ops) if config.model == "sign" else (file_ops[0],)
-        positions = store.split_positions(rows)
-        held = np.unique(np.concatenate(list(positions.values())))
-        labels = _take(labels_all, held).astype(np.int64)
-        num_classes = store.num_classes or int(labels.max()) + 1
-        bad = int(((labels < 0) | (labels >= num_classes)).sum())
-        if bad:
-            raise GnnprepError(f"{path}: /labels has {bad} split rows without a class in 0..{num_classes - 1} "
-                               "(unlabeled rows in a split)")
-
-        model_views = views(ModelSpec(name=config.model, in_dim=1, num_classes=num_classes, hops=K, operators=ops))
-        datasets = [store.hop_name(k, op) for op, k in model_views]
-        d, dtype = store.hop_shape(datasets, len(rows))
-        itemsize = dtype.itemsize
-        fingerprint = {"path": str(path.absolute()), "file": file_fingerprint(path),
-                       "graph_fingerprint": store.graph_fingerprint}
-        evaluator = _evaluator_name(store, config.evaluator)
-
-    spec = ModelSpec(name=config.model, in_dim=d, num_classes=num_classes, hops=K, operators=ops,
-                     hidden=config.hidden, layers=config.layers, dropout=config.dropout,
-                     input_dropout=config.input_dropout, alpha=config.alpha, dprate=config.dprate,
-                     pool=config.pool, recompute=config.recompute)
-    build_model(spec)  # validate hyperparameters before reading any features
-    device = devices.torch_device(config.device)
-    budget = config.memory_budget or devices.default_budget("cpu")  # rows are held in host memory first
-    row_bytes = len(datasets) * d * itemsize
-    feature_bytes = len(held) * row_bytes
-    splits = {name: np.searchsorted(held, pos) for name, pos in positions.items()}
-    if feature_bytes <= budget:
-        loader = InMemoryBatches.load(path, datasets, held, labels, device, progress)
-    else:
-        window = window_rows_for(budget, row_bytes, config.batch_size, config.prefetch)
-        loader = StreamingBatches(path, datasets, held, labels, device, window, config.prefetch)
-    return Data(loader=loader, splits=splits, spec=spec, views=model_views, fingerprint=fingerprint,
-                evaluator=evaluator, feature_bytes=feature_bytes, budget=budget)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -297,17 +200,72 @@ def _config_dict(config: TrainConfig) -> dict:
     return d
 
 
+CHECKPOINT_FORMAT, CHECKPOINT_VERSION = "gnnprep.checkpoint", 1
+RUN_FILES = ("metrics.json", "model.pt", "checkpoint.pt", "curves.png")
+CHECKPOINT_KEYS = ("config", "fingerprint", "finished", "best_states", "ends", "current")
+
+
+def _load_checkpoint(path: Path) -> dict:
+    """``checkpoint.pt``, read safely: tensors and plain containers only, never code from the file."""
+    try:
+        ck = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # a truncated or foreign file fails in many ways inside torch.load and pickle
+        ck = None
+    if not (isinstance(ck, dict) and ck.get("format") == CHECKPOINT_FORMAT
+            and ck.get("format_version") == CHECKPOINT_VERSION and all(k in ck for k in CHECKPOINT_KEYS)):
+        raise GnnprepError(f"{path}: cannot be read (corrupt or from another version); expected a checkpoint "
+                           f"written by this gnnprep train ({CHECKPOINT_FORMAT} version {CHECKPOINT_VERSION})")
+    return ck
+
+
 def _check_resumable(ck: dict, config: TrainConfig, data: Data, run_dir: Path) -> None:
+    ck_path = run_dir / "checkpoint.pt"
     if ck["fingerprint"]["file"] != data.fingerprint["file"] or \
             ck["fingerprint"]["graph_fingerprint"] != data.fingerprint["graph_fingerprint"]:
-        raise GnnprepError(f"{run_dir / 'checkpoint.pt'}: was trained on another features artifact "
+        raise GnnprepError(f"{ck_path}: was trained on another features artifact "
                            f"({ck['fingerprint']['path']}, {ck['fingerprint']['file']}); cannot resume on this one")
     old, new = ck["config"], _config_dict(config)
     changed = sorted(k for k in new if k not in RESUMABLE_CHANGES and old.get(k) != new[k])
     if changed:
         k = changed[0]
-        raise GnnprepError(f"{run_dir / 'checkpoint.pt'}: was trained with {k}={old.get(k)!r}, now {new[k]!r}; "
+        raise GnnprepError(f"{ck_path}: was trained with {k}={old.get(k)!r}, now {new[k]!r}; "
                            "resume with the same settings or use a new run folder")
+    trained = [r["epochs_run"] for r in ck["finished"][:config.runs]]
+    if ck["current"] is not None and ck["current"]["run"] < config.runs:
+        trained.append(ck["current"]["epoch"])
+    if max(trained, default=0) > config.epochs:
+        raise GnnprepError(f"--epochs {config.epochs}: the run in {run_dir} has trained {max(trained)} epochs "
+                           f"already; expected --epochs >= {max(trained)} (a run cannot be shortened)")
+
+
+def _check_run_dir(run_dir: Path, features, resume: bool) -> None:
+    """Refuse a run folder that cannot be one (the features file itself, a file, an unwritable
+    place, a missing checkpoint to resume) before any features are read."""
+    for target in (run_dir, *(run_dir / name for name in RUN_FILES)):
+        refuse_input_as_output(target, [features])
+    if run_dir.exists() and not run_dir.is_dir():
+        raise GnnprepError(f"{run_dir}: exists and is not a folder; expected a run folder")
+    ck_path = run_dir / "checkpoint.pt"
+    if resume and not ck_path.is_file():
+        raise GnnprepError(f"{run_dir}: no checkpoint to resume (no {ck_path.name}); "
+                           "expected the folder of an earlier run, or run without --resume")
+    if not resume and (ck_path.exists() or (run_dir / "model.pt").exists()):
+        raise GnnprepError(f"{run_dir}: holds a previous run; pass --resume to continue it or choose another folder")
+    existing = run_dir.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise GnnprepError(f"{run_dir}: {existing} is not a folder; expected a folder to hold the run")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise GnnprepError(f"{run_dir}: folder {existing} is not writable; expected a writable run folder")
+
+
+def _make_run_dir(run_dir: Path) -> None:
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise GnnprepError(f"{run_dir}: cannot create the run folder ({e.strerror or e}); "
+                           "expected a writable place") from None
 
 
 def _plot(report: TrainReport, run_dir: Path) -> None:
@@ -351,39 +309,37 @@ def _better(ev: dict, best: dict | None, select: str) -> bool:
 def train(features, run_dir, config: TrainConfig, progress=None, resume: bool = False) -> TrainReport:
     """Train ``config.runs`` seeded runs of ``config.model`` on ``features``; write the run folder.
 
-    ``progress(stage, done, total)`` is called after every epoch. With ``resume``, a checkpoint in
+    ``progress(stage, done, total)`` is called after every epoch. With ``resume``, the checkpoint in
     ``run_dir`` is continued (same settings and artifact required); the continued run is identical
-    to an uninterrupted one (model, optimizer and RNG states are restored).
+    to an uninterrupted one (model, optimizer and RNG states are restored). Finished runs continue
+    to a larger ``epochs`` from their end state (unless early stopping ended them).
     """
     t_start = time.perf_counter()
     config.check()
     run_dir = Path(run_dir)
-    if run_dir.exists() and not run_dir.is_dir():
-        raise GnnprepError(f"{run_dir}: exists and is not a folder; expected a run folder")
-    ck_path = run_dir / "checkpoint.pt"
-    if not resume and (ck_path.exists() or (run_dir / "model.pt").exists()):
-        raise GnnprepError(f"{run_dir}: holds a previous run; pass --resume to continue it or choose another folder")
+    _check_run_dir(run_dir, features, resume)
+    ck = _load_checkpoint(run_dir / "checkpoint.pt") if resume else None
     if config.threads:
         torch.set_num_threads(config.threads)
     data = open_data(features, config, progress)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    ck = None
-    if resume and ck_path.exists():
-        ck = torch.load(ck_path, map_location="cpu", weights_only=False)
+    if ck is not None:
         _check_resumable(ck, config, data, run_dir)
+    _make_run_dir(run_dir)
     accuracy = _plain_accuracy
     if data.evaluator != "plain":
         accuracy = _ogb_accuracy(data.evaluator) or _plain_accuracy
     device = devices.torch_device(config.device)
 
-    finished: list[RunResult] = [RunResult(**r) for r in ck["finished"]] if ck else []
-    best_states: list[dict] = list(ck["best_states"]) if ck else []
-    for r in range(len(finished), config.runs):
-        result, state = _train_run(r, data, config, device, accuracy, run_dir, finished, best_states,
-                                   ck if ck and ck.get("current") and ck["current"]["run"] == r else None, progress)
-        finished.append(result)
-        best_states.append(state)
-        _checkpoint(run_dir, config, data, finished, best_states, None)
+    done = Finished.from_checkpoint(ck)
+    for r in range(config.runs):
+        cur = ck["current"] if ck and ck["current"] and ck["current"]["run"] == r else None
+        if cur is None and r < len(done.results):
+            if done.results[r].epochs_run >= config.epochs:
+                continue  # trained to --epochs already
+            cur = {**done.ends[r], "best_state": done.best_states[r]}  # continue to the new --epochs
+        done.put(r, *_train_run(r, data, config, device, accuracy, run_dir, done, cur, progress))
+        _checkpoint(run_dir, config, data, done, None)
+    finished = done.results
     # the best-validation run's best state goes to model.pt
     key = (lambda i: finished[i].valid_loss) if config.select == "loss" else (lambda i: -finished[i].valid_acc)
     saved = min(range(config.runs), key=key)
@@ -391,7 +347,7 @@ def train(features, run_dir, config: TrainConfig, progress=None, resume: bool = 
                          device=str(device), streaming=data.loader.streaming, evaluator=data.evaluator,
                          seconds=time.perf_counter() - t_start, saved_run=saved)
     best = finished[saved]
-    _save({"format": "gnnprep.model", "format_version": 1, "state_dict": best_states[saved],
+    _save({"format": "gnnprep.model", "format_version": 1, "state_dict": done.best_states[saved],
            "config": _config_dict(config), "spec": dataclasses.asdict(data.spec), "views": data.views,
            "features": data.fingerprint, "seed": best.seed, "best_epoch": best.best_epoch,
            "valid_acc": best.valid_acc, "test_acc": best.test_acc}, run_dir / "model.pt")
@@ -402,13 +358,50 @@ def train(features, run_dir, config: TrainConfig, progress=None, resume: bool = 
     return report
 
 
-def _checkpoint(run_dir, config, data, finished, best_states, current) -> None:
-    _save({"config": _config_dict(config), "fingerprint": data.fingerprint,
-           "finished": [r.to_dict() for r in finished], "best_states": best_states, "current": current},
+@dataclass
+class Finished:
+    """The finished runs: results, best states (model.pt saves one) and end states (model, optimizer,
+    RNG, patience counter after the last epoch: what continues a run to more epochs on resume)."""
+
+    results: list = field(default_factory=list)
+    best_states: list = field(default_factory=list)
+    ends: list = field(default_factory=list)
+
+    @classmethod
+    def from_checkpoint(cls, ck: dict | None) -> "Finished":
+        if ck is None:
+            return cls()
+        return cls([RunResult(**r) for r in ck["finished"]], list(ck["best_states"]), list(ck["ends"]))
+
+    def put(self, r: int, result: RunResult, best_state: dict, end: dict) -> None:
+        if r < len(self.results):
+            self.results[r], self.best_states[r], self.ends[r] = result, best_state, end
+        else:
+            self.results.append(result)
+            self.best_states.append(best_state)
+            self.ends.append(end)
+
+
+def _checkpoint(run_dir, config, data, done: Finished, current) -> None:
+    _save({"format": CHECKPOINT_FORMAT, "format_version": CHECKPOINT_VERSION, "config": _config_dict(config),
+           "fingerprint": data.fingerprint, "finished": [r.to_dict() for r in done.results],
+           "best_states": done.best_states, "ends": done.ends, "current": current},
           run_dir / "checkpoint.pt")
 
 
-def _train_run(r, data: Data, config: TrainConfig, device, accuracy, run_dir, finished, best_states, ck, progress):
+def _to_cpu(obj):
+    """A copy of a (nested) state with every tensor on the CPU (end states outlive their run)."""
+    if torch.is_tensor(obj):
+        return obj.detach().to("cpu", copy=True)
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_cpu(v) for v in obj)
+    return obj
+
+
+def _train_run(r, data: Data, config: TrainConfig, device, accuracy, run_dir, done: Finished, cur, progress):
+    """Run r from its start, or from ``cur`` (a saved state): (result, best state, end state)."""
     seed = config.seed + r
     torch.manual_seed(seed)
     random.seed(seed)
@@ -417,14 +410,20 @@ def _train_run(r, data: Data, config: TrainConfig, device, accuracy, run_dir, fi
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     history: list[dict] = []
     best, best_state, bad, start, elapsed = None, None, 0, 0, 0.0
-    if ck is not None:
-        cur = ck["current"]
+    if cur is not None:
         model.load_state_dict(cur["model"])
         optimizer.load_state_dict(cur["optimizer"])
         history, best, best_state, bad, start, elapsed = (cur["history"], cur["best"], cur["best_state"], cur["bad"],
                                                           cur["epoch"], cur["elapsed"])
         _set_rng_state(cur["rng"], rng)
     t0 = time.perf_counter() - elapsed
+
+    def state(with_best: bool = True) -> dict:
+        return {"run": r, "epoch": len(history), "model": _cpu_state(model),
+                "optimizer": _to_cpu(optimizer.state_dict()), "history": history, "best": best,
+                "best_state": best_state if with_best else None, "bad": bad,
+                "elapsed": time.perf_counter() - t0, "rng": _rng_state(rng)}
+
     last_ck = time.perf_counter()
     stage = f"train run {r + 1}/{config.runs}" if config.runs > 1 else "train"
     for epoch in range(start, config.epochs):
@@ -445,10 +444,7 @@ def _train_run(r, data: Data, config: TrainConfig, device, accuracy, run_dir, fi
         row["seconds"] = time.perf_counter() - te
         history.append(row)
         if time.perf_counter() - last_ck >= config.checkpoint_every:
-            _checkpoint(run_dir, config, data, finished, best_states, {
-                "run": r, "epoch": epoch + 1, "model": _cpu_state(model), "optimizer": optimizer.state_dict(),
-                "history": history, "best": best, "best_state": best_state, "bad": bad,
-                "elapsed": time.perf_counter() - t0, "rng": _rng_state(rng)})
+            _checkpoint(run_dir, config, data, done, state())
             last_ck = time.perf_counter()
         if progress is not None:
             progress(stage, epoch + 1, config.epochs)
@@ -457,7 +453,7 @@ def _train_run(r, data: Data, config: TrainConfig, device, accuracy, run_dir, fi
                        valid_acc=float(best["valid_acc"]),
                        test_acc=None if best.get("test_acc") is None else float(best["test_acc"]),
                        epochs_run=len(history), seconds=round(time.perf_counter() - t0, 3), history=history)
-    return result, copy.deepcopy(best_state)
+    return result, copy.deepcopy(best_state), state(with_best=False)
 
 
 def load_model(path) -> tuple[torch.nn.Module, dict]:

@@ -24,7 +24,8 @@ def make_store(tmp_path, rng, n=90, m=400, d=7, directed=False, splits=True, nam
     if splits:
         (tmp_path / "splits").mkdir(exist_ok=True)
         np.save(tmp_path / "splits" / "train.npy", np.arange(0, n, 3))
-        np.save(tmp_path / "splits" / "test.npy", np.arange(1, n, 7))
+        test = np.arange(1, n, 7)
+        np.save(tmp_path / "splits" / "test.npy", test[test % 3 != 0])  # disjoint from train
         opts["splits"] = str(tmp_path / "splits")
     ingest(str(tmp_path / "e.npy"), tmp_path / name, IngestConfig(directed=directed, source=SourceOptions(**opts)))
     return tmp_path / name, src, dst, x
