@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import sys
 
 import click
@@ -12,6 +13,7 @@ from gnnprep.errors import GnnprepError
 from .common import Progress, budget_option, emit, json_option, parsed_by, quiet_option, size
 
 ALL = 10**15  # --capacity all: clipped to the stored entries by hag.build
+MAX_WINDOW = 1024  # candidate keys per round grow with window x entries: far beyond 16 only costs time
 
 
 def parse_capacity(text: str) -> int | float:
@@ -37,7 +39,9 @@ def parse_capacity(text: str) -> int | float:
 @click.option("--method", type=click.Choice(["rounds", "exact"]), default="rounds", show_default=True)
 @click.option("--aggregate", type=click.Choice(["set", "sequential"]), default="set", show_default=True,
               help="set (sum, mean, max: any order) or sequential (prefix sharing in the stored neighbour order).")
-@click.option("--window", type=click.IntRange(min=1), default=None, help="rounds: candidate window (default 16, fitted to the budget).")
+@click.option("--window", type=click.IntRange(min=1, max=MAX_WINDOW), default=None,
+              help=f"rounds: candidate window (default 16, fitted to the budget; at most {MAX_WINDOW}, and never more "
+                   "than the largest in-degree).")
 @click.option("--max-depth", type=click.IntRange(min=1), default=16, show_default=True, help="rounds: deepest aggregation level.")
 @click.option("--min-share", type=click.IntRange(min=2), default=2, show_default=True,
               help="rounds: destinations a pair must be shared by (2 as in the paper; 3-4 make fewer aggregation "
@@ -50,15 +54,18 @@ def hag(dataset, output, capacity, method, aggregate, window, max_depth, min_sha
         quiet):
     """Build a redundancy-free aggregation graph (HAG) for DATASET."""
     from gnnprep import hag as hag_lib
+    from gnnprep.atomic import refuse_input_as_output
     from gnnprep.ingest import IngestConfig, ensure_graph_store
     from gnnprep.sources import SourceOptions
     from gnnprep.store import GraphStore
 
+    refuse_input_as_output(output, [dataset] if os.path.exists(dataset) else [])  # before any long work
     progress = Progress(quiet)
     try:
         store_path = ensure_graph_store(dataset, IngestConfig(source=SourceOptions()), cache_dir, progress)
     finally:
         progress.close()
+    refuse_input_as_output(output, [store_path])
     with GraphStore(store_path) as g:
         indptr, indices, fp = g.indptr(), g.indices(), g.fingerprint
     n = len(indptr) - 1

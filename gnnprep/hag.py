@@ -33,6 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from gnnprep.errors import GnnprepError
+from gnnprep.meta import FORMAT_VERSIONS
 
 if TYPE_CHECKING:
     from gnnprep.store import GraphStore
@@ -139,12 +140,13 @@ def execute(h: Hag, x: np.ndarray) -> np.ndarray:
 
 # -- the hag.h5 artifact ------------------------------------------------------------------------------
 FORMAT = "gnnprep.hag"
-FORMAT_VERSION = 1
+FORMAT_VERSION = FORMAT_VERSIONS[FORMAT]
 
 
 def write_hag(h: Hag, path, provenance: dict, aggregate: str, capacity: int, graph_fingerprint: str,
-              indptr: np.ndarray) -> dict:
-    """Write ``hag.h5`` atomically; return the summary written into its root attributes."""
+              indptr: np.ndarray, inputs=()) -> dict:
+    """Write ``hag.h5`` atomically; return the summary written into its root attributes. ``inputs``:
+    the files the HAG was built from, which ``path`` must not be (refused, never overwritten)."""
     import h5py
 
     from gnnprep.atomic import atomic_output
@@ -158,7 +160,7 @@ def write_hag(h: Hag, path, provenance: dict, aggregate: str, capacity: int, gra
         "transfers_graph": tg, "transfers_hag": h.transfers(),
     }
     idx_dtype = np.int32 if h.num_nodes + h.num_agg < 2**31 else np.int64
-    with atomic_output(path) as tmp:
+    with atomic_output(path, inputs=inputs) as tmp:
         with h5py.File(tmp, "w") as f:
             f.create_dataset("agg/inputs", data=h.inputs.astype(idx_dtype).reshape(-1, 2))
             f.create_dataset("agg/level_ptr", data=h.level_ptr.astype(np.int64))
@@ -168,14 +170,63 @@ def write_hag(h: Hag, path, provenance: dict, aggregate: str, capacity: int, gra
     return summary
 
 
+def plain_attrs(attrs) -> dict:
+    """Root attributes as plain Python values (numpy scalars and arrays converted, bytes decoded)."""
+    def plain(v):
+        if isinstance(v, bytes):
+            return v.decode(errors="replace")
+        if isinstance(v, np.ndarray):
+            return v.tolist()
+        return v.item() if isinstance(v, np.generic) else v
+
+    return {k: plain(v) for k, v in attrs.items()}
+
+
+def _read_index(f, path, name: str, ndim: int) -> np.ndarray:
+    """An integer dataset of the HAG as int64, or a one-line error naming it."""
+    if name not in f or not hasattr(f[name], "dtype"):
+        raise GnnprepError(f"{path}: missing dataset /{name}; the HAG is incomplete")
+    ds = f[name]
+    if ds.dtype.kind not in "iu" or ds.ndim != ndim or (ndim == 2 and ds.shape[1] != 2):
+        want = "[|VA|, 2] integers" if ndim == 2 else "a 1-D integer array"
+        raise GnnprepError(f"{path}: /{name} is {ds.dtype} of shape {ds.shape}; expected {want}")
+    return ds[:].astype(np.int64)
+
+
+def check_hag(h: Hag, path) -> None:
+    """GnnprepError unless ``h`` is a well-formed HAG (one vectorised pass over its arrays), so that
+    the executor's kernels never index out of bounds: ``level_ptr`` runs from 0 to |VA| without
+    decreasing; every input of an aggregation node of level l+1 lies in [0, n + level_ptr[l]) (graph
+    nodes or earlier levels: topological); the in-lists are a CSR over V ∪ VA."""
+    from gnnprep.store import check_ids, check_indptr
+
+    n, na, lp = h.num_nodes, h.num_agg, h.level_ptr
+    if len(lp) < 1 or lp[0] != 0 or lp[-1] != na or (np.diff(lp) < 0).any():
+        runs = f"runs from {int(lp[0])} to {int(lp[-1])}" if len(lp) else "is empty"
+        raise GnnprepError(f"{path}: /agg/level_ptr {runs} or decreases; expected non-decreasing offsets from 0 "
+                           f"to {na} (the file is corrupt)")
+    bound = n + np.repeat(lp[:-1], np.diff(lp))
+    bad = np.flatnonzero(((h.inputs < 0) | (h.inputs >= bound[:, None])).any(axis=1))
+    if len(bad):
+        i = int(bad[0])
+        raise GnnprepError(f"{path}: /agg/inputs[{i}] = {h.inputs[i].tolist()}; expected ids in [0, {int(bound[i])}) "
+                           "(graph nodes or aggregation nodes of earlier levels; the file is corrupt)")
+    check_indptr(h.indptr, n, len(h.indices), f"{path}: /adj/indptr")
+    check_ids(h.indices, n + na, f"{path}: /adj/indices")
+
+
 def read_hag(path) -> tuple[Hag, dict]:
+    """The HAG in ``path`` and its root attributes, validated by :func:`check_hag`."""
     from gnnprep.meta import open_artifact
 
     with open_artifact(path, expect=FORMAT) as f:
-        h = Hag(int(f.attrs["num_nodes"]), f["agg/inputs"][:].astype(np.int64).reshape(-1, 2),
-                f["agg/level_ptr"][:].astype(np.int64), f["adj/indptr"][:].astype(np.int64),
-                f["adj/indices"][:].astype(np.int64))
-        attrs = {k: (v.item() if hasattr(v, "item") else v) for k, v in f.attrs.items()}
+        n = f.attrs.get("num_nodes")
+        if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 0:
+            raise GnnprepError(f"{path}: root attribute 'num_nodes' is {n!r}; expected a count")
+        h = Hag(int(n), _read_index(f, path, "agg/inputs", 2), _read_index(f, path, "agg/level_ptr", 1),
+                _read_index(f, path, "adj/indptr", 1), _read_index(f, path, "adj/indices", 1))
+        attrs = plain_attrs(f.attrs)
+    check_hag(h, path)
     return h, attrs
 
 
@@ -186,11 +237,10 @@ def read_hag_summary(path, graph_fingerprint: str) -> dict | None:
 
     try:
         with open_artifact(path, expect=FORMAT) as f:
-            attrs = {k: (v.item() if hasattr(v, "item") else v) for k, v in f.attrs.items()}
+            attrs = plain_attrs(f.attrs)
     except GnnprepError:
         return None
     return attrs if attrs.get("graph_fingerprint") == graph_fingerprint else None
-
 
 
 def cache_path(store_path) -> Path:
@@ -212,6 +262,10 @@ def build(indptr: np.ndarray, indices: np.ndarray, output, *, graph_fingerprint:
     from gnnprep.hagsearch import exact_search, rounds_search, sequential_search
     from gnnprep.memory import PeakMeter
 
+    from gnnprep.atomic import check_output_path, refuse_input_as_output
+
+    refuse_input_as_output(output, [input_path])  # before the search: it may take minutes
+    check_output_path(Path(output).absolute())
     n = len(indptr) - 1
     cap = min(n // 4 if capacity is None else int(capacity), int(indptr[-1]))
     budget = default_budget("cpu") if memory_budget is None else int(memory_budget)
@@ -232,7 +286,7 @@ def build(indptr: np.ndarray, indices: np.ndarray, output, *, graph_fingerprint:
                            "min_share": min_share, "memory_budget": budget},
             "inputs": [{"path": str(input_path), "graph_fingerprint": graph_fingerprint}],
             "timings": {"search_seconds": round(seconds, 4)}, "peak_bytes": peak}
-    s = write_hag(h, output, prov, aggregate, cap, graph_fingerprint, indptr)
+    s = write_hag(h, output, prov, aggregate, cap, graph_fingerprint, indptr, inputs=[input_path])
     s.update(output=str(output), method=method, search_seconds=round(seconds, 3), peak_bytes=peak,
              aggregation_ratio=round(s["aggregations_graph"] / max(1, s["aggregations_hag"]), 4),
              transfer_ratio=round(s["transfers_graph"] / max(1, s["transfers_hag"]), 4))
@@ -245,6 +299,9 @@ def load_for(path, store: GraphStore) -> Hag:
     h, attrs = read_hag(path)
     if attrs.get("graph_fingerprint") != store.fingerprint:
         raise GnnprepError(f"{path}: graph_fingerprint does not match {store.path}; this HAG was built for another graph")
+    if h.num_nodes != store.num_nodes:
+        raise GnnprepError(f"{path}: num_nodes is {h.num_nodes}; expected {store.num_nodes}, the nodes of {store.path} "
+                           "(the file is corrupt)")
     if "adj/weights" in store.f:
         raise GnnprepError(f"{path}: --hag needs an unweighted graph store")
     return h

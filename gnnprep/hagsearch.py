@@ -200,8 +200,11 @@ def _count_candidates(src, follow, window, big, parts, keep_from, chunk=1 << 22)
     return np.concatenate(out_u), np.concatenate(out_c)
 
 
-def _rounds_sizes(m: int, window: int | None, memory_budget: int | None) -> tuple[int, int]:
-    """(window, hash partitions) for rounds over m stored entries within ``memory_budget``.
+def _rounds_sizes(m: int, window: int | None, memory_budget: int | None,
+                  longest: int | None = None) -> tuple[int, int]:
+    """(window, hash partitions) for rounds over m stored entries within ``memory_budget``. A given
+    window is clipped to ``longest`` − 1 (the longest in-list: no pair is farther apart, and lists
+    only shrink), so a huge window costs no more than the graph allows.
 
     Memory: ~64 B per entry for the per-round arrays, 26 B per candidate key while counting one
     hash partition (key mod parts) of the window's keys, plus a bounded chunk of temporaries."""
@@ -212,6 +215,8 @@ def _rounds_sizes(m: int, window: int | None, memory_budget: int | None) -> tupl
     room = (memory_budget - fixed) if memory_budget is not None else None
     if window is None:  # 16 recovers >= 95% of exact's savings on Cora; narrower when memory is short
         window = 16 if room is None else int(min(16, max(2, 2 * room // max(1, 26 * m))))
+    elif longest is not None:
+        window = max(1, min(int(window), longest - 1))
     window = int(window)
     parts = 1 if room is None else max(1, math.ceil(26 * window * m / max(1, room)))
     return window, parts
@@ -312,7 +317,7 @@ def rounds_search(indptr: np.ndarray, indices: np.ndarray, capacity: int | None 
     m = int(indptr[-1])
     # every aggregation node removes at least one stored entry, so m bounds any capacity
     capacity = n // 4 if capacity is None else min(int(capacity), m)
-    window, parts = _rounds_sizes(m, window, memory_budget)
+    window, parts = _rounds_sizes(m, window, memory_budget, int(np.diff(indptr).max(initial=0)))
     dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
     src = indices.astype(np.int64).copy()
     inputs: list[np.ndarray] = []          # [k, 2] input pairs of the aggregation nodes, per round

@@ -6,8 +6,10 @@ NeighborSelection stage builds, for every node v, a tree of *instances* whose le
 vertices; Aggregation runs bottom-up over that tree. For gnnprep an HDG is a precomputable graph
 filter: the hierarchical aggregation of X becomes extra feature channels.
 
-This module holds the structure (:class:`Hdg`, :class:`Level`), its aggregation and the ``hdg.h5``
-format; the selectors that build an HDG (``--select SPEC``) are in :mod:`gnnprep.hdgselect`.
+This module holds the structure (:class:`Hdg`, :class:`Level`), its aggregation, the ``hdg.h5``
+format (:func:`read_hdg` checks every level's arrays against the counts they imply, so a corrupt
+file is one error, never an out-of-bounds product) and :func:`read_graph`, the checked graph store
+input of the selectors that build an HDG (``--select SPEC``), which are in :mod:`gnnprep.hdgselect`.
 
 Layout of ``hdg.h5`` (``format = "gnnprep.hdg"``, ``format_version = 1``). The n graph nodes are the
 implicit root level ``node``. The schema tree, one JSON root attribute ``schema`` shared by all
@@ -52,6 +54,7 @@ more sparse product with its 0/1 offsets matrix.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -59,12 +62,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from gnnprep.errors import GnnprepError
+from gnnprep.meta import FORMAT_VERSIONS
 
 if TYPE_CHECKING:
     from gnnprep.store import GraphStore
 
 FORMAT = "gnnprep.hdg"
-FORMAT_VERSION = 1
+FORMAT_VERSION = FORMAT_VERSIONS[FORMAT]
 
 
 # -- the HDG ----------------------------------------------------------------------------------------------
@@ -172,16 +176,17 @@ def aggregate(hdg: Hdg, x: np.ndarray, reduce: str = "mean") -> dict[str, np.nda
 
 # -- the hdg.h5 artifact --------------------------------------------------------------------------------
 def write_hdg(h: Hdg, path, provenance: dict, selector: str, spec: str, seed: int, graph_fingerprint: str,
-              graph_store_bytes: int, graph_adj_bytes: int) -> dict:
+              graph_store_bytes: int, graph_adj_bytes: int, inputs=()) -> dict:
     """Write ``hdg.h5`` atomically; return the summary written into its root attributes. ``selector``
-    and ``spec`` name the selector and its canonical SPEC (:func:`gnnprep.hdgselect.select_spec`)."""
+    and ``spec`` name the selector and its canonical SPEC (:func:`gnnprep.hdgselect.select_spec`);
+    ``inputs``: the files it was built from, which ``path`` must not be (refused, never overwritten)."""
     import h5py
 
     from gnnprep.atomic import atomic_output
     from gnnprep.meta import write_root_attrs
 
     idx_dtype = np.int32 if h.num_nodes < 2**31 else np.int64
-    with atomic_output(path) as tmp:
+    with atomic_output(path, inputs=inputs) as tmp:
         with h5py.File(tmp, "w") as f:
             parent = "node"
             for r in h.roots:
@@ -208,36 +213,145 @@ def write_hdg(h: Hdg, path, provenance: dict, selector: str, spec: str, seed: in
     return summary
 
 
+MAX_DEPTH = 16  # levels below the root that a reader follows (the selectors make at most 2)
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
+
+
+def _json_attr(f, path, name: str, kind: type):
+    raw = f.attrs.get(name)
+    try:
+        value = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
+    except (TypeError, ValueError, RecursionError):
+        value = None
+    if not isinstance(value, kind):
+        raise GnnprepError(f"{path}: root attribute {name!r} is not a JSON {kind.__name__}; the HDG is corrupt")
+    return value
+
+
+def _dataset(g, path, name: str, kinds: str) -> np.ndarray | None:
+    """``g[name]`` as a 1-D array of dtype kind in ``kinds`` (None when absent)."""
+    if name not in g:
+        return None
+    ds = g[name]
+    if not hasattr(ds, "dtype") or ds.ndim != 1 or ds.dtype.kind not in kinds:
+        raise GnnprepError(f"{path}: {ds.name} is {getattr(ds, 'dtype', 'a group')} of shape {getattr(ds, 'shape', '')}; "
+                           f"expected a 1-D {'integer' if kinds == 'iu' else 'float'} array")
+    return ds[:]
+
+
+def _schema_node(node, path, depth: int) -> tuple[str, str, int]:
+    """(name, kind, fanout) of one schema node, checked."""
+    where = f"{path}: schema"
+    if not isinstance(node, dict) or depth > MAX_DEPTH:
+        raise GnnprepError(f"{where} has a level that is not an object or nests deeper than {MAX_DEPTH}; the HDG is corrupt")
+    name, kind, fanout = node.get("level"), node.get("kind"), node.get("fanout") or 0
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or kind not in ("instances", "vertices") \
+            or not isinstance(fanout, int) or fanout < 0:
+        raise GnnprepError(f"{where} level {name!r}: kind {kind!r}, fanout {fanout!r}; expected a name, kind "
+                           "instances or vertices and a fanout ≥ 0")
+    if kind == "instances":
+        children, combine, slots = node.get("children"), node.get("combine"), node.get("slots") or []
+        if not isinstance(children, list) or len(children) != 1 or combine not in ("slots", "reduce") \
+                or (combine == "slots" and (not fanout or not isinstance(slots, list) or len(slots) != fanout
+                                            or not all(isinstance(x, str) and _NAME.fullmatch(x) for x in slots))):
+            raise GnnprepError(f"{where} level {name!r}: expected one child level, combine slots (with one slot name "
+                               "per fanout) or reduce")
+    return name, kind, int(fanout)
+
+
+def _offsets(g, path, name: str, num_parents: int, fanout: int) -> np.ndarray | None:
+    """The level's CSC offsets, checked: P+1 entries from 0, non-decreasing (None with a fixed fanout)."""
+    from gnnprep.store import check_indptr
+
+    if fanout:
+        return None
+    offsets = _dataset(g, path, "offsets", "iu")
+    if offsets is None:
+        raise GnnprepError(f"{path}: /levels/{name} has no offsets and no fixed fanout")
+    offsets = offsets.astype(np.int64)
+    end = int(offsets[-1]) if len(offsets) else 0
+    check_indptr(offsets, num_parents, end, f"{path}: /levels/{name}/offsets")
+    return offsets
+
+
+def _load_level(f, path, node, num_parents: int, n: int, depth: int = 1) -> Level:
+    """One level and the levels below it, every array checked against the counts it implies, so
+    that aggregation never indexes out of bounds: ids in [0, n), offsets from 0, non-decreasing and
+    ending at the child count, weights finite and one per id."""
+    from gnnprep.store import check_ids
+
+    name, kind, fanout = _schema_node(node, path, depth)
+    g = f.get(f"levels/{name}")
+    if g is None or hasattr(g, "dtype"):
+        raise GnnprepError(f"{path}: missing group /levels/{name}; the HDG is incomplete")
+    offsets = _offsets(g, path, name, num_parents, fanout)
+    num_children = num_parents * fanout if fanout else int(offsets[-1])
+    ids = weights = child = None
+    if kind == "vertices":
+        ids = _dataset(g, path, "ids", "iu")
+        if ids is None or len(ids) != num_children:
+            raise GnnprepError(f"{path}: /levels/{name}/ids has {None if ids is None else len(ids)} entries; "
+                               f"expected {num_children} (one per child)")
+        ids = ids.astype(np.int64)
+        check_ids(ids, n, f"{path}: /levels/{name}/ids")
+        weights = _dataset(g, path, "weights", "f")
+        if weights is not None and (len(weights) != num_children or not np.isfinite(weights).all()):
+            raise GnnprepError(f"{path}: /levels/{name}/weights has {len(weights)} entries or non-finite values; "
+                               f"expected {num_children} finite weights")
+    else:
+        child = _load_level(f, path, node["children"][0], num_children, n, depth + 1)
+    return Level(name, kind, num_parents, fanout, offsets, ids, weights, node.get("combine"),
+                 tuple(node.get("slots") or ()), child)
+
+
 def read_hdg(path) -> tuple[Hdg, dict]:
+    """The HDG in ``path`` and its root attributes, every level checked (:func:`_load_level`); the
+    ``channels`` attribute must be the schema's channels."""
+    from gnnprep.hag import plain_attrs
     from gnnprep.meta import open_artifact
 
     with open_artifact(path, expect=FORMAT) as f:
-        version = int(f.attrs.get("format_version", 0))
-        if version > FORMAT_VERSION:
-            raise GnnprepError(f"{path}: hdg format_version {version} is newer than this gnnprep reads "
-                               f"({FORMAT_VERSION}); upgrade gnnprep")
-        n = int(f.attrs["num_nodes"])
-        schema = json.loads(f.attrs["schema"])
-
-        def load(node: dict, num_parents: int) -> Level:
-            name = node["level"]
-            if f"levels/{name}" not in f:
-                raise GnnprepError(f"{path}: missing group /levels/{name}; the HDG is incomplete")
-            g = f[f"levels/{name}"]
-            fanout = int(node.get("fanout") or 0)
-            offsets = g["offsets"][:].astype(np.int64) if "offsets" in g else None
-            if offsets is None and not fanout:
-                raise GnnprepError(f"{path}: /levels/{name} has no offsets and no fixed fanout")
-            ids = g["ids"][:].astype(np.int64) if "ids" in g else None
-            weights = g["weights"][:] if "weights" in g else None
-            num_children = num_parents * fanout if fanout else int(offsets[-1])
-            child = load(node["children"][0], num_children) if node["kind"] == "instances" else None
-            return Level(name, node["kind"], num_parents, fanout, offsets, ids, weights, node.get("combine"),
-                         tuple(node.get("slots") or ()), child)
-
-        h = Hdg(n, tuple(load(c, n) for c in schema["children"]))
-        attrs = {k: (v.item() if hasattr(v, "item") else v) for k, v in f.attrs.items()}
+        n = f.attrs.get("num_nodes")
+        if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 0:
+            raise GnnprepError(f"{path}: root attribute 'num_nodes' is {n!r}; expected a count")
+        schema = _json_attr(f, path, "schema", dict)
+        roots = schema.get("children")
+        if not isinstance(roots, list) or not roots:
+            raise GnnprepError(f"{path}: schema has no levels below the root; the HDG is corrupt")
+        h = Hdg(int(n), tuple(_load_level(f, path, c, int(n), int(n)) for c in roots))
+        channels = _json_attr(f, path, "channels", list)
+        if channels != h.channels() or len(set(channels)) != len(channels):
+            raise GnnprepError(f"{path}: root attribute 'channels' is {channels}; expected the schema's channels "
+                               f"{h.channels()}, each once")
+        attrs = plain_attrs(f.attrs)
     return h, attrs
+
+
+# -- the graph store as the selectors read it -------------------------------------------------------------
+@dataclass(frozen=True)
+class GraphInput:
+    """What the selectors read from a graph store, checked (:func:`read_graph`)."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    fingerprint: str
+    adj_bytes: int
+    node_type: np.ndarray | None = None
+    type_names: list[str] | None = None
+
+
+def read_graph(path, typed: bool = False) -> GraphInput:
+    """The CSR of the graph store at ``path`` (checked by :class:`GraphStore`), and with ``typed``
+    its node types: ``/nodes/type`` [n] with codes in [0, len(node_types)) and the root attribute
+    ``node_types`` a JSON list of names (None when the store has none)."""
+    from gnnprep.store import GraphStore
+
+    with GraphStore(path) as g:
+        indptr, indices = g.indptr(), g.indices()
+        adj_bytes = sum(g.f[f"adj/{k}"].nbytes for k in g.f["adj"])
+        typed_codes = g.node_type_codes() if typed else None
+        node_type, type_names = typed_codes if typed_codes is not None else (None, None)
+        return GraphInput(indptr, indices, g.fingerprint, int(adj_bytes), node_type, type_names)
 
 
 def load_for(path, store: GraphStore, operators: tuple[str, ...], rows: str, reduce: str) -> tuple[Hdg, list[str]]:
@@ -252,7 +366,10 @@ def load_for(path, store: GraphStore, operators: tuple[str, ...], rows: str, red
     h, attrs = read_hdg(path)
     if attrs.get("graph_fingerprint") != store.fingerprint:
         raise GnnprepError(f"{path}: graph_fingerprint does not match {store.path}; this HDG was built for another graph")
-    channels = json.loads(attrs["channels"]) if isinstance(attrs.get("channels"), str) else list(attrs["channels"])
+    if h.num_nodes != store.num_nodes:
+        raise GnnprepError(f"{path}: num_nodes is {h.num_nodes}; expected {store.num_nodes}, the nodes of {store.path} "
+                           "(the file is corrupt)")
+    channels = h.channels()
     clash = sorted(set(channels) & set(operators))
     if clash:
         raise GnnprepError(f"{path}: channel {clash[0]!r} has the name of an operator channel")

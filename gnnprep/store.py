@@ -165,5 +165,27 @@ class GraphStore(Artifact):
         return out
 
     def node_types(self) -> list[str] | None:
+        """The type names of a heterogeneous store (root attribute ``node_types``), or None."""
         raw = self.f.attrs.get("node_types")
-        return json.loads(raw) if raw is not None else None
+        if raw is None:
+            return None
+        try:
+            names = json.loads(raw)
+        except (TypeError, ValueError, RecursionError):
+            names = None
+        if not isinstance(names, list) or not all(isinstance(t, str) for t in names):
+            raise GnnprepError(f"{self.path}: root attribute 'node_types' is not a JSON list of names (the file is corrupt)")
+        return names
+
+    def node_type_codes(self) -> tuple[np.ndarray, list[str]] | None:
+        """``/nodes/type`` [n] (codes into :meth:`node_types`, checked) and the names, or None."""
+        names = self.node_types()
+        if names is None or "nodes/type" not in self.f:
+            return None
+        ds = self.f["nodes/type"]
+        if not isinstance(ds, h5py.Dataset) or ds.dtype.kind not in "iu" or ds.shape != (self.num_nodes,):
+            raise GnnprepError(f"{self.path}: /nodes/type has shape {getattr(ds, 'shape', None)}; expected "
+                               f"[{self.num_nodes}] integer type codes (the file is corrupt)")
+        codes = ds[:].astype(np.int64)
+        check_ids(codes, len(names), f"{self.path}: /nodes/type")
+        return codes, names

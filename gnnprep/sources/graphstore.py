@@ -174,6 +174,7 @@ def validate_store(path: Path, memory_budget: int) -> dict:
         _check_labels(path, g.f, n, block)
         feats = g.features  # shape and dtype checked; values are checked where they are used
         g.splits()          # ids checked to lie in [0, n)
+        g.node_type_codes()  # type codes checked against the type names
         return {"num_nodes": n, "num_edges": m, "symmetric": g.symmetric,
                 "num_features": int(feats.shape[1]) if feats is not None else 0,
                 "num_classes": int(g.attrs.get("num_classes", 0))}
