@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import io
 import json
 import os
 import random
@@ -166,8 +167,12 @@ def _evaluate(model, data: Data, config: TrainConfig, accuracy) -> dict:
 
 
 def _save(obj, path: Path) -> None:
+    # serialised in memory first: torch's file writer turns a full disk into an opaque RuntimeError,
+    # a plain write raises ENOSPC, which atomic_output reports as "no space left on device"
+    buf = io.BytesIO()
+    torch.save(obj, buf)
     with atomic_output(path) as tmp:
-        torch.save(obj, tmp)
+        tmp.write_bytes(buf.getbuffer())
 
 
 def _write_json(obj, path: Path) -> None:
@@ -324,7 +329,18 @@ def train(features, run_dir, config: TrainConfig, progress=None, resume: bool = 
     data = open_data(features, config, progress)
     if ck is not None:
         _check_resumable(ck, config, data, run_dir)
+    created = not run_dir.exists()
     _make_run_dir(run_dir)
+    try:
+        return _train_runs(run_dir, data, config, ck, progress, t_start)
+    except GnnprepError:
+        if created and not any(run_dir.iterdir()):
+            run_dir.rmdir()  # nothing was written (a full disk, say): leave no empty folder behind
+        raise
+
+
+def _train_runs(run_dir: Path, data, config: TrainConfig, ck, progress, t_start: float) -> TrainReport:
+    """Every run (continuing the checkpoint ``ck``), then model.pt and metrics.json."""
     accuracy = _plain_accuracy
     if data.evaluator != "plain":
         accuracy = _ogb_accuracy(data.evaluator) or _plain_accuracy

@@ -282,3 +282,35 @@ def test_sigterm_as_the_command_finishes_exits_130_not_by_the_signal(tmp_path):
     assert p.returncode == 130, (p.returncode, p.stderr)
     assert "Traceback" not in p.stderr and p.stderr.strip().splitlines()[-1].startswith("Error: interrupted")
     assert out.exists() and json.loads(FeatureStore(out).f.attrs["plan"])  # it had finished: complete output
+
+
+def _fill(folder: Path) -> None:
+    """Fill the file system of ``folder`` up to the last byte."""
+    with open(folder / "filler", "wb", buffering=0) as f:
+        for size in (64 << 10, 1):
+            try:
+                while True:
+                    f.write(b"\0" * size)
+            except OSError:
+                pass
+
+
+def test_every_writer_says_disk_full_in_one_line(tmp_path):
+    # finding 5 for the other writers: hag, hdg, and train's run folder on a full disk
+    small = tmp_path / "small"
+    if not _mount_tmpfs(small, "1m"):
+        pytest.skip("needs root and a mountable tmpfs to fill a disk")
+    try:
+        g = _store(tmp_path)
+        feats = tmp_path / "f.h5"  # the sample has train and valid splits
+        assert run(["precompute", "sample", "--cache-dir", tmp_path, "-o", feats, "--hops", "1"]).exit_code == 0
+        _fill(small)
+        for args in (["hag", g, "-o", small / "h.h5"], ["hdg", g, "--select", "hop-shells:2", "-o", small / "d.h5"],
+                     ["train", "sgc", feats, "-o", small / "run", "--epochs", "2"]):
+            r = run(args)
+            assert r.exit_code == 1, (args, r.stdout, r.stderr)
+            lines = r.stderr.strip().splitlines()
+            assert len(lines) == 1 and "no space left on device" in lines[0] and "Traceback" not in r.stderr, r.stderr
+            assert sorted(p.name for p in small.iterdir()) == ["filler"], args
+    finally:
+        subprocess.run(["umount", str(small)], capture_output=True)
