@@ -297,11 +297,7 @@ def load_for(path, store: GraphStore) -> Hag:
     """The HAG at ``path`` for aggregating over ``store``: refused when it was built for another
     graph, or when the store is weighted (a HAG sums unweighted neighbour rows)."""
     h, attrs = read_hag(path)
-    if attrs.get("graph_fingerprint") != store.fingerprint:
-        raise GnnprepError(f"{path}: graph_fingerprint does not match {store.path}; this HAG was built for another graph")
-    if h.num_nodes != store.num_nodes:
-        raise GnnprepError(f"{path}: num_nodes is {h.num_nodes}; expected {store.num_nodes}, the nodes of {store.path} "
-                           "(the file is corrupt)")
+    store.check_built_for(path, "HAG", attrs.get("graph_fingerprint"), h.num_nodes)
     if "adj/weights" in store.f:
         raise GnnprepError(f"{path}: --hag needs an unweighted graph store")
     return h

@@ -364,11 +364,7 @@ def load_for(path, store: GraphStore, operators: tuple[str, ...], rows: str, red
     if reduce not in ("mean", "sum"):
         raise GnnprepError(f"--hdg-reduce {reduce!r}: expected mean or sum")
     h, attrs = read_hdg(path)
-    if attrs.get("graph_fingerprint") != store.fingerprint:
-        raise GnnprepError(f"{path}: graph_fingerprint does not match {store.path}; this HDG was built for another graph")
-    if h.num_nodes != store.num_nodes:
-        raise GnnprepError(f"{path}: num_nodes is {h.num_nodes}; expected {store.num_nodes}, the nodes of {store.path} "
-                           "(the file is corrupt)")
+    store.check_built_for(path, "HDG", attrs.get("graph_fingerprint"), h.num_nodes)
     channels = h.channels()
     clash = sorted(set(channels) & set(operators))
     if clash:

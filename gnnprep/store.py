@@ -164,6 +164,15 @@ class GraphStore(Artifact):
             check_ids(out[k], self.num_nodes, f"{self.path}: /splits/{k}")
         return out
 
+    def check_built_for(self, path, kind: str, graph_fingerprint, num_nodes: int) -> None:
+        """GnnprepError unless the artifact at ``path`` (a ``kind``: HAG, HDG) was built for this graph."""
+        if graph_fingerprint != self.fingerprint:
+            raise GnnprepError(f"{path}: graph_fingerprint does not match {self.path}; this {kind} was built for "
+                               "another graph")
+        if num_nodes != self.num_nodes:
+            raise GnnprepError(f"{path}: num_nodes is {num_nodes}; expected {self.num_nodes}, the nodes of {self.path} "
+                               "(the file is corrupt)")
+
     def node_types(self) -> list[str] | None:
         """The type names of a heterogeneous store (root attribute ``node_types``), or None."""
         raw = self.f.attrs.get("node_types")

@@ -15,3 +15,14 @@ sys.modules.setdefault("outdated", None)
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Tiny tensors: one intra-op thread is faster and immune to a busy second core."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

@@ -58,3 +58,64 @@ def run_json(args):
     r = run(list(args) + ["--json"])
     assert r.exit_code == 0, r.stderr
     return json.loads(r.stdout)
+
+
+def build_artifacts(tmp, n, m, d, seed, hag_capacity, specs, hops, mag=None):
+    """One of each artifact in ``tmp``: g.h5 (random edges, features, labels, three splits), hag.h5,
+    an HDG per (name, spec), mag.h5 (ogbn-mag layout, ``mag`` are make_mag_like's sizes) and
+    f.h5 (features, ``hops`` hops)."""
+    import numpy as np
+
+    from gnnprep import hag as hags
+    from gnnprep.hdg import write_hdg
+    from gnnprep.hdgselect import parse_select, select, select_spec
+    from gnnprep.ingest import IngestConfig, ingest
+    from gnnprep.precompute import precompute
+    from gnnprep.precomputeconfig import PrecomputeConfig
+    from gnnprep.sources import SourceOptions
+    from ogb_layouts import make_mag_like
+
+    rng = np.random.default_rng(seed)
+    src, dst = random_edges(rng, n, m)
+    np.save(tmp / "e.npy", np.stack([src, dst]))
+    np.save(tmp / "x.npy", rng.standard_normal((n, d)).astype(np.float32))
+    np.save(tmp / "y.npy", rng.integers(0, 3, n))
+    (tmp / "splits").mkdir()
+    for name, ids in (("train", np.arange(0, n, 3)), ("valid", np.arange(1, n, 3)), ("test", np.arange(2, n, 3))):
+        np.save(tmp / "splits" / f"{name}.npy", ids)
+    opts = SourceOptions(num_nodes=n, features=str(tmp / "x.npy"), labels=str(tmp / "y.npy"), splits=str(tmp / "splits"))
+    ingest(str(tmp / "e.npy"), tmp / "g.h5", IngestConfig(source=opts))
+    from gnnprep.store import GraphStore
+
+    with GraphStore(tmp / "g.h5") as g:
+        indptr, indices, fp = g.indptr(), g.indices(), g.fingerprint
+    hags.build(indptr, indices, tmp / "hag.h5", graph_fingerprint=fp, input_path=str(tmp / "g.h5"),
+               capacity=hag_capacity)
+    for name, spec in specs:
+        sel = parse_select(spec)
+        write_hdg(select(indptr, indices, sel, seed=1), tmp / f"{name}.h5", {"command": "test"}, sel.name,
+                  select_spec(sel), 1, fp, 0, 0)
+    ingest(str(make_mag_like(tmp / "data", **(mag or {})).path), tmp / "mag.h5", IngestConfig())
+    precompute(tmp / "g.h5", tmp / "f.h5", PrecomputeConfig(hops=hops, device="cpu"))
+
+
+def interrupted_precompute(monkeypatch, graph, out, **config):
+    """A precompute stopped (as by Ctrl-C) right after its first finished unit; its partial output
+    is left for a rerun to resume."""
+    import pytest
+
+    from gnnprep.atomic import ResumableOutput
+    from gnnprep.precompute import precompute
+    from gnnprep.precomputeconfig import PrecomputeConfig
+
+    original = ResumableOutput.mark
+
+    def mark(self, unit, h5file=None):
+        original(self, unit, h5file)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ResumableOutput, "mark", mark)
+    with pytest.raises(KeyboardInterrupt):
+        precompute(graph, out, PrecomputeConfig(**config))
+    monkeypatch.setattr(ResumableOutput, "mark", original)
+    assert not out.exists() and out.with_name(out.name + ".partial").exists()

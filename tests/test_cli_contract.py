@@ -9,11 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gnnprep.atomic import ResumableOutput
 from gnnprep.features import FeatureStore
 from gnnprep.precompute import precompute
 from gnnprep.precomputeconfig import PrecomputeConfig
-from helpers import run
+from helpers import interrupted_precompute, run
 from test_propagate import make_store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,27 +122,12 @@ def test_nothing_imports_the_deprecated_propagate_alias():
                 assert module != "gnnprep.propagate" and (module, name) != ("gnnprep", "propagate"), path
 
 
-def _interrupted_run(monkeypatch, g, out, **config):
-    """A precompute stopped (as by Ctrl-C) right after its first finished unit."""
-    original = ResumableOutput.mark
-
-    def mark(self, unit, h5file=None):
-        original(self, unit, h5file)
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(ResumableOutput, "mark", mark)
-    with pytest.raises(KeyboardInterrupt):
-        precompute(g, out, PrecomputeConfig(**config))
-    monkeypatch.setattr(ResumableOutput, "mark", original)
-    assert not out.exists() and out.with_name(out.name + ".partial").exists()
-
-
 def test_resume_with_a_new_budget_says_it_keeps_the_column_blocks(tmp_path, rng, monkeypatch):
     g, *_ = make_store(tmp_path, rng, d=7)
     ref = tmp_path / "ref.h5"
     precompute(g, ref, PrecomputeConfig(hops=2, device="cpu", blocks=(1, 2, 3)))
     out = tmp_path / "out.h5"
-    _interrupted_run(monkeypatch, g, out, hops=2, device="cpu", blocks=(1, 2, 3))
+    interrupted_precompute(monkeypatch, g, out, hops=2, device="cpu", blocks=(1, 2, 3))
     # a budget so large that a fresh plan would take one column block; the partial file has three
     r = run(["precompute", str(g), "-o", str(out), "--hops", "2", "--device", "cpu", "--memory-budget", "4GiB",
              "--json"])
@@ -160,7 +144,7 @@ def test_resume_with_a_new_budget_says_it_keeps_the_column_blocks(tmp_path, rng,
 def test_resume_with_the_same_plan_says_nothing(tmp_path, rng, monkeypatch):
     g, *_ = make_store(tmp_path, rng, d=7)
     out = tmp_path / "out.h5"
-    _interrupted_run(monkeypatch, g, out, hops=2, device="cpu", blocks=(1, 2, 3))
+    interrupted_precompute(monkeypatch, g, out, hops=2, device="cpu", blocks=(1, 2, 3))
     said = []
     report = precompute(g, out, PrecomputeConfig(hops=2, device="cpu", blocks=(2, 4, 3)), warn=said.append)
     assert said == [] and report.warnings == () and report.resumed_units >= 1
@@ -172,6 +156,6 @@ def test_run_key_follows_the_hag_actually_used(tmp_path, rng, monkeypatch):
     # output depends on the same inputs, so the rerun resumes (the key hashed the literal "auto" before)
     g, *_ = make_store(tmp_path, rng, d=7)
     out = tmp_path / "out.h5"
-    _interrupted_run(monkeypatch, g, out, hops=2, device="cpu", blocks=(1, 2, 3))
+    interrupted_precompute(monkeypatch, g, out, hops=2, device="cpu", blocks=(1, 2, 3))
     report = precompute(g, out, PrecomputeConfig(hops=2, device="cpu", blocks=(1, 2, 3), hag="auto"))
     assert report.hag["used"] is False and report.resumed_units >= 1

@@ -36,36 +36,10 @@ N = 50
 
 # -- building the artifacts (parent) --------------------------------------------------------------------
 def build(tmp: Path) -> None:
-    from gnnprep import hag as hags
-    from gnnprep.hdg import write_hdg
-    from gnnprep.hdgselect import parse_select, select, select_spec
-    from gnnprep.ingest import IngestConfig, ingest
-    from gnnprep.precompute import precompute
-    from gnnprep.precomputeconfig import PrecomputeConfig
-    from gnnprep.sources import SourceOptions
-    from gnnprep.store import GraphStore
-    from helpers import random_edges
-    from ogb_layouts import make_mag_like
+    from helpers import build_artifacts
 
-    rng = np.random.default_rng(3)
-    src, dst = random_edges(rng, N, 160)
-    np.save(tmp / "e.npy", np.stack([src, dst]))
-    np.save(tmp / "x.npy", rng.standard_normal((N, 3)).astype(np.float32))
-    np.save(tmp / "y.npy", rng.integers(0, 3, N))
-    (tmp / "splits").mkdir()
-    for name, ids in (("train", np.arange(0, N, 3)), ("valid", np.arange(1, N, 3)), ("test", np.arange(2, N, 3))):
-        np.save(tmp / "splits" / f"{name}.npy", ids)
-    opts = SourceOptions(num_nodes=N, features=str(tmp / "x.npy"), labels=str(tmp / "y.npy"), splits=str(tmp / "splits"))
-    ingest(str(tmp / "e.npy"), tmp / "g.h5", IngestConfig(source=opts))
-    with GraphStore(tmp / "g.h5") as g:
-        indptr, indices, fp = g.indptr(), g.indices(), g.fingerprint
-    hags.build(indptr, indices, tmp / "hag.h5", graph_fingerprint=fp, input_path=str(tmp / "g.h5"), capacity=15)
-    for name, spec in (("shells", SPECS[0]), ("walk", SPECS[1])):
-        sel = parse_select(spec)
-        write_hdg(select(indptr, indices, sel, seed=1), tmp / f"{name}.h5", {"command": "test"}, sel.name,
-                  select_spec(sel), 1, fp, 0, 0)
-    ingest(str(make_mag_like(tmp / "data", n_paper=20, n_author=15).path), tmp / "mag.h5", IngestConfig())
-    precompute(tmp / "g.h5", tmp / "f.h5", PrecomputeConfig(hops=2, device="cpu"))
+    build_artifacts(tmp, N, 160, 3, seed=3, hag_capacity=15, specs=(("shells", SPECS[0]), ("walk", SPECS[1])),
+                    hops=2, mag={"n_paper": 20, "n_author": 15})
 
 
 # -- one trial (child) ----------------------------------------------------------------------------------

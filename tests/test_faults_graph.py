@@ -13,7 +13,7 @@ import h5py
 import numpy as np
 import pytest
 
-from helpers import random_edges, run
+from helpers import run
 
 N = 60  # nodes of the base graph store
 
@@ -21,36 +21,12 @@ N = 60  # nodes of the base graph store
 # -- base artifacts, built once -----------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def base(tmp_path_factory):
-    from gnnprep import hag as hags
-    from gnnprep.hdg import write_hdg
-    from gnnprep.hdgselect import parse_select, select, select_spec
     from gnnprep.ingest import IngestConfig, ingest
-    from gnnprep.precompute import precompute
-    from gnnprep.precomputeconfig import PrecomputeConfig
-    from gnnprep.sources import SourceOptions
-    from gnnprep.store import GraphStore
-    from ogb_layouts import make_mag_like
+    from helpers import build_artifacts
 
     tmp = tmp_path_factory.mktemp("faults_graph")
-    rng = np.random.default_rng(7)
-    src, dst = random_edges(rng, N, 200)
-    np.save(tmp / "e.npy", np.stack([src, dst]))
-    np.save(tmp / "x.npy", rng.standard_normal((N, 4)).astype(np.float32))
-    np.save(tmp / "y.npy", rng.integers(0, 3, N))
-    (tmp / "splits").mkdir()
-    for name, ids in (("train", np.arange(0, N, 3)), ("valid", np.arange(1, N, 3)), ("test", np.arange(2, N, 3))):
-        np.save(tmp / "splits" / f"{name}.npy", ids)
-    opts = SourceOptions(num_nodes=N, features=str(tmp / "x.npy"), labels=str(tmp / "y.npy"), splits=str(tmp / "splits"))
-    ingest(str(tmp / "e.npy"), tmp / "g.h5", IngestConfig(source=opts))
-    with GraphStore(tmp / "g.h5") as g:
-        indptr, indices, fp = g.indptr(), g.indices(), g.fingerprint
-    hags.build(indptr, indices, tmp / "hag.h5", graph_fingerprint=fp, input_path=str(tmp / "g.h5"), capacity=20)
-    for name, spec in (("shells", "hop-shells:2,cap=3"), ("walk", "random-walk:walks=4,length=3,topk=3")):
-        sel = parse_select(spec)
-        write_hdg(select(indptr, indices, sel, seed=1), tmp / f"{name}.h5", {"command": "test"}, sel.name,
-                  select_spec(sel), 1, fp, 0, 0)
-    ingest(str(make_mag_like(tmp / "data").path), tmp / "mag.h5", IngestConfig())
-    precompute(tmp / "g.h5", tmp / "f.h5", PrecomputeConfig(hops=1, device="cpu"))
+    build_artifacts(tmp, N, 200, 4, seed=7, hag_capacity=20,
+                    specs=(("shells", "hop-shells:2,cap=3"), ("walk", "random-walk:walks=4,length=3,topk=3")), hops=1)
     ingest("sample", tmp / "sample.h5", IngestConfig())  # 3,000 nodes, in-degrees up to 332
     with h5py.File(tmp / "hag.h5", "r") as f:
         assert f["agg/inputs"].shape[0] > 3, "the base HAG needs aggregation nodes"

@@ -24,12 +24,7 @@ from test_train import write_features
 BASE = ["--epochs", "2", "--hidden", "8", "--batch-size", "16", "--quiet"]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def snapshot(root):

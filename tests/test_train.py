@@ -16,13 +16,7 @@ from gnnprep.train import TrainConfig, _take, load_model, open_data, train
 from helpers import run, run_json
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors: one intra-op thread is faster and immune to a busy second core."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def write_features(path, rng, n=48, d=24, K=3, classes=3, labels=True, splits=True, operators=("sym",),
