@@ -61,6 +61,15 @@ def _hop_chunks(rows: int, width: int, c: int, dtype: str) -> tuple | None:
     return min(max(rows, 1), feature_chunk_rows(width, np.dtype(dtype).itemsize)), width
 
 
+def disk_bytes(rows: int, n: int, d: int, hops: int, operators: int, dtype: str, hdg_channels: int = 0) -> int:
+    """About what the artifact takes on disk: every hop of every operator (hop 0 shared) for the
+    stored rows, every HDG channel's hops for all n rows, and the rows, labels and splits."""
+    item = np.dtype(dtype).itemsize
+    hop_bytes = (1 + hops * operators) * rows * d * item
+    channel_bytes = hdg_channels * (hops + 1) * n * d * item
+    return int(hop_bytes + channel_bytes + 24 * rows + (1 << 20))
+
+
 def create_layout(f: h5py.File, store: GraphStore, out_rows: np.ndarray | None, hops: int,
                   operators: tuple[str, ...], dtype: str, c: int, width: int,
                   hdg_channels: tuple[str, ...] = ()) -> None:

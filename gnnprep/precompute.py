@@ -44,7 +44,7 @@ from gnnprep.meta import Timer, file_fingerprint
 from gnnprep.operators import make_operator
 from gnnprep.plan import (Plan, Problem, choose_hag, choose_plan, column_blocks, keep_columns, load_profile,
                           plan_with_hag, with_reorder)
-from gnnprep.precomputeconfig import DTYPES, HDG_REDUCE, REORDER_MODES, ROWS, PrecomputeConfig, PrecomputeReport
+from gnnprep.precomputeconfig import PrecomputeConfig, PrecomputeReport
 from gnnprep.progress import Progress, no_progress
 from gnnprep.store import GraphStore
 
@@ -76,30 +76,6 @@ class _Job:
 
 
 # -- the plan and the inputs ------------------------------------------------------------------------
-def _check_config(config: PrecomputeConfig) -> None:
-    if config.hops < 0:
-        raise GnnprepError(f"--hops {config.hops}: expected a non-negative integer")
-    if config.dtype not in DTYPES:
-        raise GnnprepError(f"--dtype {config.dtype!r}: expected float32 or float16")
-    if config.rows not in ROWS:
-        raise GnnprepError(f"--rows {config.rows!r}: expected all or labeled")
-    if config.reorder not in REORDER_MODES:
-        raise GnnprepError(f"--reorder {config.reorder!r}: expected one of {', '.join(REORDER_MODES)}")
-    if config.hdg is not None and config.hdg_reduce not in HDG_REDUCE:
-        raise GnnprepError(f"--hdg-reduce {config.hdg_reduce!r}: expected mean or sum")
-
-
-def _backend(config: PrecomputeConfig, device: str) -> str:
-    backend = config.backend
-    if backend == "auto":
-        return "torch" if devices.is_cuda(device) else "numba"
-    if backend not in ("numba", "torch"):
-        raise GnnprepError(f"--backend {backend!r}: expected auto, numba or torch")
-    if backend == "numba" and device != "cpu":
-        raise GnnprepError("--backend numba runs on the CPU only")
-    return backend
-
-
 def _hag_unsupported(backend: str, store: GraphStore) -> str | None:
     """Why a HAG cannot be used for this run (None: it can). The one place that decides it: the
     HAG executor is the CPU kernel, and a HAG shares sums of unweighted in-lists."""
@@ -230,13 +206,9 @@ def _resume_plan(job: _Job, out: ResumableOutput, warn: Warn) -> None:
 
 
 def _artifact_bytes(store: GraphStore, job: _Job) -> int:
-    """About what the artifact takes on disk: every hop of every operator (hop 0 shared) for the
-    stored rows, every HDG channel's hops for all rows, and the rows, labels and splits."""
-    n, d = store.features.shape
-    c, item = job.config, np.dtype(job.config.dtype).itemsize
-    hops = (1 + c.hops * len(c.operators)) * job.problem.out_rows * d * item
-    channels = len(job.hdg_channels) * (c.hops + 1) * n * d * item
-    return int(hops + channels + 24 * job.problem.out_rows + (1 << 20))
+    c = job.config
+    return fa.disk_bytes(job.problem.out_rows, store.num_nodes, store.features.shape[1], c.hops, len(c.operators),
+                         c.dtype, len(job.hdg_channels))
 
 
 def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeConfig = PrecomputeConfig(),
@@ -244,9 +216,9 @@ def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeCon
     """Write the features artifact ``output`` (:mod:`gnnprep.features`) for the graph store
     ``graph_path``: hops 0..K of every operator (and HDG channel) for the chosen rows."""
     t_start = time.perf_counter()
-    _check_config(config)
+    config.check()
     device = devices.resolve(config.device)
-    backend = _backend(config, device)
+    backend = config.backend_for(device)
     inputs = [graph_path, config.hdg] + ([config.hag] if config.hag not in (None, "auto") else [])
     if config.hag == "auto":
         from gnnprep.hag import cache_path

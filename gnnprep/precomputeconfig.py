@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from gnnprep.errors import GnnprepError
+
 REORDER_MODES = ("auto", "none", "community", "bfs")
 ROWS = ("all", "labeled")
 DTYPES = ("float32", "float16")
@@ -29,6 +31,29 @@ class PrecomputeConfig:
     hdg: str | None = None                 # an hdg.h5 for the graph: its channels of every hop
     hdg_reduce: str = "mean"               # mean | sum at the HDG's instance levels
     dry_run: bool = False
+
+    def check(self) -> None:
+        """GnnprepError for a value no run can use (before anything is read)."""
+        if self.hops < 0:
+            raise GnnprepError(f"--hops {self.hops}: expected a non-negative integer")
+        if self.dtype not in DTYPES:
+            raise GnnprepError(f"--dtype {self.dtype!r}: expected float32 or float16")
+        if self.rows not in ROWS:
+            raise GnnprepError(f"--rows {self.rows!r}: expected all or labeled")
+        if self.reorder not in REORDER_MODES:
+            raise GnnprepError(f"--reorder {self.reorder!r}: expected one of {', '.join(REORDER_MODES)}")
+        if self.hdg is not None and self.hdg_reduce not in HDG_REDUCE:
+            raise GnnprepError(f"--hdg-reduce {self.hdg_reduce!r}: expected mean or sum")
+
+    def backend_for(self, device: str) -> str:
+        """numba (the CPU kernels) or torch (torch.sparse, the CUDA path) on the resolved ``device``."""
+        if self.backend == "auto":
+            return "torch" if device.startswith("cuda") else "numba"
+        if self.backend not in ("numba", "torch"):
+            raise GnnprepError(f"--backend {self.backend!r}: expected auto, numba or torch")
+        if self.backend == "numba" and device != "cpu":
+            raise GnnprepError("--backend numba runs on the CPU only")
+        return self.backend
 
 
 @dataclass(frozen=True)
