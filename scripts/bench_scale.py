@@ -1,0 +1,391 @@
+"""Benchmark: gnnprep's whole pipeline on an ogbn-papers100M-shaped data set at a fraction of its size.
+
+Generates (once per --fraction, --seed and --compressed; cached in --workdir) an OGB *binary* layout
+shaped like ogbn-papers100M at fraction F of the real sizes:
+
+  n = round(111,059,956 F) nodes, m = round(1,615,685,872 F) directed citation edges, 128 float32
+  features, 172 classes. Communities of ~1,000 nodes; 80% of the edges stay inside the source's
+  community; both endpoints are drawn in proportion to Pareto(2) node weights (degree skew); node
+  ids are randomly permuted at the end. Each community has a class; a node's features are standard
+  normal plus a small class-dependent mean (so the short training run has something to learn).
+  Labels exist only on the split nodes (train/valid/test = 1.08% / 0.11% / 0.19% of n, disjoint);
+  NaN elsewhere, as OGB ships ``node-label.npz``. Layout (as OGB ships papers100M):
+
+    <root>/ogbn_papers100M/RELEASE_v1.txt
+    <root>/ogbn_papers100M/raw/data.npz        edge_index [2, m] int64, node_feat [n, 128] float32,
+                                               num_nodes_list [1], num_edges_list [1]
+    <root>/ogbn_papers100M/raw/node-label.npz  node_label [n, 1] float64, NaN = unlabeled
+    <root>/ogbn_papers100M/split/time/{train,valid,test}.csv.gz   one id per line
+
+  data.npz is stored (np.savez-like) by default, DEFLATE (np.savez_compressed-like) with
+  --compressed. Its members are written as streams (header, then chunks), so generation holds only
+  O(n) ids and weights plus one chunk of edges or feature rows.
+
+Then runs, each step in its own process (scripts/measure.py: wall seconds and that process's peak RSS):
+
+  ingest      gnnprep ingest <root>/ogbn_papers100M -o graph.h5 --memory-budget B --json
+  precompute  gnnprep precompute graph.h5 --hops K --rows labeled --memory-budget B --json -o feats.h5
+  train       gnnprep train sgc feats.h5 -o run --epochs 5 --memory-budget B --json
+  peer        (unless --no-peer) the scipy recipe of OGB's papers100M sgc.py: np.load data.npz whole,
+              build A, symmetrise, A + I, D^-1/2 (A + I) D^-1/2, K float32 sparse-dense products,
+              keep the split rows (saved to a .npy)
+
+and prints wall seconds and peak RSS per step, gnnprep's ingest + precompute time over the peer's,
+each gnnprep process's peak RSS against 1.25 x budget, the max relative error of gnnprep's hop K
+against the peer's (max|diff| / max|ref|), the precompute plan, its predicted vs measured seconds,
+and its node-order report (kind, used, seconds, vs one hop's seconds); then one JSON line with every
+figure. A failed step is reported with its error (the remaining steps are skipped). The machine the
+numbers come from may be shared: timings are noisy.
+
+    .venv/bin/python scripts/bench_scale.py --fraction 0.002 --memory-budget 1GiB          # ~1 min
+    .venv/bin/python scripts/bench_scale.py --fraction 0.002 --memory-budget 1GiB --compressed
+    .venv/bin/python scripts/bench_scale.py --fraction 0.05 --memory-budget 4GiB           # 4 GB npz
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import sys
+import time
+import zipfile
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+from numpy.lib import format as npy_format
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from measure import run_measured  # noqa: E402
+
+FULL_NODES, FULL_EDGES = 111_059_956, 1_615_685_872
+DIM, CLASSES, COMMUNITY, INTRA, PARETO_A = 128, 172, 1_000, 0.8, 2.0
+SPLIT_SHARES = {"train": 0.0108, "valid": 0.0011, "test": 0.0019}
+EDGE_CHUNK, ROW_CHUNK = 1 << 23, 1 << 18
+GiB = 1024**3
+
+PEER = r"""
+import gzip, json, sys, time, numpy as np, scipy.sparse as sp
+folder, K, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+t0 = time.perf_counter()
+z = np.load(folder + "/raw/data.npz")
+ei, x, n = z["edge_index"], z["node_feat"], int(z["num_nodes_list"][0])
+def ids(s):
+    with gzip.open(f"{folder}/split/time/{s}.csv.gz", "rt") as f:
+        return np.array(f.read().split(), dtype=np.int64)
+rows = np.unique(np.concatenate([ids(s) for s in ("train", "valid", "test")]))
+t1 = time.perf_counter()
+keep = ei[0] != ei[1]                                  # to_undirected + set_diag: loops replaced by I
+a = sp.coo_matrix((np.ones(int(keep.sum()), np.float32), (ei[1][keep], ei[0][keep])), shape=(n, n)).tocsr()
+del ei, keep
+a = (a + a.T).tocsr(); a.data[:] = 1                   # symmetrise, duplicates count once
+a = (a + sp.identity(n, np.float32, format="csr")).tocsr()
+dinv = np.asarray(a.sum(axis=1), dtype=np.float32).ravel() ** -0.5
+s = (sp.diags(dinv) @ a @ sp.diags(dinv)).astype(np.float32).tocsr(); del a
+t2 = time.perf_counter(); hops = []
+for _ in range(K):
+    h = time.perf_counter(); x = s @ x; hops.append(time.perf_counter() - h)
+np.save(out, x[rows]); np.save(out.replace(".npy", "-rows.npy"), rows)
+print(json.dumps({"load_seconds": t1 - t0, "build_seconds": t2 - t1, "hop_seconds": hops, "nnz": int(s.nnz)}))
+"""
+
+
+# ------------------------------------------------------------------------------------------------
+# Generation
+# ------------------------------------------------------------------------------------------------
+
+@contextmanager
+def npy_member(zf: zipfile.ZipFile, key: str, shape: tuple, dtype):
+    """Write one .npy member of an .npz as a stream; yields put(array) to append C-order chunks."""
+    dtype, written = np.dtype(dtype), [0]
+    with zf.open(key + ".npy", "w", force_zip64=True) as fh:
+        npy_format.write_array_header_1_0(
+            fh, {"descr": npy_format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape})
+
+        def put(a):
+            a = np.ascontiguousarray(a, dtype=dtype)
+            fh.write(memoryview(a).cast("B"))
+            written[0] += a.size
+        yield put
+    if written[0] != int(np.prod(shape)):
+        raise RuntimeError(f"{key}: wrote {written[0]} values; expected {int(np.prod(shape))}")
+
+
+class Shape:
+    """Node weights, communities and the final id permutation of the synthetic graph."""
+
+    def __init__(self, n: int, rng: np.random.Generator):
+        self.n = n
+        c = max(1, round(n / COMMUNITY))
+        self.bounds = np.arange(c + 1, dtype=np.int64) * n // c   # community i: bounds[i] .. bounds[i+1]-1
+        self.cum = np.concatenate([[0.0], np.cumsum(1.0 + rng.pareto(PARETO_A, n))])
+        self.comm_class = rng.integers(0, CLASSES, len(self.bounds) - 1)
+        self.perm = rng.permutation(n)   # old id -> published id
+
+    def community(self, old: np.ndarray) -> np.ndarray:
+        c = len(self.bounds) - 1   # bounds[i] = floor(i n / c), so i = floor(((v + 1) c - 1) / n)
+        return ((old + 1) * c - 1) // self.n
+
+    def draw(self, u: np.ndarray) -> np.ndarray:
+        """Node (old id) whose weight interval holds u (u in [0, total)). Keys are searched in
+        sorted order: numpy's binary search reuses the last position then (~8x faster)."""
+        order = np.argsort(u)
+        out = np.empty(len(u), np.int64)
+        out[order] = np.searchsorted(self.cum, u[order], side="right") - 1
+        return np.minimum(out, self.n - 1)
+
+    def edges(self, rng: np.random.Generator, k: int):
+        """k directed edges (published ids): 80% inside the source's community, weight-skewed ends."""
+        total = self.cum[-1]
+        src = self.draw(rng.random(k) * total)
+        c = self.community(src)
+        lo, hi = self.cum[self.bounds[c]], self.cum[self.bounds[c + 1]]
+        u = np.where(rng.random(k) < INTRA, lo + rng.random(k) * (hi - lo), rng.random(k) * total)
+        return self.perm[src], self.perm[self.draw(u)]
+
+
+def write_data_npz(path: Path, shape: Shape, m: int, rng: np.random.Generator, compressed: bool) -> None:
+    n = shape.n
+    how = zipfile.ZIP_DEFLATED if compressed else zipfile.ZIP_STORED
+    dst_tmp = path.with_name("dst.tmp")
+    with zipfile.ZipFile(path, "w", compression=how, allowZip64=True) as zf:
+        with npy_member(zf, "edge_index", (2, m), np.int64) as put, open(dst_tmp, "wb") as spill:
+            for s in range(0, m, EDGE_CHUNK):            # row 0 (sources) streams in; row 1 spills
+                src, dst = shape.edges(rng, min(EDGE_CHUNK, m - s))
+                put(src)
+                spill.write(dst.tobytes())
+                print(f"  edges {s + len(src):,} / {m:,}", end="\r", file=sys.stderr)
+            with open(dst_tmp, "rb") as spill_in:
+                while block := spill_in.read(EDGE_CHUNK * 8):
+                    put(np.frombuffer(block, np.int64))
+        dst_tmp.unlink()
+        inverse = np.empty(n, np.int64)
+        inverse[shape.perm] = np.arange(n)
+        means = rng.standard_normal((CLASSES, DIM), dtype=np.float32) * 0.5
+        with npy_member(zf, "node_feat", (n, DIM), np.float32) as put:
+            for s in range(0, n, ROW_CHUNK):
+                k = min(ROW_CHUNK, n - s)
+                cls = shape.comm_class[shape.community(inverse[s:s + k])]
+                put(rng.standard_normal((k, DIM), dtype=np.float32) + means[cls])
+                print(f"  feature rows {s + k:,} / {n:,}   ", end="\r", file=sys.stderr)
+        for key, value in (("num_nodes_list", n), ("num_edges_list", m)):
+            with npy_member(zf, key, (1,), np.int64) as put:
+                put(np.array([value]))
+    print(file=sys.stderr)
+
+
+def write_labels_and_splits(folder: Path, shape: Shape, rng: np.random.Generator, compressed: bool) -> None:
+    n = shape.n
+    counts = {k: max(1, round(v * n)) for k, v in SPLIT_SHARES.items()}
+    chosen = rng.choice(n, sum(counts.values()), replace=False)      # old ids, in random order
+    cls = shape.comm_class[shape.community(chosen)]
+    cls = np.where(rng.random(len(chosen)) < 0.8, cls, rng.integers(0, CLASSES, len(chosen)))
+    y = np.full((n, 1), np.nan)
+    y[shape.perm[chosen], 0] = cls
+    (np.savez_compressed if compressed else np.savez)(folder / "raw" / "node-label.npz", node_label=y)
+    start = 0
+    for name, k in counts.items():
+        ids = np.sort(shape.perm[chosen[start:start + k]])
+        start += k
+        (folder / "split" / "time").mkdir(parents=True, exist_ok=True)
+        with gzip.open(folder / "split" / "time" / f"{name}.csv.gz", "wt") as f:
+            f.write("\n".join(map(str, ids.tolist())) + "\n")
+
+
+def generate(workdir: Path, fraction: float, seed: int, compressed: bool) -> tuple[Path, dict]:
+    """The cached data root (holding ogbn_papers100M/) and its meta (sizes, generation seconds)."""
+    root = workdir / f"data-f{fraction:g}-seed{seed}{'-deflate' if compressed else ''}"
+    if (root / "meta.json").is_file():
+        return root, json.loads((root / "meta.json").read_text())
+    n, m = round(FULL_NODES * fraction), round(FULL_EDGES * fraction)
+    tmp = root.with_name(root.name + f".tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    folder = tmp / "ogbn_papers100M"
+    (folder / "raw").mkdir(parents=True)
+    print(f"generating n={n:,} m={m:,} in {root} ...", file=sys.stderr)
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    shape = Shape(n, rng)
+    write_labels_and_splits(folder, shape, rng, compressed)
+    write_data_npz(folder / "raw" / "data.npz", shape, m, rng, compressed)
+    (folder / "RELEASE_v1.txt").write_text("synthetic ogbn-papers100M-shaped data (scripts/bench_scale.py)\n")
+    meta = {"nodes": n, "edges": m, "fraction": fraction, "seed": seed, "compressed": compressed,
+            "generate_seconds": round(time.perf_counter() - t0, 1),
+            "data_npz_bytes": (folder / "raw" / "data.npz").stat().st_size}
+    (tmp / "meta.json").write_text(json.dumps(meta))
+    os.replace(tmp, root)
+    return root, meta
+
+
+# ------------------------------------------------------------------------------------------------
+# Measured steps
+# ------------------------------------------------------------------------------------------------
+
+def step(name: str, cmd: list[str], out: Path) -> dict:
+    """run_measured, with a failure kept as {"error": ...} instead of ending the benchmark."""
+    shown = ["<peer script>" if c is PEER else str(c) for c in cmd]
+    print(f"running {name}: {' '.join(shown)}", file=sys.stderr)
+    try:
+        r = run_measured([str(c) for c in cmd], log=out / f"{name}.log")
+    except SystemExit as e:
+        lines = str(e.code).strip().splitlines()
+        return {"error": "\n".join(x for x in lines if not x.startswith("__peak_rss="))}
+    r["report"] = json.loads(r.pop("stdout") or "null")
+    return r
+
+
+def run_steps(args, folder: Path, out: Path) -> dict:
+    gp = [sys.executable, "-m", "gnnprep"]
+    budget = ["--memory-budget", args.memory_budget]
+    graph, feats, peer_npy = out / "graph.h5", out / "feats.h5", out / "peer-hop.npy"
+    cmds = {
+        "ingest": gp + ["ingest", folder, "-o", graph, *budget, "--json"],
+        "precompute": gp + ["precompute", graph, "--hops", args.hops, "--rows", "labeled", *budget,
+                            "--json", "-o", feats],
+        "train": gp + ["train", "sgc", feats, "-o", out / "run", "--epochs", 5, *budget, "--json"],
+    }
+    if not args.no_peer:
+        cmds["peer"] = [sys.executable, "-c", PEER, folder, args.hops, peer_npy]
+    steps = {}
+    for name, cmd in cmds.items():
+        if name != "peer" and any("error" in s for s in steps.values()):
+            steps[name] = {"error": "skipped: an earlier gnnprep step failed"}
+            continue
+        steps[name] = step(name, cmd, out)
+    return steps
+
+
+def relative_error(feats: Path, peer_npy: Path, hops: int) -> float | None:
+    import h5py
+
+    if not (feats.is_file() and peer_npy.is_file()):
+        return None
+    ref = np.load(peer_npy)
+    ref_rows = np.load(str(peer_npy).replace(".npy", "-rows.npy"))
+    with h5py.File(feats, "r") as f:
+        rows, ours = f["rows"][:], f[f"hops/{hops}"][:]
+    if not np.array_equal(rows.astype(np.int64), ref_rows):
+        raise RuntimeError("feats.h5 /rows differ from the split rows the peer kept")
+    return float(np.abs(ours.astype(np.float64) - ref).max() / np.abs(ref).max())
+
+
+def summarise(args, meta: dict, budget: int, steps: dict, error: float | None) -> dict:
+    res = {"fraction": args.fraction, "seed": args.seed, "compressed": args.compressed,
+           "hops": args.hops, "budget": budget, "rss_limit": int(1.25 * budget), **meta,
+           "steps": {k: {x: v.get(x) for x in ("seconds", "peak_rss", "error")} for k, v in steps.items()},
+           "max_rel_error": error}
+    for name in ("ingest", "precompute", "train"):
+        if "peak_rss" in steps.get(name, {}):
+            res["steps"][name]["within_1.25x_budget"] = steps[name]["peak_rss"] <= 1.25 * budget
+    ok = [steps.get(k, {}).get("seconds") for k in ("ingest", "precompute", "peer")]
+    if None not in ok:
+        res["gnnprep_ingest_precompute_seconds"] = ok[0] + ok[1]
+        res["peer_over_gnnprep"] = ok[2] / (ok[0] + ok[1])
+    if steps.get("peer", {}).get("report"):
+        res["peer"] = steps["peer"]["report"]
+        ing = steps.get("ingest", {}).get("report")
+        if ing:   # S has the stored entries of A plus the diagonal: the same graph on both sides?
+            res["same_nnz"] = ing["num_edges"] + ing["num_nodes"] == res["peer"]["nnz"]
+    rep = steps.get("precompute", {}).get("report")
+    if rep:
+        hop = rep["hop_seconds"][1:] or [0.0]
+        res["precompute"] = {
+            "plan": rep["plan"], "predicted_seconds": rep["plan"].get("predicted_seconds"),
+            "report_seconds": rep["seconds"], "hop_seconds": rep["hop_seconds"],
+            "predicted_peak_bytes": rep["predicted_peak_bytes"],
+            "measured_peak_bytes": rep["measured_peak_bytes"], "reorder": rep.get("reorder"),
+            "mean_hop_seconds": sum(hop) / len(hop), "warnings": rep.get("warnings")}
+        ro = rep.get("reorder") or {}
+        if ro.get("seconds") is not None and sum(hop):
+            res["precompute"]["reorder_over_hop"] = ro["seconds"] / (sum(hop) / len(hop))
+    tr = steps.get("train", {}).get("report")
+    if tr:
+        res["train"] = {k: tr.get(k) for k in ("valid_acc", "test_acc", "epochs_run", "seconds", "streaming")}
+    return res
+
+
+def print_table(res: dict) -> None:
+    g = lambda b: f"{b / GiB:6.2f} GiB" if b is not None else "   -"  # noqa: E731
+    print(f"\nogbn-papers100M shape at fraction {res['fraction']:g}: n={res['nodes']:,}, m={res['edges']:,}, "
+          f"data.npz {res['data_npz_bytes'] / GiB:.2f} GiB ({'deflate' if res['compressed'] else 'stored'}), "
+          f"generated in {res['generate_seconds']:.0f} s; budget {g(res['budget']).strip()}, "
+          f"1.25 x budget = {g(res['rss_limit']).strip()}")
+    print(f"  {'step':<11} {'wall s':>8} {'peak RSS':>11}  vs 1.25 x budget")
+    for name, s in res["steps"].items():
+        if s.get("error"):
+            print(f"  {name:<11} FAILED: {s['error'][:2000]}")
+            continue
+        within = s.get("within_1.25x_budget")
+        verdict = "" if within is None else ("within" if within else "OVER")
+        print(f"  {name:<11} {s['seconds']:8.1f} {g(s['peak_rss']):>11}  {verdict}")
+    if "peer_over_gnnprep" in res:
+        print(f"  gnnprep ingest + precompute {res['gnnprep_ingest_precompute_seconds']:.1f} s vs peer "
+              f"{res['steps']['peer']['seconds']:.1f} s: peer / gnnprep = {res['peer_over_gnnprep']:.2f}x")
+    if "peer" in res:
+        p = res["peer"]
+        print(f"  peer parts: load {p['load_seconds']:.1f} s, build S {p['build_seconds']:.1f} s, "
+              f"hops {', '.join(f'{h:.1f}' for h in p['hop_seconds'])} s")
+    if res["max_rel_error"] is not None:
+        print(f"  max relative error of hop {res['hops']} vs peer: {res['max_rel_error']:.2e} "
+              f"(same nnz of S: {res.get('same_nnz')})")
+    pc = res.get("precompute")
+    if pc:
+        plan = pc["plan"]
+        print(f"  plan: a={plan['a']} b={plan['b']} c={plan['c']} width={plan['width']} "
+              f"S resident={plan.get('s_resident')} device={plan['device']} reorder={plan.get('reorder')}; "
+              f"predicted peak {g(pc['predicted_peak_bytes']).strip()}, measured "
+              f"{g(pc['measured_peak_bytes']).strip() if pc['measured_peak_bytes'] else '-'} (above baseline)")
+        print(f"  predicted {pc['predicted_seconds']} s vs measured {pc['report_seconds']:.1f} s (report), "
+              f"{res['steps']['precompute']['seconds']:.1f} s (process); hop seconds "
+              f"{', '.join(f'{h:.2f}' for h in pc['hop_seconds'])}")
+        ro = pc["reorder"]
+        if ro:
+            print(f"  node order: kind={ro.get('kind')} used={ro.get('used')} seconds={ro.get('seconds')} "
+                  f"near_share {ro.get('near_share_before')} -> {ro.get('near_share_after')}; "
+                  f"order / mean hop = {pc.get('reorder_over_hop', float('nan')):.2f}")
+        else:
+            print(f"  node order: not used (plan reorder={pc['plan'].get('reorder')}; no reorder entry in the report)")
+    if res.get("train"):
+        t = res["train"]
+        print(f"  train sgc, {t['epochs_run']} epochs: valid acc {t['valid_acc']}, test acc {t['test_acc']}, "
+              f"streaming={t['streaming']}")
+    print("  (shared machine: timings are noisy)")
+    print(json.dumps(res))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--fraction", type=float, required=True)
+    ap.add_argument("--memory-budget", required=True)
+    ap.add_argument("--compressed", action="store_true", help="data.npz with DEFLATE members")
+    ap.add_argument("--no-peer", action="store_true")
+    ap.add_argument("--workdir", default="/tmp/gnnprep-bench-scale")
+    ap.add_argument("--hops", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--keep", action="store_true", help="keep graph.h5, feats.h5 and the peer's .npy")
+    args = ap.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from gnnprep.sizes import parse_size
+
+    budget = parse_size(args.memory_budget)
+    workdir = Path(args.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    root, meta = generate(workdir, args.fraction, args.seed, args.compressed)
+    out = workdir / f"run-{root.name}-{args.memory_budget}-{os.getpid()}"
+    out.mkdir()
+    try:
+        steps = run_steps(args, root / "ogbn_papers100M", out)
+        error = relative_error(out / "feats.h5", out / "peer-hop.npy", args.hops)
+        print_table(summarise(args, meta, budget, steps, error))
+    finally:
+        if not args.keep:
+            for p in ("graph.h5", "feats.h5", "peer-hop.npy", "peer-hop-rows.npy"):
+                (out / p).unlink(missing_ok=True)
+            print(f"logs in {out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
