@@ -209,8 +209,12 @@ class ResumableOutput:
         self.done.append(tuple(unit))
         self.state["done"] = [list(u) for u in self.done]
         tmp = self.progress_file.with_name(self.progress_file.name + f".tmp-{os.getpid()}")
-        tmp.write_text(self._json.dumps(self.state))
-        os.replace(tmp, self.progress_file)
+        try:
+            tmp.write_text(self._json.dumps(self.state))
+            os.replace(tmp, self.progress_file)
+        except BaseException:
+            _remove(tmp)  # a full disk, say: no half-written record left behind
+            raise
 
     def commit(self) -> None:
         _fsync_path(self.partial)
