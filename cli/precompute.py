@@ -85,7 +85,7 @@ def precompute(dataset, output, hops, operators, blocks, memory_budget, rows, dt
                      + (f"; resumed after {r.resumed_units} finished units" if r.resumed_units else ""))
     if r.reorder is not None:
         o = r.reorder
-        lines.append(f"node order: {o['kind']} {'used' if o['used'] else 'dropped'} (found in {o['seconds']:.2f} s; "
+        lines.append(f"node order: {o['kind']} {'used' if o['used'] else 'dropped'} ({'loaded from its cache' if o.get('cached') else 'found'} in {o['seconds']:.2f} s; "
                      f"entries within 4,096 ids of their row {100 * o['near_share_before']:.1f}% -> "
                      f"{100 * o['near_share_after']:.1f}%)")
     if r.hag is not None:

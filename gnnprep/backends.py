@@ -78,26 +78,28 @@ class HopGraph:
 
     def _find_order(self, kind: str) -> None:
         try:
-            from gnnprep.reorder import bfs_order, community_order, near_share
+            from gnnprep import reorder
 
             t0 = time.perf_counter()
-            if kind == "bfs":
-                order = bfs_order(self.indptr, self._indices)
+            cached = reorder.load_cached(self.store.path, kind, self.store.fingerprint, self.n)
+            if cached is not None:  # found by an earlier run on this graph
+                order, info = cached
             else:
-                order = community_order(self.indptr, self._indices)
+                order = (reorder.bfs_order if kind == "bfs" else reorder.community_order)(self.indptr, self._indices)
             inv = np.empty(self.n, dtype=np.int64)
             inv[order] = np.arange(self.n)
-            before = near_share(self.indptr, self._indices, self.REORDER_WINDOW)
-            after = near_share(self.indptr, self._indices, self.REORDER_WINDOW, inv)
-            info = {"kind": kind, "near_share_before": round(before, 4), "near_share_after": round(after, 4),
-                    "seconds": round(time.perf_counter() - t0, 3)}
+            if cached is None:
+                before = reorder.near_share(self.indptr, self._indices, self.REORDER_WINDOW)
+                after = reorder.near_share(self.indptr, self._indices, self.REORDER_WINDOW, inv)
+                info = {"near_share_before": round(before, 4), "near_share_after": round(after, 4),
+                        "seconds": round(time.perf_counter() - t0, 3)}
+                reorder.save_cached(self.store.path, kind, self.store.fingerprint, order, info)
+            info = {**info, "kind": kind, "seconds": round(time.perf_counter() - t0, 3), "cached": cached is not None}
             csr = None
             if self._use(info):
                 # relabelled while the caller still reads X or faults in buffers (no other numba
                 # parallel region runs then; numba's omp and tbb layers are thread-safe in any case)
-                from gnnprep.reorder import permute_csr
-
-                csr = permute_csr(self.indptr, self._indices, order)
+                csr = reorder.permute_csr(self.indptr, self._indices, order)
             self._found = (order, inv, info, csr)
         except BaseException as e:  # raised in the caller's thread by ready()
             self._found = e

@@ -20,12 +20,23 @@ caller drops an order that does not raise it (a graph without communities, or la
 collapsing into one giant label). The artifact is always written in the original node order; only
 the computation runs in the new order, and each row is still summed in its stored order, so results
 are bit-for-bit those of the unordered computation.
+
+An order is found once per graph: :func:`save_cached` keeps it beside the graph store
+(``<store>.order-<kind>.npz``: the permutation, the graph's fingerprint and the near shares), and
+every later precompute of that graph (other hops, operators, rows) loads it with :func:`load_cached`,
+which ignores a file for another graph or one that is not a permutation of the n nodes.
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 from numba import njit, prange
+
+ORDER_FORMAT = "gnnprep.order"
+ORDER_FORMAT_VERSION = 1
 
 
 @njit(cache=True, nogil=True)
@@ -179,3 +190,43 @@ def warm_up() -> None:
         near_share(ip, idx, 1, inv)
         near_share(ip, idx, 1)
         permute_csr(ip, idx, order)
+
+
+def cache_path(store_path, kind: str) -> Path:
+    """Where a graph store's node order of ``kind`` is kept: ``<store>.order-<kind>.npz`` beside it."""
+    return Path(store_path).with_suffix(f".order-{kind}.npz")
+
+
+def load_cached(store_path, kind: str, graph_fingerprint: str, n: int) -> tuple[np.ndarray, dict] | None:
+    """(order, info) kept for this graph, or None: missing, unreadable, for another graph, another
+    format version, or not a permutation of 0..n-1 (never trusted blindly: the kernels index with it)."""
+    try:
+        with np.load(cache_path(store_path, kind), allow_pickle=False) as z:
+            meta = json.loads(str(z["meta"]))
+            order = z["order"].astype(np.int64)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(meta, dict) or meta.get("format") != ORDER_FORMAT or \
+            meta.get("format_version") != ORDER_FORMAT_VERSION or meta.get("graph_fingerprint") != graph_fingerprint:
+        return None
+    if order.shape != (n,) or (n and (order.min() < 0 or order.max() >= n)) or \
+            (n and not (np.bincount(order, minlength=n) == 1).all()):
+        return None
+    return order, {k: meta[k] for k in ("near_share_before", "near_share_after", "seconds") if k in meta}
+
+
+def save_cached(store_path, kind: str, graph_fingerprint: str, order: np.ndarray, info: dict) -> bool:
+    """Keep ``order`` beside the graph store (atomically); False where that folder is not writable."""
+    from gnnprep.atomic import atomic_output
+    from gnnprep.errors import GnnprepError
+
+    meta = {"format": ORDER_FORMAT, "format_version": ORDER_FORMAT_VERSION, "graph_fingerprint": graph_fingerprint,
+            "kind": kind, **{k: info[k] for k in ("near_share_before", "near_share_after", "seconds")}}
+    dtype = np.int32 if len(order) < 2**31 else np.int64
+    try:
+        with atomic_output(cache_path(store_path, kind), inputs=[store_path]) as tmp:
+            with open(tmp, "wb") as fh:
+                np.savez(fh, order=order.astype(dtype), meta=np.array(json.dumps(meta)))
+    except (OSError, GnnprepError):
+        return False
+    return True

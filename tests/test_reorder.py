@@ -166,3 +166,55 @@ def test_cli_reports_the_node_order(tmp_path, rng):
     assert rep["reorder"] is None and rep["plan"]["reorder"] is False
     assert run_json(["info", tmp_path / "a.h5"])["node_order"]["used"] is True
     assert "node order community, used" in run(["info", tmp_path / "a.h5"]).output
+
+
+def test_an_order_is_found_once_and_reused_bitwise(tmp_path, rng):
+    """The first ordered run keeps the order beside the store; later runs (other hops, operators)
+    load it instead of finding it, and every output equals the unordered computation's bytes."""
+    from gnnprep import reorder
+
+    path, *_ = make_store(tmp_path, rng, n=120, m=600, d=7)
+    cache = reorder.cache_path(path, "community")
+    plain = precompute(path, tmp_path / "plain.h5", PrecomputeConfig(hops=3, device="cpu", reorder="none"))
+    assert plain.reorder is None and not cache.exists()
+    first = precompute(path, tmp_path / "first.h5", PrecomputeConfig(hops=3, device="cpu", reorder="community"))
+    assert first.reorder["cached"] is False and cache.exists()
+    again = precompute(path, tmp_path / "again.h5", PrecomputeConfig(hops=3, device="cpu", reorder="community"))
+    assert again.reorder["cached"] is True and again.reorder["used"] is True
+    assert {k: again.reorder[k] for k in ("near_share_before", "near_share_after")} == \
+        {k: first.reorder[k] for k in ("near_share_before", "near_share_after")}
+    with FeatureStore(tmp_path / "plain.h5") as a, FeatureStore(tmp_path / "first.h5") as b, \
+            FeatureStore(tmp_path / "again.h5") as c:
+        for k in range(4):
+            assert a.hop(k)[:].tobytes() == b.hop(k)[:].tobytes() == c.hop(k)[:].tobytes(), k
+
+
+@pytest.mark.parametrize("damage", ["not_a_permutation", "out_of_range", "other_graph", "garbage"])
+def test_a_bad_cached_order_is_ignored_and_replaced(tmp_path, rng, damage):
+    import json
+
+    from gnnprep import reorder
+
+    path, *_ = make_store(tmp_path, rng, n=120, m=600, d=7)
+    cache = reorder.cache_path(path, "community")
+    ref = precompute(path, tmp_path / "ref.h5", PrecomputeConfig(hops=2, device="cpu", reorder="community"))
+    with np.load(cache) as z:
+        order, meta = z["order"].copy(), json.loads(str(z["meta"]))
+    if damage == "not_a_permutation":
+        order[1] = order[0]
+    elif damage == "out_of_range":
+        order[3] = 10**6
+    elif damage == "other_graph":
+        meta["graph_fingerprint"] = "another"
+    if damage == "garbage":
+        cache.write_bytes(b"\x00junk" * 40)
+    else:
+        with open(cache, "wb") as fh:
+            np.savez(fh, order=order, meta=np.array(json.dumps(meta)))
+    rep = precompute(path, tmp_path / "f.h5", PrecomputeConfig(hops=2, device="cpu", reorder="community"))
+    assert rep.reorder["cached"] is False  # found again, and kept again
+    with GraphStore(path) as store:
+        assert reorder.load_cached(path, "community", store.fingerprint, store.num_nodes) is not None
+    with FeatureStore(tmp_path / "ref.h5") as a, FeatureStore(tmp_path / "f.h5") as b:
+        for k in range(3):
+            assert a.hop(k)[:].tobytes() == b.hop(k)[:].tobytes(), k
