@@ -26,7 +26,6 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import h5py
 import numpy as np
@@ -45,15 +44,10 @@ from gnnprep.operators import make_operator
 from gnnprep.plan import (Plan, Problem, choose_hag, choose_plan, column_blocks, keep_columns, load_profile,
                           plan_with_hag, with_reorder)
 from gnnprep.precomputeconfig import PrecomputeConfig, PrecomputeReport
-from gnnprep.progress import Progress, no_progress
+from gnnprep.progress import Progress, Warn, no_progress, no_warning
 from gnnprep.store import GraphStore
 
-Warn = Callable[[str], None]
 WRITE_BYTES = 32 << 20    # rows per queued write: at most this many bytes of a column block in flight
-
-
-def _no_warning(message: str) -> None:
-    pass
 
 
 @dataclass
@@ -149,10 +143,11 @@ def _prepare(store: GraphStore, config: PrecomputeConfig, device: str, backend: 
     n = store.num_nodes
     budget = config.memory_budget or devices.default_budget(device)
     problem = _problem(store, config, device, backend, n if out_rows is None else len(out_rows))
-    if backend == "numba":
+    index_dtype = store.f["adj/indices"].dtype
+    if backend == "numba":  # only the variants this run uses (each costs seconds on a fresh install)
         from gnnprep import kernels
 
-        kernels.warm_up()
+        kernels.warm_up((index_dtype,), (problem.weighted,), hag=False, gather=False)
     profile = load_profile(device)
     baseline = rss()
     job = _Job(config, device, backend, choose_plan(problem, budget, profile, baseline, config.blocks), problem,
@@ -163,7 +158,11 @@ def _prepare(store: GraphStore, config: PrecomputeConfig, device: str, backend: 
 
         job.plan = with_reorder(job.plan, problem, profile, reorder.sampled_locality(store), config.reorder, budget)
         if job.plan.reorder:
-            reorder.warm_up()
+            kind = "bfs" if config.reorder == "bfs" else "community"
+            reorder.warm_up((index_dtype,), (kind,), find=not reorder.cache_path(store.path, kind).exists())
+            kernels.warm_up((), (), hag=False, gather=True)
+    elif job.hag is not None:
+        kernels.warm_up((), (), hag=True, gather=False)
     if config.hdg is not None:
         from gnnprep.hdg import load_for
 
@@ -212,7 +211,7 @@ def _artifact_bytes(store: GraphStore, job: _Job) -> int:
 
 
 def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeConfig = PrecomputeConfig(),
-               progress: Progress = no_progress, command: str = "", warn: Warn = _no_warning) -> PrecomputeReport:
+               progress: Progress = no_progress, command: str = "", warn: Warn = no_warning) -> PrecomputeReport:
     """Write the features artifact ``output`` (:mod:`gnnprep.features`) for the graph store
     ``graph_path``: hops 0..K of every operator (and HDG channel) for the chosen rows."""
     t_start = time.perf_counter()

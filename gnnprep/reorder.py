@@ -179,16 +179,21 @@ def sampled_locality(store, windows: int = 64, width: int = 2048) -> float:
     return total / count / n
 
 
-def warm_up() -> None:
-    """Compile (or load from numba's cache) the ordering functions before memory is measured."""
+def warm_up(index_dtypes=(np.int32, np.int64), kinds=("community", "bfs"), find: bool = True) -> None:
+    """Compile (or load from numba's cache) the ordering functions before memory is measured: for
+    each index dtype the relabelling, and with ``find`` the orders of ``kinds`` and ``near_share``
+    (a cached order needs only the relabelling)."""
     ip = np.array([0, 1, 2], dtype=np.int64)
-    for idx in (np.array([1, 0], dtype=np.int32), np.array([1, 0], dtype=np.int64)):
-        order = community_order(ip, idx)
-        bfs_order(ip, idx)
-        inv = np.empty(2, dtype=np.int64)
-        inv[order] = np.arange(2)
-        near_share(ip, idx, 1, inv)
-        near_share(ip, idx, 1)
+    for dtype in index_dtypes:
+        idx = np.array([1, 0], dtype=dtype)
+        order = np.array([1, 0], dtype=np.int64)
+        if find:
+            for kind in kinds:
+                order = community_order(ip, idx) if kind == "community" else bfs_order(ip, idx)
+            inv = np.empty(2, dtype=np.int64)
+            inv[order] = np.arange(2)
+            near_share(ip, idx, 1, inv)
+            near_share(ip, idx, 1)
         permute_csr(ip, idx, order)
 
 
