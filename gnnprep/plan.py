@@ -208,9 +208,7 @@ def choose_plan(p: Problem, budget: int, prof: Profile, baseline_rss: int = 0,
         return Plan(**{**plan.to_dict(), "a": min(a_user, max(1, n))})
     best = None
     max_b = max(1, n)
-    for c in sorted({1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, d} | {math.ceil(d / w) for w in range(1, d + 1) if d % w == 0}):
-        if c > d:
-            continue
+    for c in _column_counts(d):
         fixed = memory(p, 10**18, c)  # everything but S
         if fixed >= budget:
             continue
@@ -243,28 +241,54 @@ def keep_columns(plan: Plan, p: Problem, prof: Profile, c: int, width: int) -> P
                                               + predict_seconds(p, prof, plan.b, c), 3)})
 
 
-def with_reorder(plan: Plan, p: Problem, prof: Profile, locality: float, mode: str = "auto",
-                 budget: int | None = None) -> Plan:
-    """Decide whether to compute in a locality order (:mod:`gnnprep.reorder`): only with S resident
-    on the CPU kernel, a column block of X larger than the last-level cache (else every gather hits
-    it anyway), ids that look arbitrary (mean |u - v| / n above 0.1), and a predicted saving above
-    its cost. ``mode`` community or bfs forces it (when it fits the budget)."""
-    if mode == "none" or not plan.s_resident or p.device != "cpu" or p.weighted:
-        return plan
-    w = plan.width
-    widths = _widths(p.num_features, w)
+def _column_counts(d: int) -> list[int]:
+    """The column-block counts the planners try (powers and small multiples, and every divisor)."""
+    return sorted({c for c in {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, d} |
+                   {math.ceil(d / w) for w in range(1, d + 1) if d % w == 0} if c <= d})
+
+
+def _ordered(plan: Plan, p: Problem, prof: Profile) -> tuple[Plan, bool]:
+    """``plan`` computed in a locality order, and whether the order is predicted to pay there: a
+    column block of X larger than the last-level cache (else every gather hits it anyway) and a
+    kernel saving (``reorder_speedup``) above the order's cost."""
+    widths = _widths(p.num_features, plan.width)
     kernel = p.operators * p.hops * sum(prof.spmm_seconds(p.num_entries, p.num_nodes, wj) for wj in widths)
     cost = (p.num_entries + p.num_nodes) * prof.reorder_ns_per_entry * 1e-9
     gain = kernel * (1 - prof.reorder_speedup)
     # order, inverse, stored indptr kept, new indptr; labels and counts; relabelled indices beside the old
     extra = 8 * p.num_nodes * 4 + (p.index_bytes + 4) * p.num_nodes + p.index_bytes * p.num_entries
-    fits = budget is None or plan.predicted_peak + SLACK * extra <= budget
-    large = p.num_nodes * 4 * min(w, p.num_features) > REORDER_MIN_BLOCK_BYTES
-    if (mode in ("bfs", "community") or (large and locality > 0.1 and gain > cost)) and fits:
-        return Plan(**{**plan.to_dict(), "reorder": True,
-                       "predicted_peak": plan.predicted_peak + int(SLACK * extra),
-                       "predicted_seconds": round(plan.predicted_seconds + cost - gain, 3)})
-    return plan
+    large = p.num_nodes * 4 * min(plan.width, p.num_features) > REORDER_MIN_BLOCK_BYTES
+    ordered = Plan(**{**plan.to_dict(), "reorder": True, "predicted_peak": plan.predicted_peak + int(SLACK * extra),
+                      "predicted_seconds": round(plan.predicted_seconds + cost - gain, 3)})
+    return ordered, large and gain > cost
+
+
+def with_reorder(plan: Plan, p: Problem, prof: Profile, locality: float, mode: str = "auto",
+                 budget: int | None = None) -> Plan:
+    """Decide the node order jointly with the column blocking (:mod:`gnnprep.reorder`): a locality
+    order runs with S resident on the CPU kernel, only when ids look arbitrary (mean |u - v| / n
+    above 0.1), and costs memory (the permutation and a relabelled copy of the indices). Under a
+    tight budget more, narrower column blocks leave room for it — each block of X is smaller, the
+    permutation is shared by all — so every column count from ``plan``'s up is tried with the order
+    (S resident), and the plan with the least predicted time that fits wins, the unordered ``plan``
+    included. ``mode`` community or bfs forces an order (the fastest plan that fits with one);
+    column counts the user gave (``--blocks``) are kept."""
+    if mode == "none" or p.device != "cpu" or p.weighted:
+        return plan
+    forced = mode in ("bfs", "community")
+    counts = [plan.c] if plan.source == "user" else [c for c in _column_counts(max(1, p.num_features)) if c >= plan.c]
+    options = [] if forced else [plan]
+    for c in counts:
+        base = plan if c == plan.c and plan.s_resident else None
+        if base is None:
+            if plan.source == "user":
+                continue  # the user's edge blocks stream S: no order
+            base = choose_plan(p, budget or plan.budget, prof, plan.baseline_rss, (plan.a, 1, c))
+            base = Plan(**{**base.to_dict(), "source": plan.source})
+        ordered, pays = _ordered(base, p, prof)
+        if (budget is None or ordered.predicted_peak <= budget) and (forced or (pays and locality > 0.1)):
+            options.append(ordered)
+    return min(options, key=lambda q: q.predicted_seconds) if options else plan
 
 
 # rounds search seconds per stored entry (capacity |V|/4..all), measured on the 2-core CI-class machine

@@ -65,3 +65,20 @@ def test_dry_run_prints_plan_without_output(tmp_path):
     d = json.loads(r.stdout)
     assert d["dry_run"] and d["plan"]["b"] >= 1 and d["predicted_peak_bytes"] > 0
     assert not (tmp_path / "f.h5").exists()
+
+
+def test_order_is_chosen_jointly_with_the_column_blocks():
+    """A papers100M-like shape at 1/20 scale under 4 GiB: the fastest plain plan has no room for
+    the order, more (narrower) column blocks do, and the order pays for the extra block."""
+    from gnnprep.plan import with_reorder
+
+    p = Problem(num_nodes=5_552_998, num_entries=161_568_588, num_features=128, hops=3, operators=1,
+                out_rows=77_000, index_bytes=4)
+    prof, budget = Profile(), 4 << 30
+    plain = choose_plan(p, budget, prof, 190 << 20)
+    chosen = with_reorder(plain, p, prof, 0.33, "auto", budget)
+    assert chosen.reorder and chosen.c > plain.c and chosen.s_resident
+    assert chosen.predicted_peak <= budget and chosen.predicted_seconds < plain.predicted_seconds
+    assert not with_reorder(plain, p, prof, 0.01, "auto", budget).reorder  # ids already local: no order
+    user = choose_plan(p, budget, prof, 190 << 20, blocks=(1, 1, plain.c))
+    assert with_reorder(user, p, prof, 0.33, "auto", budget).c == plain.c  # --blocks is kept
