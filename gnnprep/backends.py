@@ -198,6 +198,17 @@ class NumbaBackend:
         ip, idx, w = self.graph.block(r0, r1)
         self.k.spmm_rows_numba(ip, idx, w, r0, self.op.left, self.op.right, self.op.loop, cur, nxt[r0:r1])
 
+    @property
+    def selects_rows(self) -> bool:
+        """Whether :meth:`hop_rows` can compute arbitrary rows (the whole CSR is resident)."""
+        return self.graph.resident
+
+    def hop_rows(self, rows, cur, out):
+        """out[i] = row rows[i] (computation order) of S·cur."""
+        g = self.graph
+        self.k.spmm_selected(g.indptr, g._indices, g._weights, rows, self.op.left, self.op.right, self.op.loop, cur,
+                             out)
+
     def to_host(self, arr, rows):
         # a slice is a view; selected rows are gathered lazily in the writer thread, so at most one
         # gathered copy exists at a time (the rows are final once their edge block is computed)
@@ -217,6 +228,8 @@ class HagBackend(NumbaBackend):
         self.hag = hag
         self.h = None
 
+    selects_rows = False
+
     def begin_hop(self, cur) -> None:
         if self.h is None or self.h.shape[1] != cur.shape[1]:
             self.h = np.empty((self.hag.num_agg, cur.shape[1]), dtype=np.float32)
@@ -230,6 +243,7 @@ class HagBackend(NumbaBackend):
 
 class TorchBackend:
     name = "torch"
+    selects_rows = False
 
     def begin_hop(self, cur) -> None:
         pass

@@ -40,31 +40,51 @@ def _spmm_rows(indptr, indices, weights, base, bounds, left, right, loop, x, h, 
     per pass over it: ``acc = (acc + w1 x1) + w2 x2`` is the same sequence of float operations as
     two passes (so bit-for-bit the one-entry loop; 1 · h is exact), with half the loads and
     stores of ``acc`` (~15-20% faster)."""
-    d = x.shape[1]
     r0 = bounds[0]
     for c in prange(len(bounds) - 1):
-        acc = np.empty(d, dtype=x.dtype)
+        acc = np.empty(x.shape[1], dtype=x.dtype)
         for v in range(bounds[c], bounds[c + 1]):
-            xv = x[v]
-            rv = loop * right[v]
-            for j in range(d):
-                acc[j] = rv * xv[j]
-            p = indptr[v - r0] - base
-            end = indptr[v - r0 + 1] - base
-            while p + 1 < end:
-                w1, x1 = _term(p, indices[p], weights, right, x, h)
-                w2, x2 = _term(p + 1, indices[p + 1], weights, right, x, h)
-                for j in range(d):
-                    acc[j] = (acc[j] + w1 * x1[j]) + w2 * x2[j]
-                p += 2
-            if p < end:
-                w1, x1 = _term(p, indices[p], weights, right, x, h)
-                for j in range(d):
-                    acc[j] += w1 * x1[j]
-            lv = left[v]
-            o = out[v - r0]
-            for j in range(d):
-                o[j] = acc[j] * lv
+            _row(v, indptr[v - r0] - base, indptr[v - r0 + 1] - base, indices, weights, left, right, loop, x, h,
+                 acc, out[v - r0])
+
+
+@njit(inline="always", nogil=True, cache=True)
+def _row(v, p, end, indices, weights, left, right, loop, x, h, acc, o):
+    """o = row v of S·x from its entries p..end-1: the one sequence of float operations every
+    kernel here uses for a row, so a row's bits do not depend on which kernel computed it."""
+    d = x.shape[1]
+    xv = x[v]
+    rv = loop * right[v]
+    for j in range(d):
+        acc[j] = rv * xv[j]
+    while p + 1 < end:
+        w1, x1 = _term(p, indices[p], weights, right, x, h)
+        w2, x2 = _term(p + 1, indices[p + 1], weights, right, x, h)
+        for j in range(d):
+            acc[j] = (acc[j] + w1 * x1[j]) + w2 * x2[j]
+        p += 2
+    if p < end:
+        w1, x1 = _term(p, indices[p], weights, right, x, h)
+        for j in range(d):
+            acc[j] += w1 * x1[j]
+    lv = left[v]
+    for j in range(d):
+        o[j] = acc[j] * lv
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _spmm_selected(indptr, indices, weights, rows, left, right, loop, x, out):
+    """out[i] = row rows[i] of S·x (whole-graph CSR arrays)."""
+    for i in prange(len(rows)):
+        acc = np.empty(x.shape[1], dtype=x.dtype)
+        v = rows[i]
+        _row(v, indptr[v], indptr[v + 1], indices, weights, left, right, loop, x, None, acc, out[i])
+
+
+def spmm_selected(indptr, indices, weights, rows, left, right, loop, x, out) -> None:
+    """out[i] = row rows[i] of S·x, bit-for-bit what :func:`spmm_rows_numba` gives for that row:
+    the last hop of ``--rows labeled`` computes only the rows it stores."""
+    _spmm_selected(indptr, indices, weights, np.asarray(rows, dtype=np.int64), left, right, np.float32(loop), x, out)
 
 
 @njit(inline="always", nogil=True, cache=True)
@@ -198,10 +218,12 @@ def take_rows(x: np.ndarray, order: np.ndarray, out: np.ndarray | None = None) -
     return out
 
 
-def warm_up(index_dtypes=(np.int32, np.int64), weights=(False, True), hag: bool = True, gather: bool = True) -> None:
+def warm_up(index_dtypes=(np.int32, np.int64), weights=(False, True), hag: bool = True, gather: bool = True,
+            selected: bool = True) -> None:
     """Compile (or load from numba's cache) the CPU kernels before memory is measured: the row
     kernel for each index dtype and with/without edge weights, the HAG kernels (int64 arrays, as
-    :func:`gnnprep.hag.read_hag` returns them) and the row gather of a node order. A run asks only
+    :func:`gnnprep.hag.read_hag` returns them), the row gather of a node order and the selected-rows
+    kernel of ``--rows labeled``. A run asks only
     for the variants it uses: compiling every one on a fresh install takes ~18 s on 2 cores."""
     ip = np.array([0, 1, 1], dtype=np.int64)
     x = np.ones((2, 2), dtype=np.float32)
@@ -210,7 +232,10 @@ def warm_up(index_dtypes=(np.int32, np.int64), weights=(False, True), hag: bool 
     for dtype in index_dtypes:
         idx = np.array([1], dtype=dtype)
         for weighted in weights:
-            spmm_rows_numba(ip, idx, np.ones(1, np.float32) if weighted else None, 0, one, one, 1.0, x, out)
+            w = np.ones(1, np.float32) if weighted else None
+            spmm_rows_numba(ip, idx, w, 0, one, one, 1.0, x, out)
+            if selected:
+                spmm_selected(ip, idx, w, np.array([0], dtype=np.int64), one, one, 1.0, x, out[:1])
     if hag:
         h = np.ones((3, 2), dtype=np.float32)
         hag_prepare(x, one, np.array([[0, 1]], dtype=np.int64), np.array([0, 1], dtype=np.int64), h)

@@ -218,3 +218,39 @@ def test_a_bad_cached_order_is_ignored_and_replaced(tmp_path, rng, damage):
     with FeatureStore(tmp_path / "ref.h5") as a, FeatureStore(tmp_path / "f.h5") as b:
         for k in range(3):
             assert a.hop(k)[:].tobytes() == b.hop(k)[:].tobytes(), k
+
+
+@pytest.mark.parametrize("blocks", [(1, 1, 1), (1, 1, 3)])
+@pytest.mark.parametrize("reorder", ["none", "community"])
+def test_labeled_rows_are_bitwise_the_all_rows_output(tmp_path, rng, blocks, reorder):
+    """--rows labeled computes only the stored rows in its last hop (same per-row arithmetic):
+    its bytes equal --rows all restricted to those rows."""
+    path, *_ = make_store(tmp_path, rng, n=120, m=600, d=7)
+    base = dict(hops=3, device="cpu", blocks=blocks, operators=("sym", "rw"), reorder=reorder)
+    precompute(path, tmp_path / "all.h5", PrecomputeConfig(rows="all", **base))
+    precompute(path, tmp_path / "lab.h5", PrecomputeConfig(rows="labeled", **base))
+    with FeatureStore(tmp_path / "all.h5") as a, FeatureStore(tmp_path / "lab.h5") as b:
+        rows = b.rows
+        for op in ("sym", "rw"):
+            for k in range(4):
+                assert a.f[f"channels/{op}/{k}"][:][rows].tobytes() == b.f[f"channels/{op}/{k}"][:].tobytes(), (op, k)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_selected_rows_kernel_is_bitwise_the_row_block_kernel(rng, weighted, dtype):
+    from gnnprep import kernels
+
+    n, d = 300, 9
+    a = sp.random(n, n, density=0.05, random_state=3, format="csr")
+    a.sort_indices()
+    ip, idx = a.indptr.astype(np.int64), a.indices.astype(dtype)
+    w = rng.random(len(idx)).astype(np.float32) if weighted else None
+    x = rng.standard_normal((n, d)).astype(np.float32)
+    left, right = rng.random(n).astype(np.float32), rng.random(n).astype(np.float32)
+    full = np.empty_like(x)
+    kernels.spmm_rows_numba(ip, idx, w, 0, left, right, 1.0, x, full)
+    rows = np.sort(rng.choice(n, 57, replace=False))
+    out = np.empty((len(rows), d), dtype=np.float32)
+    kernels.spmm_selected(ip, idx, w, rows, left, right, 1.0, x, out)
+    assert out.tobytes() == full[rows].tobytes()

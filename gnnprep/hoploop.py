@@ -1,0 +1,302 @@
+"""The hop loop of one precompute run: for every operator and column block, hop 0 (X itself) and
+hops 1..K, written as they finish; then the HDG channels, the root attributes and the commit.
+
+H_0 = X[:, J];  H_k = S H_{k-1}, edge block by edge block (:mod:`gnnprep.backends`), each block's
+finished rows queued to the writer thread (:mod:`gnnprep.hopwriter`) while the next block computes;
+hop k's writes overlap hop k+1's kernels (two buffers per column block). Each (operator, column
+block, hop) is a unit recorded in the resumable output as soon as its rows are on disk.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from gnnprep import features as fa
+from gnnprep.atomic import ResumableOutput
+from gnnprep.backends import HopGraph, make_backend
+from gnnprep.directio import ALIGN
+from gnnprep.hopwriter import Gather, HopWriter
+from gnnprep.meta import Timer
+from gnnprep.operators import make_operator
+from gnnprep.plan import Plan, Problem, column_blocks
+from gnnprep.precomputeconfig import PrecomputeConfig, PrecomputeReport
+from gnnprep.progress import Progress
+from gnnprep.store import GraphStore
+
+WRITE_BYTES = 32 << 20    # rows per queued write: at most this many bytes of a column block in flight
+
+
+@dataclass
+class Job:
+    """What the run computes, resolved before anything is written."""
+
+    config: PrecomputeConfig
+    device: str
+    backend: str                       # numba | torch
+    plan: Plan
+    problem: Problem
+    out_rows: np.ndarray | None        # None: every node
+    hag: object = None                 # gnnprep.hag.Hag
+    hag_path: Path | None = None
+    hag_info: dict | None = None
+    hdg: object = None                 # gnnprep.hdg.Hdg
+    hdg_channels: tuple[str, ...] = ()
+    baseline: int = 0
+    profile: object = None             # gnnprep.plan.Profile the plan was made with
+
+
+
+class HopRun:
+    """One run over an open resumable output: layout → for every operator and column block, hop 0
+    (X itself) and hops 1..K → HDG channels → root attributes → commit."""
+
+    def __init__(self, store: GraphStore, out: ResumableOutput, job: Job, progress: Progress, command: str,
+                 t_start: float):
+        self.store, self.out, self.job, self.progress = store, out, job, progress
+        self.command, self.t_start = command, t_start
+        self.config, self.plan = job.config, job.plan
+        self.n, self.d = store.features.shape
+        self.r = self.n if job.out_rows is None else len(job.out_rows)
+        self.timer = Timer()
+        self.hop_seconds = [0.0] * (self.config.hops + 1)
+        self.done = set(out.done)
+        self.resumed_units = len(self.done)
+        self.cols = column_blocks(self.d, self.plan.width)
+        self.step = max(1, WRITE_BYTES // max(1, 4 * self.plan.width))
+        k, ops = self.config.hops, len(self.config.operators)
+        self.units_total = len(self.cols) * (1 + k * ops) + (len(self.cols) * (k + 1) if job.hdg is not None else 0)
+        self._parts = None
+        self.graph = HopGraph(store, self.plan, "bfs" if self.config.reorder == "bfs" else "community",
+                              force=self.config.reorder in ("community", "bfs"),
+                              spare=(self.n, min(self.d, self.plan.width)) if self.plan.reorder else None)
+
+    def execute(self) -> PrecomputeReport:
+        config = self.config
+        # 4 KiB-aligned datasets: hop rows are written to the file with O_DIRECT (gnnprep.directio)
+        self.f = h5py.File(self.out.partial, "r+" if self.out.resumed else "w", alignment_threshold=ALIGN,
+                           alignment_interval=ALIGN)
+        try:
+            if not self.out.resumed:
+                fa.create_layout(self.f, self.store, self.job.out_rows, config.hops, tuple(config.operators),
+                                 config.dtype, self.plan.c, self.plan.width, self.job.hdg_channels)
+                self.f.flush()
+            with self.timer("normalise"):
+                deg = self.graph.degree(self.plan.a)
+                self.ops = {name: make_operator(name, deg, self.store.symmetric) for name in config.operators}
+            # page-cache-free writes, unless the HDG pass reads the hops back right after
+            self.writer = HopWriter(config.dtype, self.out.partial if self.job.hdg is None else None)
+            self.progress("units", len(self.done), self.units_total)
+            try:
+                for name in config.operators:  # operator-outer: a resident S is built once per operator
+                    self._operator(name)
+                if self.job.hdg is not None:
+                    with self.timer("hdg"):
+                        self.writer.wait()
+                        self._hdg_channels()
+            finally:
+                self.writer.close()
+            self._write_root()
+        finally:
+            self.f.close()
+        self.out.commit()
+        return self._report()
+
+    # -- steps ---------------------------------------------------------------------------------------
+    def _operator(self, name: str) -> None:
+        """Hops 1..K of operator ``name`` for every column block (and hop 0 where not yet written)."""
+        be = None  # one backend per operator for the whole run: a resident S is built (and moved) once
+        for j, (c0, c1) in enumerate(self.cols):
+            x_block, hop0 = self._hop0(j, c0, c1)
+            todo = [k for k in range(1, self.config.hops + 1) if (name, j, k) not in self.done]
+            if not todo:
+                if hop0 is not None:
+                    self._finish(hop0)
+                continue
+            if be is None:
+                self._row_parts()  # the node order is known from here on
+                be = make_backend(self.job.backend, self.graph, self.ops[name], self.job.device, self.job.hag)
+            self._column_block(be, name, j, c0, c1, todo, x_block, hop0)
+
+    def _hop0(self, j: int, c0: int, c1: int):
+        """Read X[:, c0:c1] and queue it as hop 0 (in stored order, while the node order may still be
+        found); returns (the block or None, (unit, last write seq) or None)."""
+        if ("x", j, 0) in self.done:
+            return None, None
+        x_block = self._load_x(c0, c1)
+        rows = self.job.out_rows
+        for p0 in range(0, self.r, self.step):
+            p1 = min(self.r, p0 + self.step)
+            part = x_block[p0:p1] if rows is None else Gather(x_block, rows[p0:p1])
+            self.writer.put(self.f["hops/0"], p0, p1, c0, c1, part)
+        self.done.add(("x", j, 0))
+        return x_block, (("x", j, 0), self.writer.issued)
+
+    def _column_block(self, be, name: str, j: int, c0: int, c1: int, todo: list[int], x_block, hop0) -> None:
+        """Carry column block j through hops ``todo[0]``..K of operator ``name``: two buffers, hop k's
+        writes overlapping hop k+1's kernels."""
+        if todo[0] > 1 and self.job.out_rows is None:
+            # resume: the last finished hop of this block is in the artifact
+            src = np.empty((self.n, c1 - c0), dtype=np.float32)
+            src[:] = self.f[f"channels/{name}/{todo[0] - 1}"][:, c0:c1]
+            start_k = todo[0]
+        else:
+            src = x_block if x_block is not None else self._load_x(c0, c1)
+            start_k = 1
+        cur = be.prepare(src)
+        # the buffers are reused for later hops; a reordered copy frees X's buffer for hop 1
+        # (fresh memory is slow to fault in on VMs that return free pages to the host)
+        reuse = isinstance(cur, np.ndarray) and cur is not src and cur.shape == src.shape
+        nxt = src if reuse else be.empty_like(cur)
+        del src, x_block
+        # (unit, last write seq) of the previous hop, still being written from ``cur``
+        pending = hop0 if hop0 is not None and not reuse else None
+        if reuse and hop0 is not None:
+            self._finish(hop0)  # hop 1 overwrites X's buffer
+        for k in range(start_k, self.config.hops + 1):
+            t0 = time.perf_counter()
+            write = (name, j, k) not in self.done
+            ds = self.f[f"channels/{name}/{k}"]
+            if k == self.config.hops and self.job.out_rows is not None and be.selects_rows:
+                seq = self._stored_rows_hop(be, ds, write, cur, c0, c1)
+            else:
+                seq = self._hop(be, ds, write, cur, nxt, c0, c1)
+            self.hop_seconds[k] += time.perf_counter() - t0
+            if pending is not None:
+                # hop k-1's rows are on disk before its unit is marked and before its buffer (cur)
+                # is overwritten by hop k+1; hop k's writes overlap hop k+1
+                self._finish(pending)
+            pending = ((name, j, k), seq) if write else None
+            if not write:
+                self.writer.wait(seq)
+            cur, nxt = nxt, cur
+        if pending is not None:
+            self._finish(pending)
+        self.writer.wait()
+
+    def _hop(self, be, ds, write: bool, cur, nxt, c0: int, c1: int) -> int:
+        """nxt = S cur, edge block by edge block, each block's finished rows queued for writing (or,
+        with a node order, all rows gathered back to stored order after the hop); the last write's seq."""
+        row_parts, write_parts = self._row_parts()
+        seq = self.writer.issued
+        be.begin_hop(cur)
+        for r0, r1, writes in row_parts:
+            be.hop_block(r0, r1, cur, nxt)
+            if write and write_parts is None:
+                be.sync()
+                for rows, p0, p1 in writes:
+                    seq = self.writer.put(ds, p0, p1, c0, c1, be.to_host(nxt, rows), owned=be.name == "torch")
+        be.sync()
+        if write and write_parts is not None:
+            for p0, p1, idx in write_parts:
+                seq = self.writer.put(ds, p0, p1, c0, c1, Gather(nxt, idx))
+        if write:
+            seq = self.writer.put("sync", self.f)
+        return seq
+
+    def _stored_rows_hop(self, be, ds, write: bool, cur, c0: int, c1: int) -> int:
+        """The last hop of ``--rows labeled``: only the stored rows of S·cur are computed (no later
+        hop needs the others), straight in stored order, through two alternating buffers; the
+        last write's seq."""
+        seq = self.writer.issued
+        if not write:
+            return seq
+        rows = self.job.out_rows if self.graph.inv is None else self.graph.inv[self.job.out_rows]
+        bufs = [np.empty((min(self.step, self.r), c1 - c0), dtype=np.float32) for _ in range(2)]
+        seqs = []
+        for i, p0 in enumerate(range(0, self.r, self.step)):
+            p1 = min(self.r, p0 + self.step)
+            if i >= 2:
+                self.writer.wait(seqs[i - 2])  # that buffer's rows are written
+            out = bufs[i % 2][:p1 - p0]
+            be.hop_rows(rows[p0:p1], cur, out)
+            seqs.append(self.writer.put(ds, p0, p1, c0, c1, out))
+        return self.writer.put("sync", self.f)
+
+    def _row_parts(self):
+        """(row_parts, write_parts), once the computation's node order is known.
+
+        row_parts: (r0, r1, [(rows, p0, p1), ...]) an edge block and the output rows it finishes;
+        write_parts: with a node order, (p0, p1, rows) written after the whole hop (output rows, in
+        stored order, gathered from the computation's order), else None."""
+        if self._parts is not None:
+            return self._parts
+        self.graph.ready()
+        out_rows, step, r = self.job.out_rows, self.step, self.r
+        row_parts = []
+        for r0, r1 in self.graph.blocks():
+            if out_rows is None:
+                writes = [(slice(q, min(r1, q + step)), q, min(r1, q + step)) for q in range(r0, r1, step)]
+            else:
+                a, z = (int(v) for v in np.searchsorted(out_rows, [r0, r1]))
+                writes = [(out_rows[q:min(z, q + step)], q, min(z, q + step)) for q in range(a, z, step)]
+            row_parts.append((r0, r1, writes))
+        write_parts = None
+        if self.graph.inv is not None:
+            ids = np.arange(self.n) if out_rows is None else out_rows
+            write_parts = [(p0, min(r, p0 + step), self.graph.inv[ids[p0:p0 + step]]) for p0 in range(0, r, step)]
+        self._parts = row_parts, write_parts
+        return self._parts
+
+    def _load_x(self, c0: int, c1: int) -> np.ndarray:
+        t0 = time.perf_counter()
+        xb = self.store.feature_columns(c0, c1)
+        self.hop_seconds[0] += time.perf_counter() - t0
+        return xb
+
+    def _mark(self, unit) -> None:
+        self.out.mark(unit, self.f)
+        self.progress("units", len(self.out.done), self.units_total)
+
+    def _finish(self, unit_seq) -> None:
+        """Wait for a unit's writes, then record it as finished."""
+        t0 = time.perf_counter()
+        self.writer.wait(unit_seq[1])
+        self._mark(unit_seq[0])
+        unit = unit_seq[0]
+        self.hop_seconds[0 if unit[0] == "x" else unit[2]] += time.perf_counter() - t0
+
+    def _hdg_channels(self) -> None:
+        """HDG channels (FlexGraph's hierarchical aggregation, Wang et al. 2021) of every hop:
+        ``/channels/<c>/<k> = HDG_c(S^k X)``, computed bottom-up by :func:`gnnprep.hdg.aggregate`
+        from the hop as written (one column block at a time: the HDG's sparse products act on
+        columns independently). Each (hop, column block) is one resumable unit."""
+        from gnnprep.hdg import aggregate
+
+        config = self.config
+        for k in range(config.hops + 1):
+            for j, (c0, c1) in enumerate(self.cols):
+                if ("hdg", j, k) in self.done:
+                    continue
+                x = self.f[f"hops/{k}"][:, c0:c1].astype(np.float32, copy=False)
+                for ch, arr in aggregate(self.job.hdg, x, config.hdg_reduce).items():
+                    self.f[f"channels/{ch}/{k}"][:, c0:c1] = arr.astype(config.dtype, copy=False)
+                self.f.flush()
+                self._mark(("hdg", j, k))
+
+    def _write_root(self) -> None:
+        config, job = self.config, self.job
+        provenance = {
+            "command": self.command or "precompute",
+            "parameters": {**dataclasses.asdict(config), "device": job.device, "backend": job.backend},
+            "inputs": [{"path": str(Path(self.store.path).absolute()), "graph_fingerprint": self.store.fingerprint}],
+            "plan": self.plan.to_dict(),
+            "timings": {**self.timer.timings, "hop_seconds": [round(s, 4) for s in self.hop_seconds]},
+            "reorder": self.graph.reorder_info,
+        }
+        fa.write_root(self.f, provenance, self.store, config.hops, tuple(config.operators), job.hdg_channels,
+                      self.plan.to_dict(), config.rows, config.dtype)
+
+    def _report(self) -> PrecomputeReport:
+        config = self.config
+        return PrecomputeReport(
+            output=str(self.out.path), plan=self.plan.to_dict(), hops=config.hops, operators=tuple(config.operators),
+            rows=self.r, dtype=config.dtype, hop_seconds=tuple(round(s, 4) for s in self.hop_seconds),
+            seconds=round(time.perf_counter() - self.t_start, 3), predicted_peak_bytes=self.plan.predicted_peak,
+            measured_peak_bytes=None, baseline_rss_bytes=self.job.baseline, resumed_units=self.resumed_units,
+            reorder=self.graph.reorder_info)
