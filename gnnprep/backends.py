@@ -203,6 +203,12 @@ class NumbaBackend:
         """Whether :meth:`hop_rows` can compute arbitrary rows (the whole CSR is resident)."""
         return self.graph.resident
 
+    def hop_rows_in_place(self, rows, cur, nxt):
+        """nxt[v] = row v (computation order) of S·cur for v in ``rows``; other rows untouched."""
+        g = self.graph
+        self.k.spmm_rows_in_place(g.indptr, g._indices, g._weights, rows, self.op.left, self.op.right, self.op.loop,
+                                  cur, nxt)
+
     def hop_rows(self, rows, cur, out):
         """out[i] = row rows[i] (computation order) of S·cur."""
         g = self.graph

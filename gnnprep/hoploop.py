@@ -72,6 +72,7 @@ class HopRun:
         k, ops = self.config.hops, len(self.config.operators)
         self.units_total = len(self.cols) * (1 + k * ops) + (len(self.cols) * (k + 1) if job.hdg is not None else 0)
         self._parts = None
+        self._inputs = None  # rows hop K-1 computes for --rows labeled (_last_hop_inputs)
         self.graph = HopGraph(store, self.plan, "bfs" if self.config.reorder == "bfs" else "community",
                               force=self.config.reorder in ("community", "bfs"),
                               spare=(self.n, min(self.d, self.plan.width)) if self.plan.reorder else None)
@@ -162,8 +163,11 @@ class HopRun:
             t0 = time.perf_counter()
             write = (name, j, k) not in self.done
             ds = self.f[f"channels/{name}/{k}"]
-            if k == self.config.hops and self.job.out_rows is not None and be.selects_rows:
+            pruned = self.job.out_rows is not None and be.selects_rows
+            if pruned and k == self.config.hops:
                 seq = self._stored_rows_hop(be, ds, write, cur, c0, c1)
+            elif pruned and k == self.config.hops - 1:
+                seq = self._hop(be, ds, write, cur, nxt, c0, c1, only=self._last_hop_inputs())
             else:
                 seq = self._hop(be, ds, write, cur, nxt, c0, c1)
             self.hop_seconds[k] += time.perf_counter() - t0
@@ -179,14 +183,19 @@ class HopRun:
             self._finish(pending)
         self.writer.wait()
 
-    def _hop(self, be, ds, write: bool, cur, nxt, c0: int, c1: int) -> int:
+    def _hop(self, be, ds, write: bool, cur, nxt, c0: int, c1: int, only=None) -> int:
         """nxt = S cur, edge block by edge block, each block's finished rows queued for writing (or,
-        with a node order, all rows gathered back to stored order after the hop); the last write's seq."""
+        with a node order, all rows gathered back to stored order after the hop); the last write's seq.
+        With ``only`` (rows in computation order, sorted) only those rows of nxt are computed."""
         row_parts, write_parts = self._row_parts()
         seq = self.writer.issued
         be.begin_hop(cur)
         for r0, r1, writes in row_parts:
-            be.hop_block(r0, r1, cur, nxt)
+            if only is None:
+                be.hop_block(r0, r1, cur, nxt)
+            else:
+                a, z = np.searchsorted(only, [r0, r1])
+                be.hop_rows_in_place(only[a:z], cur, nxt)
             if write and write_parts is None:
                 be.sync()
                 for rows, p0, p1 in writes:
@@ -198,6 +207,21 @@ class HopRun:
         if write:
             seq = self.writer.put("sync", self.f)
         return seq
+
+    def _last_hop_inputs(self) -> np.ndarray:
+        """The rows (computation order, sorted) the last hop of ``--rows labeled`` reads: the stored
+        rows and their in-neighbours. Hop K−1 computes only these (with 1.4% of nodes stored and
+        mean degree 29, about a third of the rows)."""
+        if self._inputs is None:
+            g = self.graph
+            rows = self.job.out_rows if g.inv is None else g.inv[self.job.out_rows]
+            starts, lens = g.indptr[rows], g.indptr[rows + 1] - g.indptr[rows]
+            entries = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
+            mark = np.zeros(self.n, dtype=bool)
+            mark[rows] = True
+            mark[g._indices[entries]] = True
+            self._inputs = np.flatnonzero(mark)
+        return self._inputs
 
     def _stored_rows_hop(self, be, ds, write: bool, cur, c0: int, c1: int) -> int:
         """The last hop of ``--rows labeled``: only the stored rows of S·cur are computed (no later

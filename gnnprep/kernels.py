@@ -81,6 +81,21 @@ def _spmm_selected(indptr, indices, weights, rows, left, right, loop, x, out):
         _row(v, indptr[v], indptr[v + 1], indices, weights, left, right, loop, x, None, acc, out[i])
 
 
+@njit(parallel=True, nogil=True, cache=True)
+def _spmm_rows_in_place(indptr, indices, weights, rows, left, right, loop, x, out):
+    """out[v] = row v of S·x for v in rows (other rows of ``out`` untouched)."""
+    for i in prange(len(rows)):
+        acc = np.empty(x.shape[1], dtype=x.dtype)
+        v = rows[i]
+        _row(v, indptr[v], indptr[v + 1], indices, weights, left, right, loop, x, None, acc, out[v])
+
+
+def spmm_rows_in_place(indptr, indices, weights, rows, left, right, loop, x, out) -> None:
+    """out[v] = row v of S·x for every v in ``rows`` (bit-for-bit :func:`spmm_rows_numba`'s row)."""
+    _spmm_rows_in_place(indptr, indices, weights, np.asarray(rows, dtype=np.int64), left, right, np.float32(loop),
+                        x, out)
+
+
 def spmm_selected(indptr, indices, weights, rows, left, right, loop, x, out) -> None:
     """out[i] = row rows[i] of S·x, bit-for-bit what :func:`spmm_rows_numba` gives for that row:
     the last hop of ``--rows labeled`` computes only the rows it stores."""
@@ -236,6 +251,7 @@ def warm_up(index_dtypes=(np.int32, np.int64), weights=(False, True), hag: bool 
             spmm_rows_numba(ip, idx, w, 0, one, one, 1.0, x, out)
             if selected:
                 spmm_selected(ip, idx, w, np.array([0], dtype=np.int64), one, one, 1.0, x, out[:1])
+                spmm_rows_in_place(ip, idx, w, np.array([0], dtype=np.int64), one, one, 1.0, x, out)
     if hag:
         h = np.ones((3, 2), dtype=np.float32)
         hag_prepare(x, one, np.array([[0, 1]], dtype=np.int64), np.array([0, 1], dtype=np.int64), h)

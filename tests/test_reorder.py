@@ -254,3 +254,42 @@ def test_selected_rows_kernel_is_bitwise_the_row_block_kernel(rng, weighted, dty
     out = np.empty((len(rows), d), dtype=np.float32)
     kernels.spmm_selected(ip, idx, w, rows, left, right, 1.0, x, out)
     assert out.tobytes() == full[rows].tobytes()
+
+
+def test_few_labeled_rows_prune_the_last_two_hops_bitwise(tmp_path, rng):
+    """With a handful of stored rows in a sparse graph, hop K-1 computes only the stored rows and
+    their in-neighbours and hop K only the stored rows: bytes equal --rows all on those rows."""
+    from gnnprep.hoploop import HopRun
+    from gnnprep.ingest import IngestConfig, ingest
+    from gnnprep.sources import SourceOptions
+
+    n, d = 400, 5
+    src, dst = rng.integers(0, n, 500), rng.integers(0, n, 500)
+    np.save(tmp_path / "e.npy", np.stack([src, dst]))
+    np.save(tmp_path / "x.npy", rng.standard_normal((n, d)).astype(np.float32))
+    (tmp_path / "splits").mkdir()
+    np.save(tmp_path / "splits" / "train.npy", np.array([3, 50, 77, 200, 311]))
+    np.save(tmp_path / "splits" / "valid.npy", np.array([9, 120]))
+    g = tmp_path / "g.h5"
+    ingest(str(tmp_path / "e.npy"), g, IngestConfig(source=SourceOptions(
+        num_nodes=n, features=str(tmp_path / "x.npy"), splits=str(tmp_path / "splits"))))
+    seen = []
+    original = HopRun._last_hop_inputs
+
+    def spy(self):
+        rows = original(self)
+        seen.append(len(rows))
+        return rows
+
+    HopRun._last_hop_inputs = spy
+    try:
+        for kind in ("none", "community"):
+            base = dict(hops=3, device="cpu", reorder=kind)
+            precompute(g, tmp_path / f"all-{kind}.h5", PrecomputeConfig(rows="all", **base))
+            precompute(g, tmp_path / f"lab-{kind}.h5", PrecomputeConfig(rows="labeled", **base))
+            with FeatureStore(tmp_path / f"all-{kind}.h5") as a, FeatureStore(tmp_path / f"lab-{kind}.h5") as b:
+                for k in range(4):
+                    assert a.hop(k)[:][b.rows].tobytes() == b.hop(k)[:].tobytes(), (kind, k)
+    finally:
+        HopRun._last_hop_inputs = original
+    assert seen and 7 <= min(seen) < n // 4  # hop K-1 really was a small part of the graph
