@@ -20,7 +20,7 @@ import h5py
 import numpy as np
 
 from gnnprep.errors import GnnprepError
-from gnnprep.meta import FORMAT_VERSIONS, Artifact, write_root_attrs
+from gnnprep.meta import FORMAT_VERSIONS, Artifact, json_attr, write_root_attrs
 from gnnprep.store import GraphStore, feature_chunk_rows
 
 FORMAT = "gnnprep.features"
@@ -132,12 +132,6 @@ class FeatureStore(Artifact):
             raise GnnprepError(f"{self.path}: root attribute {name!r} is {value!r}; expected a non-negative integer")
         return int(value)
 
-    def _json_attr(self, name: str):
-        try:
-            return json.loads(self.f.attrs[name])
-        except (TypeError, ValueError):
-            raise GnnprepError(f"{self.path}: root attribute {name!r} is not valid JSON (the file is corrupt)") from None
-
     @property
     def hops(self) -> int:
         """K: the artifact holds hops 0..K."""
@@ -178,13 +172,13 @@ class FeatureStore(Artifact):
         """Operator and HDG channel names, the first one's hops under ``/hops``."""
         if "operators" not in self.f.attrs:
             return [str(self.f.attrs.get("operator", "sym"))]
-        ops = self._json_attr("operators")
+        ops = json_attr(self.f.attrs, "operators", self.path, list)
         if not isinstance(ops, list) or not ops or not all(isinstance(o, str) for o in ops):
             raise GnnprepError(f"{self.path}: root attribute 'operators' is {ops!r}; expected a list of names")
         return ops
 
     def plan(self) -> dict:
-        return self._json_attr("plan")
+        return json_attr(self.f.attrs, "plan", self.path, dict)
 
     def labels(self) -> h5py.Dataset:
         """``/labels``, one class per stored row (read lazily)."""

@@ -62,7 +62,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from gnnprep.errors import GnnprepError
-from gnnprep.meta import FORMAT_VERSIONS
+from gnnprep.meta import FORMAT_VERSIONS, json_attr
 
 if TYPE_CHECKING:
     from gnnprep.store import GraphStore
@@ -217,17 +217,6 @@ MAX_DEPTH = 16  # levels below the root that a reader follows (the selectors mak
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
 
 
-def _json_attr(f, path, name: str, kind: type):
-    raw = f.attrs.get(name)
-    try:
-        value = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
-    except (TypeError, ValueError, RecursionError):
-        value = None
-    if not isinstance(value, kind):
-        raise GnnprepError(f"{path}: root attribute {name!r} is not a JSON {kind.__name__}; the HDG is corrupt")
-    return value
-
-
 def _dataset(g, path, name: str, kinds: str) -> np.ndarray | None:
     """``g[name]`` as a 1-D array of dtype kind in ``kinds`` (None when absent)."""
     if name not in g:
@@ -314,12 +303,12 @@ def read_hdg(path) -> tuple[Hdg, dict]:
         n = f.attrs.get("num_nodes")
         if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 0:
             raise GnnprepError(f"{path}: root attribute 'num_nodes' is {n!r}; expected a count")
-        schema = _json_attr(f, path, "schema", dict)
+        schema = json_attr(f.attrs, "schema", path, dict)
         roots = schema.get("children")
         if not isinstance(roots, list) or not roots:
             raise GnnprepError(f"{path}: schema has no levels below the root; the HDG is corrupt")
         h = Hdg(int(n), tuple(_load_level(f, path, c, int(n), int(n)) for c in roots))
-        channels = _json_attr(f, path, "channels", list)
+        channels = json_attr(f.attrs, "channels", path, list)
         if channels != h.channels() or len(set(channels)) != len(channels):
             raise GnnprepError(f"{path}: root attribute 'channels' is {channels}; expected the schema's channels "
                                f"{h.channels()}, each once")

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from gnnprep.errors import GnnprepError
-from gnnprep.meta import open_artifact
+from gnnprep.meta import json_attr, open_artifact
 from gnnprep.sources.base import SPLIT_NAMES
 from gnnprep.store import GraphStore, check_ids
 
@@ -41,20 +41,6 @@ def _count(attrs, name: str, path, default=None) -> int | None:
     if not isinstance(v, int) or isinstance(v, bool) or v < 0:
         raise GnnprepError(f"{path}: attribute {name!r} is {v!r}; expected a count")
     return v
-
-
-def _json(attrs, name: str, path, default, kind: type):
-    """A JSON attribute of type ``kind`` (``default`` when absent), or a one-line error."""
-    raw = _attr(attrs.get(name))
-    if raw is None:
-        return default
-    try:
-        value = json.loads(raw)
-    except (TypeError, ValueError, RecursionError):
-        value = None
-    if not isinstance(value, kind):
-        raise GnnprepError(f"{path}: attribute {name!r} is not a JSON {kind.__name__}")
-    return value
 
 
 def _dataset(f, name: str, path, ndim: int | None = None):
@@ -113,7 +99,7 @@ def _degrees(g: GraphStore, block: int) -> tuple[int, int, int]:
 
 
 def _types(g: GraphStore, path) -> tuple[list[str] | None, dict | None]:
-    names = _json(g.attrs, "node_types", path, None, list)
+    names = json_attr(g.attrs, "node_types", path, list, None, "attribute")
     if names is None or "nodes/type" not in g.f:
         return names, None
     t = _dataset(g.f, "nodes/type", path, 1)
@@ -164,7 +150,7 @@ def to_json(d: dict) -> str:
 
 
 def _plan(f, path) -> dict:
-    plan = _json(f.attrs, "plan", path, {}, dict)
+    plan = json_attr(f.attrs, "plan", path, dict, {}, "attribute")
     return {k: plan.get(k, "?") for k in ("a", "b", "c", "device")} | plan
 
 
@@ -176,10 +162,10 @@ def describe_features(path: Path) -> dict:
         h0 = _dataset(f, "hops/0", path, 2)
         if h0 is None:
             raise GnnprepError(f"{path}: has no /hops/0; the features artifact is incomplete")
-        prov = _json(f.attrs, "provenance", path, {}, dict)
+        prov = json_attr(f.attrs, "provenance", path, dict, {}, "attribute")
         seconds = prov.get("timings", {}).get("hop_seconds") if isinstance(prov.get("timings"), dict) else None
         order = prov.get("reorder")
-        operators = _json(f.attrs, "operators", path, [str(_attr(f.attrs.get("operator", "sym")))], list)
+        operators = json_attr(f.attrs, "operators", path, list, [str(_attr(f.attrs.get("operator", "sym")))], "attribute")
         return {
             "file": str(path),
             "format": "gnnprep.features",
@@ -209,7 +195,7 @@ HAG_COUNTS = ("num_nodes", "num_agg", "capacity", "aggregations_graph", "aggrega
 def describe_hag(path: Path) -> dict:
     with open_artifact(path, expect="gnnprep.hag") as f:
         a = {k: _attr(v) for k, v in f.attrs.items()}
-        prov = _json(f.attrs, "provenance", path, {}, dict)
+        prov = json_attr(f.attrs, "provenance", path, dict, {}, "attribute")
         a.pop("provenance", None)
         a.update({k: _count(f.attrs, k, path) for k in HAG_COUNTS})
         missing = [k for k in HAG_COUNTS if a[k] is None]
@@ -255,10 +241,10 @@ def describe_hdg(path: Path) -> dict:
     """Levels of an HDG (instances and bytes per level) and its size relative to the graph store."""
     with open_artifact(path, expect="gnnprep.hdg") as f:
         a = {k: _attr(v) for k, v in f.attrs.items()}
-        prov = _json(f.attrs, "provenance", path, {}, dict)
+        prov = json_attr(f.attrs, "provenance", path, dict, {}, "attribute")
         a.pop("provenance", None)
-        a["schema"] = _json(f.attrs, "schema", path, {}, dict)
-        a["channels"] = [str(c) for c in _json(f.attrs, "channels", path, [], list)]
+        a["schema"] = json_attr(f.attrs, "schema", path, dict, {}, "attribute")
+        a["channels"] = [str(c) for c in json_attr(f.attrs, "channels", path, list, [], "attribute")]
         for k in ("graph_store_bytes", "graph_adj_bytes"):
             a[k] = _count(f.attrs, k, path, 0)
         levels = _hdg_levels(f, path, a["schema"])

@@ -73,33 +73,26 @@ def _row(v, p, end, indices, weights, left, right, loop, x, h, acc, o):
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _spmm_selected(indptr, indices, weights, rows, left, right, loop, x, out):
-    """out[i] = row rows[i] of S·x (whole-graph CSR arrays)."""
+def _spmm_listed(indptr, indices, weights, rows, targets, left, right, loop, x, out):
+    """out[targets[i]] = row rows[i] of S·x (whole-graph CSR arrays)."""
     for i in prange(len(rows)):
         acc = np.empty(x.shape[1], dtype=x.dtype)
         v = rows[i]
-        _row(v, indptr[v], indptr[v + 1], indices, weights, left, right, loop, x, None, acc, out[i])
-
-
-@njit(parallel=True, nogil=True, cache=True)
-def _spmm_rows_in_place(indptr, indices, weights, rows, left, right, loop, x, out):
-    """out[v] = row v of S·x for v in rows (other rows of ``out`` untouched)."""
-    for i in prange(len(rows)):
-        acc = np.empty(x.shape[1], dtype=x.dtype)
-        v = rows[i]
-        _row(v, indptr[v], indptr[v + 1], indices, weights, left, right, loop, x, None, acc, out[v])
-
-
-def spmm_rows_in_place(indptr, indices, weights, rows, left, right, loop, x, out) -> None:
-    """out[v] = row v of S·x for every v in ``rows`` (bit-for-bit :func:`spmm_rows_numba`'s row)."""
-    _spmm_rows_in_place(indptr, indices, weights, np.asarray(rows, dtype=np.int64), left, right, np.float32(loop),
-                        x, out)
+        _row(v, indptr[v], indptr[v + 1], indices, weights, left, right, loop, x, None, acc, out[targets[i]])
 
 
 def spmm_selected(indptr, indices, weights, rows, left, right, loop, x, out) -> None:
     """out[i] = row rows[i] of S·x, bit-for-bit what :func:`spmm_rows_numba` gives for that row:
     the last hop of ``--rows labeled`` computes only the rows it stores."""
-    _spmm_selected(indptr, indices, weights, np.asarray(rows, dtype=np.int64), left, right, np.float32(loop), x, out)
+    rows = np.asarray(rows, dtype=np.int64)
+    _spmm_listed(indptr, indices, weights, rows, np.arange(len(rows)), left, right, np.float32(loop), x, out)
+
+
+def spmm_rows_in_place(indptr, indices, weights, rows, left, right, loop, x, out) -> None:
+    """out[v] = row v of S·x for every v in ``rows``, other rows untouched (bit-for-bit
+    :func:`spmm_rows_numba`'s row): hop K−1 of ``--rows labeled``."""
+    rows = np.asarray(rows, dtype=np.int64)
+    _spmm_listed(indptr, indices, weights, rows, rows, left, right, np.float32(loop), x, out)
 
 
 @njit(inline="always", nogil=True, cache=True)

@@ -70,6 +70,26 @@ def open_artifact(path: str | os.PathLike, expect: str | None = None) -> h5py.Fi
     return f
 
 
+_REQUIRED = object()
+
+
+def json_attr(attrs, name: str, where, kind: type, default=_REQUIRED, label: str = "root attribute"):
+    """The JSON attribute ``name`` of type ``kind`` (``default`` when absent; absent and no default:
+    an error), or a one-line GnnprepError naming ``where`` (the file) for anything else."""
+    raw = attrs.get(name)
+    if raw is None:
+        if default is _REQUIRED:
+            raise GnnprepError(f"{where}: {label} {name!r} is missing (the file is corrupt)")
+        return default
+    try:
+        value = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
+    except (TypeError, ValueError, RecursionError):
+        value = None
+    if not isinstance(value, kind):
+        raise GnnprepError(f"{where}: {label} {name!r} is not a JSON {kind.__name__} (the file is corrupt)")
+    return value
+
+
 class Artifact:
     """Base of the artifact readers: an open read-only HDF5 file, usable as a context manager."""
 

@@ -7,14 +7,13 @@ sources v aggregates from, sorted, no duplicates, no self-loops), ``/nodes/featu
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import h5py
 import numpy as np
 
 from gnnprep.errors import GnnprepError
-from gnnprep.meta import FORMAT_VERSIONS, Artifact
+from gnnprep.meta import FORMAT_VERSIONS, Artifact, json_attr
 
 FORMAT = "gnnprep.graph"
 FORMAT_VERSION = FORMAT_VERSIONS[FORMAT]
@@ -175,14 +174,8 @@ class GraphStore(Artifact):
 
     def node_types(self) -> list[str] | None:
         """The type names of a heterogeneous store (root attribute ``node_types``), or None."""
-        raw = self.f.attrs.get("node_types")
-        if raw is None:
-            return None
-        try:
-            names = json.loads(raw)
-        except (TypeError, ValueError, RecursionError):
-            names = None
-        if not isinstance(names, list) or not all(isinstance(t, str) for t in names):
+        names = json_attr(self.f.attrs, "node_types", self.path, list, None)
+        if names is not None and not all(isinstance(t, str) for t in names):
             raise GnnprepError(f"{self.path}: root attribute 'node_types' is not a JSON list of names (the file is corrupt)")
         return names
 
