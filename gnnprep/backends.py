@@ -81,8 +81,12 @@ class HopGraph:
             from gnnprep import reorder
 
             t0 = time.perf_counter()
-            cached = reorder.load_cached(self.store.path, kind, self.store.fingerprint, self.n)
-            if cached is not None:  # found by an earlier run on this graph
+            # found at ingest (kept in the store), or by an earlier run on this graph (kept beside it)
+            cached = reorder.load_from_store(self.store, kind) if kind == "community" else None
+            where = "store"
+            if cached is None:
+                cached, where = reorder.load_cached(self.store.path, kind, self.store.fingerprint, self.n), "cache"
+            if cached is not None:
                 order, info = cached
             else:
                 order = (reorder.bfs_order if kind == "bfs" else reorder.community_order)(self.indptr, self._indices)
@@ -94,7 +98,8 @@ class HopGraph:
                 info = {"near_share_before": round(before, 4), "near_share_after": round(after, 4),
                         "seconds": round(time.perf_counter() - t0, 3)}
                 reorder.save_cached(self.store.path, kind, self.store.fingerprint, order, info)
-            info = {**info, "kind": kind, "seconds": round(time.perf_counter() - t0, 3), "cached": cached is not None}
+            info = {**info, "kind": kind, "seconds": round(time.perf_counter() - t0, 3), "cached": cached is not None,
+                    **({"found_seconds": info.get("seconds"), "found_in": where} if cached is not None else {})}
             csr = None
             if self._use(info):
                 # relabelled while the caller still reads X or faults in buffers (no other numba

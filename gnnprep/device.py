@@ -7,6 +7,9 @@ and half of the free RAM on the host (:func:`gnnprep.sizes.default_host_budget`)
 
 from __future__ import annotations
 
+import os
+import sys
+
 from gnnprep.errors import GnnprepError
 from gnnprep.sizes import default_host_budget
 
@@ -22,10 +25,20 @@ def check_name(name: str) -> str:
     raise GnnprepError(f"--device {name!r}: expected {CHOICES}")
 
 
+# device files of the NVIDIA and AMD (ROCm) kernel drivers: without one, torch sees no GPU
+GPU_DRIVER_FILES = ("/dev/nvidiactl", "/proc/driver/nvidia", "/dev/kfd")
+
+
+def gpu_driver_absent() -> bool:
+    """True on Linux when no GPU driver is loaded, so ``auto`` can answer ``cpu`` without importing
+    torch (about 2 s per command on these machines); elsewhere, False (torch decides)."""
+    return sys.platform.startswith("linux") and not any(os.path.exists(p) for p in GPU_DRIVER_FILES)
+
+
 def resolve(name: str) -> str:
     """The concrete device for ``name``: ``"cpu"``, ``"cuda"`` or ``"cuda:<i>"``."""
     check_name(name)
-    if name == "cpu":
+    if name == "cpu" or (name == "auto" and gpu_driver_absent()):
         return "cpu"
     try:
         import torch

@@ -60,6 +60,8 @@ class Profile:
     # kernel time ratio in that order: 1M nodes, 20M entries, communities of 2,000 (bench_precompute)
     reorder_ns_per_entry: float = 40.0
     reorder_speedup: float = 0.5
+    # relabelling alone (the order found at ingest, or by an earlier run): one parallel gather per entry
+    relabel_ns_per_entry: float = 15.0
     measured: str = "built-in defaults"
 
     def spmm_seconds(self, nnz: int, rows: int, width: int) -> float:
@@ -118,6 +120,7 @@ class Problem:
     out_itemsize: int = 4
     in_itemsize: int = 4
     device: str = "cpu"
+    order_known: bool = False     # a node order is kept in or beside the store: only relabelling costs
 
 
 @dataclass(frozen=True)
@@ -253,7 +256,7 @@ def _ordered(plan: Plan, p: Problem, prof: Profile) -> tuple[Plan, bool]:
     kernel saving (``reorder_speedup``) above the order's cost."""
     widths = _widths(p.num_features, plan.width)
     kernel = p.operators * p.hops * sum(prof.spmm_seconds(p.num_entries, p.num_nodes, wj) for wj in widths)
-    cost = (p.num_entries + p.num_nodes) * prof.reorder_ns_per_entry * 1e-9
+    cost = (p.num_entries + p.num_nodes) * (prof.relabel_ns_per_entry if p.order_known else prof.reorder_ns_per_entry) * 1e-9
     gain = kernel * (1 - prof.reorder_speedup)
     # order, inverse, stored indptr kept, new indptr; labels and counts; relabelled indices beside the old
     extra = 8 * p.num_nodes * 4 + (p.index_bytes + 4) * p.num_nodes + p.index_bytes * p.num_entries

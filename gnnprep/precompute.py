@@ -131,10 +131,12 @@ def _prepare(store: GraphStore, config: PrecomputeConfig, device: str, backend: 
     if job.hag is None and backend == "numba":
         from gnnprep import reorder
 
-        job.plan = with_reorder(job.plan, problem, profile, reorder.sampled_locality(store), config.reorder, budget)
+        kind = "bfs" if config.reorder == "bfs" else "community"
+        known = reorder.known(store, kind)
+        job.plan = with_reorder(job.plan, dataclasses.replace(problem, order_known=known), profile,
+                                reorder.sampled_locality(store), config.reorder, budget)
         if job.plan.reorder:
-            kind = "bfs" if config.reorder == "bfs" else "community"
-            reorder.warm_up((index_dtype,), (kind,), find=not reorder.cache_path(store.path, kind).exists())
+            reorder.warm_up((index_dtype,), (kind,), find=not known)
             kernels.warm_up((), (), hag=False, gather=True, selected=False)
     elif job.hag is not None:
         kernels.warm_up((), (), hag=True, gather=False, selected=False)

@@ -30,6 +30,8 @@ which ignores a file for another graph or one that is not a permutation of the n
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -75,31 +77,79 @@ def _relabel(indptr, indices, order, inv, new_indptr, new_indices):
 
 
 @njit(cache=True, nogil=True)
-def _label_propagation(indptr, indices, sweeps):
-    n = len(indptr) - 1
-    label = np.arange(n).astype(indices.dtype)
+def _propagate(indptr_block, indices_block, r0, label, count):
+    """One asynchronous label-propagation pass over rows r0 .. r0 + len(indptr_block) - 2 (their
+    entries are ``indices_block``, starting at global offset ``indptr_block[0]``): each row takes the
+    label most frequent among its neighbours (ties to the smallest), in id order, seeing the labels
+    already updated in this pass. ``count`` is all zeros on entry and on exit."""
+    base = indptr_block[0]
+    for i in range(len(indptr_block) - 1):
+        v = r0 + i
+        p0, p1 = indptr_block[i] - base, indptr_block[i + 1] - base
+        best = label[v]
+        best_count = 0
+        for p in range(p0, p1):
+            lab = label[indices_block[p]]
+            c = count[lab] + 1
+            count[lab] = c
+            if c > best_count or (c == best_count and lab < best):
+                best_count = c
+                best = lab
+        for p in range(p0, p1):
+            count[label[indices_block[p]]] = 0
+        label[v] = best
+
+
+@njit(cache=True, nogil=True)
+def _group_by_label(label):
+    """Node ids grouped by label (labels ascending, ids ascending inside a label): a counting sort,
+    equal to ``np.argsort(label, kind="stable")`` in O(n)."""
+    n = len(label)
+    start = np.zeros(n + 1, dtype=np.int64)
+    for v in range(n):
+        start[label[v] + 1] += 1
+    for i in range(n):
+        start[i + 1] += start[i]
+    order = np.empty(n, dtype=np.int64)
+    for v in range(n):
+        lab = label[v]
+        order[start[lab]] = v
+        start[lab] += 1
+    return order
+
+
+def community_labels(n: int, passes, sweeps: int = 2) -> np.ndarray:
+    """Label-propagation labels of n nodes: ``sweeps`` times, :func:`_propagate` over the row blocks
+    that ``passes()`` yields as (r0, indptr_block, indices_block), in row order (one block when the
+    CSR is in memory, many when it is streamed from a store: the labels are the same either way)."""
+    label = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
     count = np.zeros(n, dtype=np.int32)
     for _ in range(sweeps):
-        for v in range(n):
-            best = label[v]
-            best_count = 0
-            for p in range(indptr[v], indptr[v + 1]):
-                lab = label[indices[p]]
-                c = count[lab] + 1
-                count[lab] = c
-                if c > best_count or (c == best_count and lab < best):
-                    best_count = c
-                    best = lab
-            for p in range(indptr[v], indptr[v + 1]):
-                count[label[indices[p]]] = 0
-            label[v] = best
+        for r0, indptr_block, indices_block in passes():
+            _propagate(indptr_block, indices_block, r0, label, count)
     return label
 
 
 def community_order(indptr: np.ndarray, indices: np.ndarray, sweeps: int = 2) -> np.ndarray:
     """Nodes grouped by label-propagation community (stable in id order inside a community)."""
-    label = _label_propagation(indptr, indices, sweeps)
-    return np.argsort(label, kind="stable").astype(np.int64)
+    n = len(indptr) - 1
+    return _group_by_label(community_labels(n, lambda: [(0, indptr, indices)], sweeps))
+
+
+def streamed_community_order(indptr: np.ndarray, indices_ds, block_entries: int, sweeps: int = 2) -> np.ndarray:
+    """:func:`community_order` of a CSR whose column ids are read from ``indices_ds`` (an HDF5
+    dataset, or any array) in row blocks of about ``block_entries`` entries: out of core, only
+    ``indptr``, the labels and one block in memory. Blocks are read once when they all fit."""
+    n = len(indptr) - 1
+    bounds = np.unique(np.searchsorted(indptr, np.arange(0, int(indptr[-1]) + block_entries, block_entries)))
+    bounds = np.unique(np.clip(np.concatenate([[0], bounds, [n]]), 0, n))
+
+    def passes():
+        for r0, r1 in zip(bounds[:-1], bounds[1:]):
+            ip = indptr[r0:r1 + 1]
+            yield int(r0), ip, np.asarray(indices_ds[int(ip[0]):int(ip[-1])])
+
+    return _group_by_label(community_labels(n, passes, sweeps))
 
 
 @njit(cache=True, nogil=True)
@@ -195,6 +245,110 @@ def warm_up(index_dtypes=(np.int32, np.int64), kinds=("community", "bfs"), find:
             near_share(ip, idx, 1, inv)
             near_share(ip, idx, 1)
         permute_csr(ip, idx, order)
+
+
+def near_share_windows(indptr: np.ndarray, indices, window: int, inv: np.ndarray | None = None,
+                       windows: int = 256, width: int = 1024) -> float:
+    """:func:`near_share` estimated from ``windows`` evenly spaced runs of ``width`` stored entries,
+    so that ``indices`` may be an HDF5 dataset (a few small contiguous reads, no random ones)."""
+    m = int(indptr[-1])
+    if m == 0:
+        return 1.0
+    near = total = 0
+    for start in np.unique(np.linspace(0, max(0, m - width), min(windows, max(1, m // width))).astype(np.int64)):
+        cols = np.asarray(indices[start:start + width]).astype(np.int64)
+        rows = np.searchsorted(indptr, np.arange(start, start + len(cols)), side="right") - 1
+        if inv is not None:
+            cols, rows = inv[cols], inv[rows]
+        near += int(np.count_nonzero(np.abs(cols - rows) <= window))
+        total += len(cols)
+    return near / total
+
+
+STORE_GROUP = "order"
+
+
+def write_to_store(f, kind: str, order: np.ndarray, info: dict) -> None:
+    """Keep a node order inside a graph store being written: ``/order/<kind>`` (int32 when n fits)
+    with its near shares and seconds as attributes."""
+    ds = f.require_group(STORE_GROUP).create_dataset(kind, data=order.astype(np.int32 if len(order) < 2**31 else np.int64))
+    for k in ("near_share_before", "near_share_after", "seconds"):
+        if k in info:
+            ds.attrs[k] = info[k]
+
+
+def known(store, kind: str) -> bool:
+    """Whether an order of ``kind`` is kept in the store or beside it (not yet validated)."""
+    return (kind == "community" and f"{STORE_GROUP}/{kind}" in store.f) or cache_path(store.path, kind).exists()
+
+
+def load_from_store(store, kind: str) -> tuple[np.ndarray, dict] | None:
+    """(order, info) kept in the graph store at ingest, or None: absent, or not a permutation of the
+    n nodes (an order only ever costs or saves time, so a damaged one is ignored, never trusted)."""
+    ds = store.f.get(f"{STORE_GROUP}/{kind}")
+    n = store.num_nodes
+    if ds is None or ds.shape != (n,) or ds.dtype.kind not in "iu":
+        return None
+    order = ds[:].astype(np.int64)
+    if n and (order.min() < 0 or order.max() >= n or not (np.bincount(order, minlength=n) == 1).all()):
+        return None
+    return order, {k: float(ds.attrs[k]) for k in ("near_share_before", "near_share_after", "seconds") if k in ds.attrs}
+
+
+class IngestOrder:
+    """The community order of a graph store's CSR, found while ingest copies the node data, then
+    kept in the store (``/order/community``), so that no precompute of the graph pays for it.
+
+    Label propagation is serial and bound by memory latency; the feature copy is bound by I/O and
+    memcpy: on two cores they overlap almost fully. The CSR is read back from the store in the
+    background thread, whole when it fits ``share`` of the budget, else in row blocks (out of core:
+    in memory are indptr, two n-arrays of labels and counts, and one block). Skipped (None) when
+    even that does not fit; any failure leaves the store without an order (precompute then finds
+    one itself or computes in stored order; results are the same bit for bit)."""
+
+    WINDOW = 4096   # as HopGraph.REORDER_WINDOW: ids a row block's gathers may span and stay in cache
+
+    def __init__(self, f, memory_budget: int, share: float = 0.3):
+        self._thread = None
+        self._found: object = None
+        ds = f["adj/indices"]
+        n = f["adj/indptr"].shape[0] - 1
+        fixed = 24 * n          # indptr, labels, counts (then the order and its counting sort)
+        room = int(memory_budget * share) - fixed
+        if n < 2 or room < (1 << 20) or ds.shape[0] == 0:
+            return
+        self.indptr = f["adj/indptr"][:]
+        self._ds = ds
+        entry = ds.dtype.itemsize
+        self._block = ds.shape[0] if ds.shape[0] * entry <= room else max(1 << 16, room // (2 * entry))
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            t0 = time.perf_counter()
+            indices = self._ds[:] if self._block >= self._ds.shape[0] else self._ds
+            order = streamed_community_order(self.indptr, indices, self._block)
+            self._found = (order, indices, time.perf_counter() - t0)
+        except Exception as e:  # noqa: BLE001 - an order is optional; reported, never fatal
+            self._found = e
+
+    def finish(self, f) -> dict | None:
+        """Wait for the order, write it into ``f`` and return its info (or None, or {"error": ...})."""
+        if self._thread is None:
+            return None
+        self._thread.join()
+        if isinstance(self._found, Exception):
+            return {"error": f"{type(self._found).__name__}: {self._found}"}
+        order, indices, seconds = self._found
+        self._found = None
+        inv = np.empty(len(order), dtype=np.int64)
+        inv[order] = np.arange(len(order))
+        info = {"near_share_before": round(near_share_windows(self.indptr, indices, self.WINDOW), 4),
+                "near_share_after": round(near_share_windows(self.indptr, indices, self.WINDOW, inv), 4),
+                "seconds": round(seconds, 3)}
+        write_to_store(f, "community", order, info)
+        return {"kind": "community", **info}
 
 
 def cache_path(store_path, kind: str) -> Path:

@@ -126,19 +126,41 @@ class GraphStore(Artifact):
         return x
 
     def feature_columns(self, c0: int, c1: int) -> np.ndarray:
-        """X[:, c0:c1] as float32, read in small row steps (no large temporaries) and checked finite."""
+        """X[:, c0:c1] as float32, read in small row steps (no large temporaries) and checked finite.
+
+        Unfiltered float32 row chunks (as ingest writes them) are read raw, chunk by chunk, and their
+        columns copied out: about twice as fast as HDF5's column hyperslab selection."""
         feats, n = self.features, self.num_nodes
         xb = np.empty((n, c1 - c0), dtype=np.float32)
-        step = max(1, (4 << 20) // max(1, (c1 - c0) * 4))
+        raw = feats.dtype == np.float32 and feats.chunks is not None and feats.chunks[1] == feats.shape[1] \
+            and feats.compression is None and not feats.shuffle and not feats.fletcher32 and feats.scaleoffset is None
+        step = feats.chunks[0] if raw else max(1, (4 << 20) // max(1, (c1 - c0) * 4))
         for s in range(0, n, step):
             e = min(n, s + step)
-            if feats.dtype == np.float32:
-                feats.read_direct(xb, np.s_[s:e, c0:c1], np.s_[s:e])
-            else:
-                xb[s:e] = feats[s:e, c0:c1]
+            if raw:
+                raw = self._raw_chunk_columns(feats, s, e, c0, c1, xb)
+            if not raw:
+                if feats.dtype == np.float32:
+                    feats.read_direct(xb, np.s_[s:e, c0:c1], np.s_[s:e])
+                else:
+                    xb[s:e] = feats[s:e, c0:c1]
             if not np.isfinite(xb[s:e]).all():
                 raise GnnprepError(f"{self.path}: /nodes/features has non-finite values in rows {s}..{e - 1}")
         return xb
+
+    @staticmethod
+    def _raw_chunk_columns(feats, s: int, e: int, c0: int, c1: int, xb: np.ndarray) -> bool:
+        """xb[s:e] = columns c0:c1 of the raw chunk starting at row s; False (nothing read) when the
+        chunk is not stored as plain bytes of its full shape (then the caller reads it through HDF5)."""
+        try:
+            mask, data = feats.id.read_direct_chunk((s, 0))
+        except (KeyError, ValueError, OSError, RuntimeError):
+            return False
+        ch, d = feats.chunks
+        if mask != 0 or len(data) != ch * d * 4:
+            return False
+        xb[s:e] = np.frombuffer(data, dtype=np.float32).reshape(ch, d)[:e - s, c0:c1]
+        return True
 
     def labels(self) -> np.ndarray | None:
         """``/nodes/labels`` [n] (−1 unknown), or None."""
