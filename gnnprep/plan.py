@@ -31,6 +31,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from gnnprep.errors import GnnprepError
 from gnnprep.sizes import format_size
 
@@ -121,6 +123,9 @@ class Problem:
     in_itemsize: int = 4
     device: str = "cpu"
     order_known: bool = False     # a node order is kept in or beside the store: only relabelling costs
+    # stored entries each hop 1..K reads (empty: all of them, every hop); ``--rows labeled`` prunes
+    # hops K and K-1 (see :func:`pruned_hop_entries`)
+    hop_entries: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -173,11 +178,36 @@ def _widths(d: int, w: int) -> list[int]:
     return [w] * (d // w) + ([d % w] if d % w else []) if w else []
 
 
+def pruned_hop_entries(degrees, stored_rows, hops: int) -> tuple:
+    """Entries read by hops 1..K when only ``stored_rows`` are kept (``--rows labeled``): hop K reads
+    the stored rows' entries (exact); hop K-1 the rows of the stored ones and of their neighbours,
+    estimated as if the stored rows were placed at random: a row of degree d is needed with
+    probability 1 - (1 - ρ)^(d + 1), ρ the stored share (exact counts would need all of the indices);
+    earlier hops read everything."""
+    degrees = np.asarray(degrees, dtype=np.float64)
+    n, m = len(degrees), float(degrees.sum())
+    if n == 0 or hops < 1:
+        return ()
+    rho = len(stored_rows) / n
+    last = float(degrees[stored_rows].sum())
+    before = float((degrees * -np.expm1((degrees + 1) * np.log1p(-min(rho, 1 - 1e-12)))).sum()) if rho < 1 else m
+    entries = [m] * hops
+    entries[-1] = last
+    if hops >= 2:
+        entries[-2] = max(before, last)
+    return tuple(int(e) for e in entries)
+
+
+def _hop_entries(p: Problem, b: int) -> tuple:
+    """Entries each hop reads: pruned (``p.hop_entries``) only with S resident (b = 1)."""
+    return p.hop_entries if p.hop_entries and b == 1 else (p.num_entries,) * p.hops
+
+
 def predict_seconds(p: Problem, prof: Profile, b: int, c: int) -> float:
     n, m, d, K = p.num_nodes, p.num_entries, p.num_features, p.hops
     w = math.ceil(d / c) if d else 0
     widths = _widths(d, w)
-    compute = p.operators * K * sum(prof.spmm_seconds(m, n, wj) for wj in widths)
+    compute = p.operators * sum(prof.spmm_seconds(e, n, wj) for e in _hop_entries(p, b) for wj in widths)
     s_reads = 1 if b == 1 else p.operators * K * len(widths)
     stream = s_reads * _s_bytes(p) / prof.read_bytes_per_s
     if p.device.startswith("cuda"):
@@ -255,7 +285,7 @@ def _ordered(plan: Plan, p: Problem, prof: Profile) -> tuple[Plan, bool]:
     column block of X larger than the last-level cache (else every gather hits it anyway) and a
     kernel saving (``reorder_speedup``) above the order's cost."""
     widths = _widths(p.num_features, plan.width)
-    kernel = p.operators * p.hops * sum(prof.spmm_seconds(p.num_entries, p.num_nodes, wj) for wj in widths)
+    kernel = p.operators * sum(prof.spmm_seconds(e, p.num_nodes, wj) for e in _hop_entries(p, 1) for wj in widths)
     cost = (p.num_entries + p.num_nodes) * (prof.relabel_ns_per_entry if p.order_known else prof.reorder_ns_per_entry) * 1e-9
     gain = kernel * (1 - prof.reorder_speedup)
     # order, inverse, stored indptr kept, new indptr; labels and counts; relabelled indices beside the old

@@ -38,7 +38,7 @@ from gnnprep.memory import PeakMeter, rss
 from gnnprep.meta import file_fingerprint
 from gnnprep.operators import make_operator
 from gnnprep.plan import (Plan, Problem, choose_hag, choose_plan, keep_columns, load_profile, plan_with_hag,
-                          with_reorder)
+                          pruned_hop_entries, with_reorder)
 from gnnprep.precomputeconfig import PrecomputeConfig, PrecomputeReport
 from gnnprep.progress import Progress, Warn, no_progress, no_warning
 from gnnprep.store import GraphStore
@@ -55,10 +55,14 @@ def _hag_unsupported(backend: str, store: GraphStore) -> str | None:
     return None
 
 
-def _problem(store: GraphStore, config: PrecomputeConfig, device: str, backend: str, rows: int) -> Problem:
+def _problem(store: GraphStore, config: PrecomputeConfig, device: str, backend: str, out_rows) -> Problem:
     n, d = store.features.shape
+    # the CPU kernel prunes hops K and K-1 to the rows they need (hoploop: --rows labeled)
+    pruned = out_rows is not None and backend == "numba" and config.hdg is None
+    entries = pruned_hop_entries(np.diff(store.indptr()), out_rows, config.hops) if pruned else ()
     return Problem(num_nodes=n, num_entries=store.num_edges, num_features=d, hops=config.hops,
-                   operators=len(config.operators), out_rows=rows,
+                   operators=len(config.operators), out_rows=n if out_rows is None else len(out_rows),
+                   hop_entries=entries,
                    index_bytes=store.f["adj/indices"].dtype.itemsize, weighted="adj/weights" in store.f,
                    out_itemsize=np.dtype(config.dtype).itemsize, in_itemsize=store.features.dtype.itemsize,
                    device=device if backend == "torch" else "cpu")
@@ -117,7 +121,7 @@ def _prepare(store: GraphStore, config: PrecomputeConfig, device: str, backend: 
     out_rows = fa.select_rows(store, config.rows)
     n = store.num_nodes
     budget = config.memory_budget or devices.default_budget(device)
-    problem = _problem(store, config, device, backend, n if out_rows is None else len(out_rows))
+    problem = _problem(store, config, device, backend, out_rows)
     index_dtype = store.f["adj/indices"].dtype
     if backend == "numba":  # only the variants this run uses (each costs seconds on a fresh install)
         from gnnprep import kernels

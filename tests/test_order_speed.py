@@ -107,3 +107,25 @@ def test_auto_device_does_not_import_torch_without_a_gpu_driver(monkeypatch):
             "print(device.resolve('auto'), 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["cpu", "False"]
+
+
+def test_pruned_hop_entries_match_the_rows_the_last_hops_read(rng):
+    """Hop K reads exactly the stored rows' entries; hop K-1's estimate (stored rows placed at
+    random) is close to the exact count of the stored rows' and their neighbours' entries."""
+    from gnnprep.plan import pruned_hop_entries
+
+    n, m = 20000, 160000
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    a = sp.csr_matrix((np.ones(2 * m), (np.r_[src, dst], np.r_[dst, src])), shape=(n, n))
+    a.sum_duplicates()
+    indptr, indices = a.indptr, a.indices
+    deg = np.diff(indptr)
+    stored = np.sort(rng.choice(20000, 400, replace=False))
+    est = pruned_hop_entries(deg, stored, 3)
+    mark = np.zeros(20000, dtype=bool)
+    mark[stored] = True
+    for v in stored:
+        mark[indices[indptr[v]:indptr[v + 1]]] = True
+    assert est[0] == len(indices) and est[2] == int(deg[stored].sum())
+    assert est[1] == pytest.approx(int(deg[mark].sum()), rel=0.1)
+    assert pruned_hop_entries(deg, stored, 1) == (int(deg[stored].sum()),)
