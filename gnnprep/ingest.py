@@ -22,6 +22,7 @@ import json
 import os
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +31,7 @@ import h5py
 import numpy as np
 
 from gnnprep import store
-from gnnprep.atomic import atomic_output, check_free_space, refuse_input_as_output, work_folder
+from gnnprep.atomic import atomic_output, check_free_space, refuse_input_as_output, start_writeback, work_folder
 from gnnprep.csr_builder import CSRBuilder, incoming_chunk_edges, write_array
 from gnnprep.device import default_budget
 from gnnprep.errors import GnnprepError
@@ -187,25 +188,35 @@ def _replay(path: Path, chunk: int):
 def _write_rows(f: h5py.File, name: str, chunks, n: int, width: int | None, dtype, what: str,
                 origin: str, progress: Progress, on_block=None) -> str:
     """Copy row chunks into a new dataset of n rows (checked); return the content fingerprint of
-    what was stored. ``on_block(block)`` sees every block as stored."""
+    what was stored. ``on_block(block)`` sees every block as stored.
+
+    The hash of a block runs in a worker thread while HDF5 stores it (hashlib releases the GIL);
+    it is waited for before the next block is asked for, since sources may reuse a block's memory.
+    The dataset has no chunk cache: blocks are written once, in order, so caching chunks only adds
+    a copy of every byte. Each block's writeback to disk is started as it is stored (see
+    :func:`gnnprep.atomic.start_writeback`)."""
     shape = (n, width) if width is not None else (n,)
     rows_per_chunk = store.feature_chunk_rows(width or 1, np.dtype(dtype).itemsize)
     ds = f.create_dataset(name, shape=shape, dtype=dtype,
-                          chunks=(min(max(n, 1), rows_per_chunk),) + shape[1:] if n else None)
+                          chunks=(min(max(n, 1), rows_per_chunk),) + shape[1:] if n else None,
+                          rdcc_nbytes=0, rdcc_nslots=1)  # h5py ignores rdcc_nbytes=0 given alone
     digest = ContentHash(dtype, shape)
     row = 0
-    for block in chunks:
-        if width is not None and (block.ndim != 2 or block.shape[1] != width):
-            raise GnnprepError(f"{origin}: {what} block of shape {block.shape}; expected {width} columns")
-        if row + len(block) > n:
-            raise GnnprepError(f"{origin}: more than {n} {what} rows; expected {n} (one per node)")
-        block = np.ascontiguousarray(block, dtype=dtype)
-        digest.update(block)
-        if on_block is not None:
-            on_block(block)
-        ds[row:row + len(block)] = block
-        row += len(block)
-        progress(what, row, n)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rows-hash") as pool:
+        for block in chunks:
+            if width is not None and (block.ndim != 2 or block.shape[1] != width):
+                raise GnnprepError(f"{origin}: {what} block of shape {block.shape}; expected {width} columns")
+            if row + len(block) > n:
+                raise GnnprepError(f"{origin}: more than {n} {what} rows; expected {n} (one per node)")
+            block = np.ascontiguousarray(block, dtype=dtype)
+            hashed = pool.submit(digest.update, block)
+            if on_block is not None:
+                on_block(block)
+            ds[row:row + len(block)] = block
+            pool.submit(start_writeback, f.filename)  # the final fsync then has little left to wait for
+            hashed.result()
+            row += len(block)
+            progress(what, row, n)
     if row != n:
         raise GnnprepError(f"{origin}: {row} {what} rows; expected {n} (one per node)")
     ds.flush()  # a write failure surfaces here, not when the dataset object is freed
@@ -304,13 +315,18 @@ def _build_adjacency(f: h5py.File, source: GraphSource, work: Path, output: Path
     builder = CSRBuilder(n, work, budget, symmetrize, source.expected_edges)
     with timer("bucket_edges"):
         done = 0
-        for src, dst in (edges if edges is not None else source.edges(chunk)):
-            builder.add(src, dst)
-            done += len(src)
-            progress("edges", done, source.expected_edges)
+        try:
+            for src, dst in (edges if edges is not None else source.edges(chunk)):
+                builder.add(src, dst)
+                done += len(src)
+                progress("edges", done, source.expected_edges)
+        except BaseException:
+            builder.close_spills(check=False)  # no write left in flight when the work folder goes
+            raise
     adj = f.create_group("adj")
     with timer("sort_write_edges"):
         stats = builder.write(adj, progress)
+        start_writeback(f.filename)
     adj.attrs["shape"] = np.array([n, n], dtype=np.int64)
     adj.attrs["symmetric"] = bool(symmetrize)
     return n, stats

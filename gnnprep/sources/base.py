@@ -2,7 +2,9 @@
 
 A source streams what a graph store holds: edges (src -> dst, 0-based, validated), node features,
 labels (-1 where unknown), splits and, for heterogeneous graphs, node types. Everything that scales
-with the graph comes as chunk iterators so that ingest stays inside its memory budget.
+with the graph comes as chunk iterators so that ingest stays inside its memory budget. A chunk is
+valid only until the next one is asked for: a source may read the next chunk into the same memory
+(ingest stores or spills every chunk before asking for the next).
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ def check_ids(ids: np.ndarray, n: int | None, nodes_from: str, locate: Callable[
     """Raise naming the first id that is negative or not below ``n``."""
     if not len(ids):
         return
+    if (ids.dtype.kind == "u" or ids.min() >= 0) and (n is None or ids.max() < n):
+        return  # two reductions; the boolean masks below only to locate a bad id
     bad = ids < 0 if ids.dtype.kind != "u" else np.zeros(len(ids), dtype=bool)
     if n is not None:
         bad |= ids >= n
@@ -108,9 +112,9 @@ def cast_features(block: np.ndarray, dtype, locate: Callable[[int], str]) -> np.
         raise GnnprepError(f"{locate(0)}: features of dtype {block.dtype}; expected numbers")
     with np.errstate(over="ignore", invalid="ignore"):
         out = np.ascontiguousarray(block, dtype=dtype)
-    finite = np.isfinite(out)
-    if finite.all():
+    if _all_finite(out):
         return out
+    finite = np.isfinite(out)
     bad_rows = ~finite.all(axis=1) if out.ndim > 1 else ~finite
     row = int(np.argmax(bad_rows))
     col = int(np.argmax(~finite[row])) if out.ndim > 1 else 0
@@ -121,6 +125,14 @@ def cast_features(block: np.ndarray, dtype, locate: Callable[[int], str]) -> np.
                            f"to {float(np.finfo(dtype).max):.4g}")
     raise GnnprepError(f"{locate(row)}: non-finite feature value {_number(orig)} in column {col}; "
                        "expected finite numbers")
+
+
+def _all_finite(a: np.ndarray) -> bool:
+    """Whether every value is finite, by two reductions instead of a boolean array as large as the
+    block (NaN propagates through min/max; an infinity is the min or the max)."""
+    if a.size == 0 or a.dtype.kind != "f":
+        return True
+    return bool(np.isfinite(a.min()) and np.isfinite(a.max()))
 
 
 def _number(x) -> str:

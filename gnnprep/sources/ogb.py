@@ -272,7 +272,7 @@ class OgbBinarySource(_OgbBase):
 
     def edges(self, chunk_edges: int):
         done = 0
-        for src, dst in self.npz.iter_edge_pairs("edge_index", chunk_edges):
+        for src, dst in self.npz.iter_edge_pairs("edge_index", chunk_edges, reuse=True):
             for ids in (src, dst):
                 check_ids(ids, self.num_nodes, self.nodes_from,
                           lambda i, d=done: f"{self.npz.path} edge_index column {d + i}")
@@ -283,7 +283,7 @@ class OgbBinarySource(_OgbBase):
         if not self.num_features:
             return
         start = 0
-        for block in self.npz.iter_rows("node_feat", chunk_rows):
+        for block in self.npz.iter_rows("node_feat", chunk_rows, reuse=True):
             yield cast_features(block, self.feature_dtype, lambda i, s=start: f"{self.npz.path} node_feat row {s + i}")
             start += len(block)
 
