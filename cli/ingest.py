@@ -32,17 +32,21 @@ def _budget(text: str) -> int:
               help="Node labels of an edge list (.npy [n], class ids below 1,000,000; NaN or -1 = unknown).")
 @click.option("--splits", type=click.Path(file_okay=False), default=None, help="Folder with train/valid/test id files (edge lists).")
 @click.option("--tmp-dir", type=click.Path(file_okay=False), default=None, help="Where spill files go (default: next to the output).")
+@click.option("--order", type=click.Choice(["community", "none"]), default="community", show_default=True,
+              help="Find a locality node order (label propagation, while the node data is copied) and keep it in "
+                   "the store, for every later precompute.")
 @json_option
 @quiet_option
 def ingest(source, output, directed, memory_budget, root, download, split, index_base, num_nodes, features,
-           labels, splits, tmp_dir, as_json, quiet):
+           labels, splits, tmp_dir, order, as_json, quiet):
     """Turn SOURCE (sample, ogbn-<name>, an OGB folder, an edge list, a graph store) into a graph store."""
     from gnnprep.ingest import IngestConfig, ingest as run_ingest, unused_options
     from gnnprep.sources import SourceOptions
 
     opts = SourceOptions(root=root, download=download, split=split, index_base=int(index_base),
                          num_nodes=num_nodes, features=features, labels=labels, splits=splits)
-    config = IngestConfig(directed=directed, memory_budget=memory_budget, tmp_dir=tmp_dir, source=opts)
+    config = IngestConfig(directed=directed, memory_budget=memory_budget, tmp_dir=tmp_dir, order=order,
+                          source=opts)
     for option, why in unused_options(source, config):
         # an option this kind of source would ignore is a usage error, not a silent no-op
         raise click.BadParameter(why, param_hint=f"'{option}'")

@@ -52,6 +52,7 @@ class IngestConfig:
     directed: bool = False               # keep edge direction instead of symmetrising
     memory_budget: int | None = None     # bytes; None: half of the free RAM
     tmp_dir: str | None = None           # where spill files go (default: next to the output)
+    order: str = "community"             # community | none: a node order kept in the store (/order/<kind>)
     source: SourceOptions = field(default_factory=SourceOptions)
 
 
@@ -69,6 +70,7 @@ class IngestReport:
     duplicates_dropped: int
     seconds: float
     warnings: tuple[str, ...] = ()
+    order: dict | None = None            # {"kind", "seconds", "near_share_before", "near_share_after"}
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -352,9 +354,21 @@ def ingest(spec: str, output: str | Path, config: IngestConfig = IngestConfig(),
     with atomic_output(output, inputs=inputs) as tmp, work_folder(output, config.tmp_dir) as work:
         with _hdf5(tmp) as f:
             n, stats = _build_adjacency(f, source, work, output, budget, symmetrize, timer, progress)
+            # the node order is found in the background while the node data is copied
+            finder = None
+            if config.order == "community":
+                from gnnprep.reorder import IngestOrder  # numba: imported only when used
+
+                finder = IngestOrder(f, budget)
             fps, num_classes, labeled = _write_nodes(f, source, n, budget, timer, progress)
             with timer("splits"):
                 fps["splits_fingerprint"] = _write_splits(f, source, n)
+            with timer("order_wait"):
+                order = finder.finish(f) if finder is not None else None
+            if order is not None and "error" in order:
+                source.warnings.append(f"no node order kept in the store ({order['error']}); precompute will "
+                                       "find one itself if it pays")
+                order = None
             provenance = {
                 "command": command or f"ingest {spec}",
                 "parameters": {"directed": config.directed, "symmetrized": symmetrize, "memory_budget": budget,
@@ -362,6 +376,7 @@ def ingest(spec: str, output: str | Path, config: IngestConfig = IngestConfig(),
                 "inputs": [{"path": str(p.absolute()), "fingerprint": file_fingerprint(p)} for p in inputs],
                 "timings": timer.timings,
                 "stats": stats,
+                "order": order,
                 "warnings": list(source.warnings),
             }
             write_root_attrs(
@@ -374,7 +389,7 @@ def ingest(spec: str, output: str | Path, config: IngestConfig = IngestConfig(),
         symmetric=symmetrize, num_features=int(source.num_features), num_classes=num_classes,
         edges_read=stats["edges_read"], self_loops_dropped=stats["self_loops_dropped"],
         duplicates_dropped=stats["duplicates_dropped"], seconds=round(time.perf_counter() - t0, 3),
-        warnings=tuple(source.warnings))
+        warnings=tuple(source.warnings), order=order)
 
 
 def cached_store_path(spec: str, opts: SourceOptions, cache_dir: str | None) -> Path:

@@ -33,6 +33,7 @@ from gnnprep import features as fa
 from gnnprep.atomic import (ResumableOutput, check_free_space, disk_full_error, is_disk_full,
                             refuse_input_as_output)
 from gnnprep.errors import GnnprepError
+from gnnprep.backends import HopGraph
 from gnnprep.hoploop import HopRun, Job
 from gnnprep.memory import PeakMeter, rss
 from gnnprep.meta import file_fingerprint
@@ -137,8 +138,12 @@ def _prepare(store: GraphStore, config: PrecomputeConfig, device: str, backend: 
 
         kind = "bfs" if config.reorder == "bfs" else "community"
         known = reorder.known(store, kind)
+        gain = reorder.stored_gain(store, kind)
+        # auto: the order kept at ingest already says whether it brings neighbours closer
+        mode = "none" if config.reorder == "auto" and gain is not None and gain < HopGraph.REORDER_MIN_GAIN \
+            else config.reorder
         job.plan = with_reorder(job.plan, dataclasses.replace(problem, order_known=known), profile,
-                                reorder.sampled_locality(store), config.reorder, budget)
+                                reorder.sampled_locality(store), mode, budget)
         if job.plan.reorder:
             reorder.warm_up((index_dtype,), (kind,), find=not known)
             kernels.warm_up((), (), hag=False, gather=True, selected=False)

@@ -282,6 +282,15 @@ def known(store, kind: str) -> bool:
     return (kind == "community" and f"{STORE_GROUP}/{kind}" in store.f) or cache_path(store.path, kind).exists()
 
 
+def stored_gain(store, kind: str) -> float | None:
+    """near_share_after − near_share_before of the order kept in the store (None: none kept), so a
+    graph the order does not help (no communities) is planned without one and nothing is loaded."""
+    ds = store.f.get(f"{STORE_GROUP}/{kind}")
+    if ds is None or not {"near_share_before", "near_share_after"} <= set(ds.attrs):
+        return None
+    return float(ds.attrs["near_share_after"]) - float(ds.attrs["near_share_before"])
+
+
 def load_from_store(store, kind: str) -> tuple[np.ndarray, dict] | None:
     """(order, info) kept in the graph store at ingest, or None: absent, or not a permutation of the
     n nodes (an order only ever costs or saves time, so a damaged one is ignored, never trusted)."""
@@ -297,7 +306,8 @@ def load_from_store(store, kind: str) -> tuple[np.ndarray, dict] | None:
 
 class IngestOrder:
     """The community order of a graph store's CSR, found while ingest copies the node data, then
-    kept in the store (``/order/community``), so that no precompute of the graph pays for it.
+    kept in the store (``/order/community``), so that no precompute of the graph pays for it. Not for
+    graphs of at most ``WINDOW`` nodes (every gather is near then).
 
     Label propagation is serial and bound by memory latency; the feature copy is bound by I/O and
     memcpy: on two cores they overlap almost fully. The CSR is read back from the store in the
@@ -315,8 +325,8 @@ class IngestOrder:
         n = f["adj/indptr"].shape[0] - 1
         fixed = 24 * n          # indptr, labels, counts (then the order and its counting sort)
         room = int(memory_budget * share) - fixed
-        if n < 2 or room < (1 << 20) or ds.shape[0] == 0:
-            return
+        if n <= self.WINDOW or room < (1 << 20) or ds.shape[0] == 0:
+            return  # every id is within the window of every other (no order can help), or no room
         self.indptr = f["adj/indptr"][:]
         self._ds = ds
         entry = ds.dtype.itemsize

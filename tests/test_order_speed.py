@@ -129,3 +129,95 @@ def test_pruned_hop_entries_match_the_rows_the_last_hops_read(rng):
     assert est[0] == len(indices) and est[2] == int(deg[stored].sum())
     assert est[1] == pytest.approx(int(deg[mark].sum()), rel=0.1)
     assert pruned_hop_entries(deg, stored, 1) == (int(deg[stored].sum()),)
+
+
+def _planted_store(tmp_path, rng, order="community", name="planted.h5"):
+    """A graph store of 6 planted groups (ids permuted) ingested with ``order``."""
+    from gnnprep.ingest import IngestConfig, ingest
+    from gnnprep.sources import SourceOptions
+    from test_reorder import planted
+
+    indptr, indices, _ = planted(rng, groups=6, size=30, cross=3)
+    n = len(indptr) - 1
+    rows = np.repeat(np.arange(n), np.diff(indptr))
+    np.save(tmp_path / "e.npy", np.stack([rows, indices]))
+    np.save(tmp_path / "x.npy", rng.standard_normal((n, 6)).astype(np.float32))
+    rep = ingest(str(tmp_path / "e.npy"), tmp_path / name,
+                 IngestConfig(order=order, source=SourceOptions(num_nodes=n, features=str(tmp_path / "x.npy"))))
+    return tmp_path / name, rep, indptr, indices
+
+
+def test_ingest_keeps_the_order_and_precompute_uses_it_bitwise(tmp_path, rng, monkeypatch):
+    """The order found at ingest is the community order of the stored CSR, kept in the store; a
+    precompute loads it (nothing found again, nothing written beside the store) and its bytes equal
+    the unordered computation's."""
+    from gnnprep.backends import HopGraph
+    from gnnprep.features import FeatureStore
+    from gnnprep.precompute import precompute
+    from gnnprep.precomputeconfig import PrecomputeConfig
+
+    monkeypatch.setattr(reorder.IngestOrder, "WINDOW", 15)
+    monkeypatch.setattr(HopGraph, "REORDER_WINDOW", 15)
+    path, rep, indptr, indices = _planted_store(tmp_path, rng)
+    assert rep.order["kind"] == "community" and rep.order["near_share_after"] > rep.order["near_share_before"] + 0.2
+    with GraphStore(path) as g:
+        kept, info = reorder.load_from_store(g, "community")
+        np.testing.assert_array_equal(kept, reorder.community_order(g.indptr(), g.f["adj/indices"][:]))
+        assert reorder.stored_gain(g, "community") > 0.2
+    cfg = dict(hops=3, device="cpu", rows="all", blocks=(1, 1, 2))
+    plain = precompute(path, tmp_path / "plain.h5", PrecomputeConfig(reorder="none", **cfg))
+    used = precompute(path, tmp_path / "used.h5", PrecomputeConfig(reorder="community", **cfg))
+    assert plain.reorder is None
+    assert used.reorder["used"] and used.reorder["cached"] and used.reorder["found_in"] == "store"
+    assert not reorder.cache_path(path, "community").exists()
+    with FeatureStore(tmp_path / "plain.h5") as a, FeatureStore(tmp_path / "used.h5") as b:
+        for k in range(4):
+            assert a.hop(k)[:].tobytes() == b.hop(k)[:].tobytes(), k
+
+
+def test_no_order_is_kept_when_asked_or_when_the_graph_is_small(tmp_path, rng, monkeypatch):
+    path, rep, *_ = _planted_store(tmp_path, rng)       # 180 nodes, under the 4096-id window
+    assert rep.order is None
+    monkeypatch.setattr(reorder.IngestOrder, "WINDOW", 15)
+    path, rep, *_ = _planted_store(tmp_path, rng, order="none", name="none.h5")
+    assert rep.order is None
+    with GraphStore(path) as g:
+        assert "order" not in g.f and reorder.stored_gain(g, "community") is None
+
+
+def test_a_damaged_stored_order_is_ignored(tmp_path, rng, monkeypatch):
+    from gnnprep.backends import HopGraph
+    from gnnprep.features import FeatureStore
+    from gnnprep.precompute import precompute
+    from gnnprep.precomputeconfig import PrecomputeConfig
+
+    monkeypatch.setattr(reorder.IngestOrder, "WINDOW", 15)
+    monkeypatch.setattr(HopGraph, "REORDER_WINDOW", 15)
+    path, *_ = _planted_store(tmp_path, rng)
+    ref = precompute(path, tmp_path / "ref.h5", PrecomputeConfig(hops=2, device="cpu", reorder="none"))
+    with h5py.File(path, "r+") as f:
+        f["order/community"][1] = f["order/community"][0]   # no longer a permutation
+    with GraphStore(path) as g:
+        assert reorder.load_from_store(g, "community") is None
+    rep = precompute(path, tmp_path / "f.h5", PrecomputeConfig(hops=2, device="cpu", reorder="community"))
+    assert rep.reorder["cached"] is False and ref.reorder is None   # found again
+    with FeatureStore(tmp_path / "ref.h5") as a, FeatureStore(tmp_path / "f.h5") as b:
+        for k in range(3):
+            assert a.hop(k)[:].tobytes() == b.hop(k)[:].tobytes(), k
+
+
+def test_the_ingest_order_streams_the_csr_when_it_does_not_fit(tmp_path, rng):
+    """With little room the CSR is read back in row blocks; the order is the same."""
+    n, m = 6000, 400_000
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    a = sp.csr_matrix((np.ones(2 * m), (np.r_[src, dst], np.r_[dst, src])), shape=(n, n))
+    a.sum_duplicates()
+    with h5py.File(tmp_path / "g.h5", "w") as f:
+        f["adj/indptr"] = a.indptr.astype(np.int64)
+        f.create_dataset("adj/indices", data=a.indices.astype(np.int32), chunks=(4096,))
+        room = 24 * n + (3 << 19)   # 1.5 MiB beyond the n-sized arrays: under the indices' 3 MiB
+        finder = reorder.IngestOrder(f, memory_budget=int(room / 0.3) + 1)
+        assert finder._block < len(a.indices)
+        info = finder.finish(f)
+        assert info["kind"] == "community" and "error" not in info
+        np.testing.assert_array_equal(f["order/community"][:], reorder.community_order(a.indptr, a.indices))
