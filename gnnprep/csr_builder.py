@@ -194,11 +194,22 @@ class CSRBuilder:
         write_array(f, keys)
         self.counts[b] += len(keys)
 
-    def write(self, group: h5py.Group, progress: Progress = no_progress) -> dict:
-        """Write ``indptr``/``indices`` into ``group``; return stats (and a content fingerprint)."""
+    @property
+    def index_dtype(self):
+        return np.int32 if self.n < 2**31 else np.int64
+
+    def entries_upper(self) -> int:
+        """Entries before deduplication (an upper bound of the stored ones), once every edge is added."""
         self.close_spills()
+        return int(self.counts.sum())
+
+    def write(self, group: h5py.Group, progress: Progress = no_progress, on_rows=None) -> dict:
+        """Write ``indptr``/``indices`` into ``group``; return stats (and a content fingerprint).
+        ``on_rows(lo, hi)`` is called, in row order, as soon as rows lo..hi-1 are in both datasets."""
+        self.close_spills()
+        self._on_rows = on_rows
         n = self.n
-        index_dtype = np.int32 if n < 2**31 else np.int64
+        index_dtype = self.index_dtype
         indptr = group.create_dataset("indptr", shape=(n + 1,), dtype=np.int64,
                                       chunks=(min(n + 1, INDPTR_CHUNK),))
         upper = int(self.counts.sum())  # entries before deduplication: an upper bound
@@ -266,6 +277,8 @@ class CSRBuilder:
             path.unlink()
         self._write_cols(keys, indices)
         self._write_indptr(lo, hi, keys, indptr)
+        if self._on_rows is not None:
+            self._on_rows(lo, hi)
         self._offset += len(keys)
         self._done += count
         self._progress("sort", self._done, total)

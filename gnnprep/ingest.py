@@ -299,8 +299,9 @@ def _write_splits(f: h5py.File, source: GraphSource, n: int) -> str:
 
 
 def _build_adjacency(f: h5py.File, source: GraphSource, work: Path, output: Path, budget: int,
-                     symmetrize: bool, timer: Timer, progress: Progress) -> tuple[int, dict]:
-    """Count nodes if needed (spilling the edges once), bucket, sort and write /adj; return (n, stats)."""
+                     symmetrize: bool, timer: Timer, progress: Progress, order: str = "none"):
+    """Count nodes if needed (spilling the edges once), bucket, sort and write /adj; return (n, stats,
+    the node-order search started on it or None)."""
     chunk = incoming_chunk_edges(budget)
     edges = None
     if source.num_nodes is None:
@@ -326,12 +327,25 @@ def _build_adjacency(f: h5py.File, source: GraphSource, work: Path, output: Path
             builder.close_spills(check=False)  # no write left in flight when the work folder goes
             raise
     adj = f.create_group("adj")
+    finder = None
+    if order == "community":
+        from gnnprep.reorder import IngestOrder  # numba: imported only when used
+
+        # its first sweep follows the rows as they are written, the second overlaps the node data
+        finder = IngestOrder(adj, n, builder.entries_upper(), builder.index_dtype, budget)
     with timer("sort_write_edges"):
-        stats = builder.write(adj, progress)
+        try:
+            stats = builder.write(adj, progress, on_rows=finder.rows_ready if finder is not None else None)
+        except BaseException:
+            if finder is not None:
+                finder.abandon()
+            raise
+        if finder is not None:
+            finder.csr_done()
         start_writeback(f.filename)
     adj.attrs["shape"] = np.array([n, n], dtype=np.int64)
     adj.attrs["symmetric"] = bool(symmetrize)
-    return n, stats
+    return n, stats, finder
 
 
 def ingest(spec: str, output: str | Path, config: IngestConfig = IngestConfig(),
@@ -353,16 +367,16 @@ def ingest(spec: str, output: str | Path, config: IngestConfig = IngestConfig(),
     inputs = source.input_files()
     with atomic_output(output, inputs=inputs) as tmp, work_folder(output, config.tmp_dir) as work:
         with _hdf5(tmp) as f:
-            n, stats = _build_adjacency(f, source, work, output, budget, symmetrize, timer, progress)
-            # the node order is found in the background while the node data is copied
-            finder = None
-            if config.order == "community":
-                from gnnprep.reorder import IngestOrder  # numba: imported only when used
-
-                finder = IngestOrder(f, budget)
-            fps, num_classes, labeled = _write_nodes(f, source, n, budget, timer, progress)
-            with timer("splits"):
-                fps["splits_fingerprint"] = _write_splits(f, source, n)
+            n, stats, finder = _build_adjacency(f, source, work, output, budget, symmetrize, timer, progress,
+                                                config.order)
+            try:
+                fps, num_classes, labeled = _write_nodes(f, source, n, budget, timer, progress)
+                with timer("splits"):
+                    fps["splits_fingerprint"] = _write_splits(f, source, n)
+            except BaseException:
+                if finder is not None:
+                    finder.abandon()
+                raise
             with timer("order_wait"):
                 order = finder.finish(f) if finder is not None else None
             if order is not None and "error" in order:

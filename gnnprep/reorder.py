@@ -30,6 +30,7 @@ which ignores a file for another graph or one that is not a permutation of the n
 from __future__ import annotations
 
 import json
+import queue
 import threading
 import time
 from pathlib import Path
@@ -305,60 +306,113 @@ def load_from_store(store, kind: str) -> tuple[np.ndarray, dict] | None:
 
 
 class IngestOrder:
-    """The community order of a graph store's CSR, found while ingest copies the node data, then
-    kept in the store (``/order/community``), so that no precompute of the graph pays for it. Not for
-    graphs of at most ``WINDOW`` nodes (every gather is near then).
+    """The community order of a graph store's CSR, found while ingest still writes the CSR and then
+    copies the node data, and kept in the store (``/order/community``), so that no precompute of
+    the graph pays for it. Not for graphs of at most ``WINDOW`` nodes (every gather is near then).
 
-    Label propagation is serial and bound by memory latency; the feature copy is bound by I/O and
-    memcpy: on two cores they overlap almost fully. The CSR is read back from the store in the
-    background thread, whole when it fits ``share`` of the budget, else in row blocks (out of core:
-    in memory are indptr, two n-arrays of labels and counts, and one block). Skipped (None) when
-    even that does not fit; any failure leaves the store without an order (precompute then finds
-    one itself or computes in stored order; results are the same bit for bit)."""
+    Label propagation is serial and bound by memory latency; the CSR's sort and the feature copy are
+    bound by sorting, I/O and memcpy: on two cores they overlap. The first sweep needs, for the rows
+    up to v, only those rows (later rows still hold their initial labels), so it runs bucket by
+    bucket as the CSR builder reports rows written (:meth:`rows_ready`, in row order); the second
+    sweep starts when the CSR is complete (:meth:`csr_done`). Rows are read back from the store in
+    the background thread and kept when the whole CSR fits ``share`` of the budget, else read again
+    in row blocks for the second sweep (out of core: in memory are indptr, the labels, the counts
+    and one block). Skipped (``active`` False) when even that does not fit; any failure leaves the
+    store without an order (precompute then finds one itself or computes in stored order; results
+    are the same bit for bit either way)."""
 
     WINDOW = 4096   # as HopGraph.REORDER_WINDOW: ids a row block's gathers may span and stay in cache
+    SWEEPS = 2
 
-    def __init__(self, f, memory_budget: int, share: float = 0.3):
-        self._thread = None
+    def __init__(self, group, n: int, entries_upper: int, index_dtype, memory_budget: int, share: float = 0.3):
+        self._group = group            # where the builder creates indptr and indices
         self._found: object = None
-        ds = f["adj/indices"]
-        n = f["adj/indptr"].shape[0] - 1
-        fixed = 24 * n          # indptr, labels, counts (then the order and its counting sort)
-        room = int(memory_budget * share) - fixed
-        if n <= self.WINDOW or room < (1 << 20) or ds.shape[0] == 0:
+        self._thread = None
+        entry = np.dtype(index_dtype).itemsize
+        room = int(memory_budget * share) - 24 * n    # indptr, labels, counts (then the order, sorted)
+        self.active = n > self.WINDOW and room >= (1 << 20) and entries_upper > 0
+        if not self.active:
             return  # every id is within the window of every other (no order can help), or no room
-        self.indptr = f["adj/indptr"][:]
-        self._ds = ds
-        entry = ds.dtype.itemsize
-        self._block = ds.shape[0] if ds.shape[0] * entry <= room else max(1 << 16, room // (2 * entry))
+        self.n = n
+        self.resident = entries_upper * entry <= room
+        self._block = entries_upper if self.resident else max(1 << 16, room // (2 * entry))
+        self._kept = np.empty(entries_upper, dtype=index_dtype) if self.resident else None
+        self._events: queue.Queue = queue.Queue()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
+
+    def rows_ready(self, lo: int, hi: int) -> None:
+        """Rows lo..hi-1 are written (called in row order)."""
+        if self.active:
+            self._events.put((lo, hi))
+
+    def csr_done(self) -> None:
+        if self.active:
+            self._events.put(None)
+
+    def abandon(self) -> None:
+        """Stop the search (ingest failed): the thread ends at its next event."""
+        if self.active:
+            self._events.put(False)
+
+    def _blocks(self, indptr, lo: int, hi: int):
+        """(r0, indptr block, indices block) of rows lo..hi-1 in blocks of about ``_block`` entries."""
+        ds = self._group["indices"]
+        bounds = np.searchsorted(indptr[lo:hi + 1], np.arange(indptr[lo], indptr[hi], self._block), side="right") - 1
+        bounds = np.unique(np.concatenate([bounds + lo, [lo, hi]]))
+        for r0, r1 in zip(bounds[:-1], bounds[1:]):
+            p0, p1 = int(indptr[r0]), int(indptr[r1])
+            if self._kept is not None and self._kept_upto >= p1:
+                yield int(r0), indptr[r0:r1 + 1], self._kept[p0:p1]
+                continue
+            idx = ds[p0:p1]
+            if self._kept is not None:
+                self._kept[p0:p1] = idx
+                self._kept_upto = p1
+            yield int(r0), indptr[r0:r1 + 1], idx
 
     def _run(self) -> None:
         try:
             t0 = time.perf_counter()
-            indices = self._ds[:] if self._block >= self._ds.shape[0] else self._ds
-            order = streamed_community_order(self.indptr, indices, self._block)
-            self._found = (order, indices, time.perf_counter() - t0)
+            n = self.n
+            indptr = np.zeros(n + 1, dtype=np.int64)
+            label = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
+            count = np.zeros(n, dtype=np.int32)
+            self._kept_upto = 0
+            while (event := self._events.get()) is not None:
+                if event is False:
+                    return
+                lo, hi = event
+                indptr[lo + 1:hi + 1] = self._group["indptr"][lo + 1:hi + 1]
+                for r0, ip, idx in self._blocks(indptr, lo, hi):   # sweep 1, as rows arrive
+                    _propagate(ip, idx, r0, label, count)
+            for _ in range(self.SWEEPS - 1):
+                for r0, ip, idx in self._blocks(indptr, 0, n):
+                    _propagate(ip, idx, r0, label, count)
+            del count
+            self._found = (_group_by_label(label), indptr, time.perf_counter() - t0)
         except Exception as e:  # noqa: BLE001 - an order is optional; reported, never fatal
             self._found = e
 
     def finish(self, f) -> dict | None:
         """Wait for the order, write it into ``f`` and return its info (or None, or {"error": ...})."""
-        if self._thread is None:
+        if not self.active:
             return None
+        t0 = time.perf_counter()
         self._thread.join()
         if isinstance(self._found, Exception):
             return {"error": f"{type(self._found).__name__}: {self._found}"}
-        order, indices, seconds = self._found
-        self._found = None
+        order, indptr, seconds = self._found
+        self._found = self._kept = None
         inv = np.empty(len(order), dtype=np.int64)
         inv[order] = np.arange(len(order))
-        info = {"near_share_before": round(near_share_windows(self.indptr, indices, self.WINDOW), 4),
-                "near_share_after": round(near_share_windows(self.indptr, indices, self.WINDOW, inv), 4),
+        indices = f["adj/indices"]
+        info = {"near_share_before": round(near_share_windows(indptr, indices, self.WINDOW), 4),
+                "near_share_after": round(near_share_windows(indptr, indices, self.WINDOW, inv), 4),
                 "seconds": round(seconds, 3)}
         write_to_store(f, "community", order, info)
-        return {"kind": "community", **info}
+        # seconds: the search's own time (in the background); waited_seconds: the wall time it added
+        return {"kind": "community", **info, "waited_seconds": round(time.perf_counter() - t0, 3)}
 
 
 def cache_path(store_path, kind: str) -> Path:

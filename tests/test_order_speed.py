@@ -206,18 +206,34 @@ def test_a_damaged_stored_order_is_ignored(tmp_path, rng, monkeypatch):
             assert a.hop(k)[:].tobytes() == b.hop(k)[:].tobytes(), k
 
 
-def test_the_ingest_order_streams_the_csr_when_it_does_not_fit(tmp_path, rng):
-    """With little room the CSR is read back in row blocks; the order is the same."""
+@pytest.mark.parametrize("fits", [True, False])
+def test_the_ingest_order_follows_the_rows_as_they_are_written(tmp_path, rng, fits):
+    """Sweep 1 runs bucket by bucket as rows are reported written, sweep 2 on the whole CSR (kept,
+    or read again in row blocks when it does not fit): the order is the in-memory one."""
     n, m = 6000, 400_000
     src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
     a = sp.csr_matrix((np.ones(2 * m), (np.r_[src, dst], np.r_[dst, src])), shape=(n, n))
     a.sum_duplicates()
+    room = 24 * n + (3 << 19) if not fits else 24 * n + (64 << 20)   # the indices are ~3 MiB
     with h5py.File(tmp_path / "g.h5", "w") as f:
-        f["adj/indptr"] = a.indptr.astype(np.int64)
-        f.create_dataset("adj/indices", data=a.indices.astype(np.int32), chunks=(4096,))
-        room = 24 * n + (3 << 19)   # 1.5 MiB beyond the n-sized arrays: under the indices' 3 MiB
-        finder = reorder.IngestOrder(f, memory_budget=int(room / 0.3) + 1)
-        assert finder._block < len(a.indices)
+        g = f.create_group("adj")
+        finder = reorder.IngestOrder(g, n, len(a.indices) + 1000, np.int32, memory_budget=int(room / 0.3) + 1)
+        assert finder.active and finder.resident is fits
+        g.create_dataset("indptr", data=np.zeros(n + 1, dtype=np.int64))
+        g.create_dataset("indices", data=np.zeros(len(a.indices), dtype=np.int32), chunks=(4096,))
+        for lo, hi in [(0, 1000), (1000, 1001), (1001, 4000), (4000, n)]:   # buckets, in row order
+            g["indptr"][lo + 1:hi + 1] = a.indptr[lo + 1:hi + 1]
+            g["indices"][a.indptr[lo]:a.indptr[hi]] = a.indices[a.indptr[lo]:a.indptr[hi]]
+            finder.rows_ready(lo, hi)
+        finder.csr_done()
         info = finder.finish(f)
-        assert info["kind"] == "community" and "error" not in info
+        assert info["kind"] == "community" and "error" not in info and info["seconds"] >= 0
         np.testing.assert_array_equal(f["order/community"][:], reorder.community_order(a.indptr, a.indices))
+
+
+def test_an_abandoned_order_search_stops(tmp_path):
+    with h5py.File(tmp_path / "g.h5", "w") as f:
+        finder = reorder.IngestOrder(f.create_group("adj"), 10_000, 50_000, np.int32, memory_budget=1 << 30)
+        finder.abandon()
+        finder._thread.join(timeout=10)
+        assert not finder._thread.is_alive()
