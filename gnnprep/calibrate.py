@@ -188,7 +188,7 @@ def calibrate(device: str = "cpu", nodes: int = 200_000, degree: int = 20,
                    read_bytes_per_s=round(nbytes / t_read), write_bytes_per_s=round(nbytes / t_write),
                    copy_bytes_per_s=round(2 * nbytes / t_copy if not cuda else nbytes / t_copy),
                    block_overhead_s=round(overhead, 6), reorder_ns_per_entry=round(reorder_ns, 3),
-                   reorder_speedup=round(reorder_speedup, 3),
+                   reorder_speedup=round(reorder_speedup, 3), kernel_ref_rows=n,
                    measured=f"gnnprep calibrate, {time.strftime('%Y-%m-%d')}, {n} nodes, {nnz} nonzeros, pid {os.getpid()}")
     return prof, (_save(prof) if save else None)
 

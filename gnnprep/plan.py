@@ -64,6 +64,11 @@ class Profile:
     reorder_speedup: float = 0.5
     # relabelling alone (the order found at ingest, or by an earlier run): one parallel gather per entry
     relabel_ns_per_entry: float = 15.0
+    # the kernel's cost per entry grows with the gathered block beyond the table's graph (caches,
+    # TLB reach): x (1 + kernel_growth * log2(rows / kernel_ref_rows)) for larger graphs. Fitted on
+    # the papers100M-shaped bench graph (5.55M rows, community order) against the 1M-row table
+    kernel_ref_rows: int = 1_000_000
+    kernel_growth: float = 0.27
     measured: str = "built-in defaults"
 
     def spmm_seconds(self, nnz: int, rows: int, width: int) -> float:
@@ -77,6 +82,8 @@ class Profile:
                 if w0 <= width <= w1:
                     ns = t0 + (t1 - t0) * (width - w0) / (w1 - w0)
                     break
+        if rows > self.kernel_ref_rows > 0:
+            ns *= 1 + self.kernel_growth * math.log2(rows / self.kernel_ref_rows)
         return nnz * ns * 1e-9 + rows * width * self.row_ns_per_col * 1e-9
 
     def to_json(self) -> str:
