@@ -22,6 +22,11 @@ def _graph_lines(d: dict) -> list[str]:
         f"({d['isolated_nodes']:,} isolated)",
         f"  size on disk   {size(d['size_bytes'])}",
     ]
+    o = d.get("node_order")
+    if o:
+        lines.insert(-1, f"  node order     {o['kind']} (entries within 4,096 ids of their row: "
+                         f"{o.get('near_share_before', 0):.0%} -> {o.get('near_share_after', 0):.0%}; "
+                         f"found in {o.get('seconds', 0):.1f} s at ingest)")
     if d.get("node_types"):
         lines.insert(2, "  node types     " + ", ".join(f"{k} {v:,}" for k, v in d.get("nodes_per_type", {}).items()))
     return lines

@@ -142,6 +142,10 @@ def describe_graph(path: Path, block: int = 1 << 22) -> dict:
         }
         if per_type is not None:
             out["nodes_per_type"] = per_type
+        order = g.f.get("order/community")
+        out["node_order"] = None if order is None else {
+            "kind": "community", **{k: float(order.attrs[k]) for k in ("near_share_before", "near_share_after",
+                                                                      "seconds") if k in order.attrs}}
         return out
 
 

@@ -237,3 +237,16 @@ def test_an_abandoned_order_search_stops(tmp_path):
         finder.abandon()
         finder._thread.join(timeout=10)
         assert not finder._thread.is_alive()
+
+
+def test_info_shows_the_stored_order(tmp_path, rng, monkeypatch):
+    from helpers import run, run_json
+
+    monkeypatch.setattr(reorder.IngestOrder, "WINDOW", 15)
+    path, rep, *_ = _planted_store(tmp_path, rng)
+    d = run_json(["info", path])
+    assert d["node_order"]["kind"] == "community"
+    assert d["node_order"]["near_share_after"] == pytest.approx(rep.order["near_share_after"])
+    assert "node order     community" in run(["info", path]).output
+    plain, *_ = _planted_store(tmp_path, rng, order="none", name="none.h5")
+    assert run_json(["info", plain])["node_order"] is None
