@@ -323,4 +323,4 @@ class HopRun:
             rows=self.r, dtype=config.dtype, hop_seconds=tuple(round(s, 4) for s in self.hop_seconds),
             seconds=round(time.perf_counter() - self.t_start, 3), predicted_peak_bytes=self.plan.predicted_peak,
             measured_peak_bytes=None, baseline_rss_bytes=self.job.baseline, resumed_units=self.resumed_units,
-            reorder=self.graph.reorder_info)
+            reorder=self.graph.reorder_info, hop_entries=tuple(self.job.problem.hop_entries))

@@ -215,7 +215,8 @@ def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeCon
         if config.dry_run:
             return PrecomputeReport(str(output), job.plan.to_dict(), config.hops, tuple(config.operators),
                                     job.problem.out_rows, config.dtype, (), 0.0, job.plan.predicted_peak, None,
-                                    job.baseline, 0, dry_run=True, hag=job.hag_info)
+                                    job.baseline, 0, dry_run=True, hag=job.hag_info,
+                                    hop_entries=tuple(job.problem.hop_entries))
         for name in config.operators:  # refuse before anything is written
             make_operator(name, np.zeros(1), store.symmetric)
         meter = PeakMeter().start()

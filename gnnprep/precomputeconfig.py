@@ -74,6 +74,7 @@ class PrecomputeReport:
     hag: dict | None = None       # {"mode": file|auto, "used", "path", "reason"}
     reorder: dict | None = None   # {"kind", "used", "near_share_before", "near_share_after", "seconds"}
     warnings: tuple[str, ...] = ()  # also passed to the ``warn`` callback as they arise
+    hop_entries: tuple[int, ...] = ()  # entries each hop 1..K reads as planned (empty: all, every hop)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

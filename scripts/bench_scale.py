@@ -273,6 +273,32 @@ def relative_error(feats: Path, peer_npy: Path, hops: int) -> float | None:
     return float(np.abs(ours.astype(np.float64) - ref).max() / np.abs(ref).max())
 
 
+def extrapolate(res: dict) -> dict | None:
+    """Full papers100M at the same budget: (a) every measured step scaled by 1 / fraction (time per
+    stored entry held), and (b) the planner's plan and predicted precompute seconds for the full
+    sizes (stored entries scaled from this graph's, same labeled share, order known)."""
+    ing = (res.get("steps", {}).get("ingest") or {})
+    pc = res.get("precompute")
+    if not ing.get("seconds") or not pc:
+        return None
+    from gnnprep.plan import Problem, choose_plan, load_profile, with_reorder
+
+    f = res["fraction"]
+    n, m = FULL_NODES, round(res["stored_entries"] / f)
+    out_rows = round(res["labeled_rows"] / f)
+    # hops K and K-1 pruned: the same shares of the entries as measured on this graph's plan
+    shares = [e / res["stored_entries"] for e in res.get("hop_entries") or []]
+    entries = tuple(round(m * x) for x in shares)
+    prob = Problem(num_nodes=n, num_entries=m, num_features=128, hops=res["hops"], out_rows=out_rows,
+                   hop_entries=entries, order_known=True)
+    prof = load_profile("cpu")
+    plan = with_reorder(choose_plan(prob, res["budget"], prof), prob, prof, 0.33, "auto", res["budget"])
+    return {"linear_ingest_seconds": ing["seconds"] / f,
+            "linear_precompute_seconds": res["steps"]["precompute"]["seconds"] / f,
+            "planner": {k: plan.to_dict()[k] for k in ("a", "b", "c", "width", "s_resident", "reorder",
+                                                         "predicted_seconds", "predicted_peak")}}
+
+
 def copy_bandwidth() -> float:
     """Bytes/s read + written by numpy copying a 1 GiB float32 array (best of 3), the roofline a
     hop's achieved bytes/s is compared with."""
@@ -313,6 +339,10 @@ def summarise(args, meta: dict, budget: int, steps: dict, error: float | None) -
             "measured_peak_bytes": rep["measured_peak_bytes"], "reorder": rep.get("reorder"),
             "mean_hop_seconds": sum(hop) / len(hop), "warnings": rep.get("warnings")}
         pc = res["precompute"]
+        ing_rep = steps.get("ingest", {}).get("report") or {}
+        res["stored_entries"] = ing_rep.get("num_edges")
+        res["labeled_rows"] = rep["rows"]
+        res["hop_entries"] = rep.get("hop_entries")
         pc["predicted_within_25pct"] = abs(pc["predicted_seconds"] - rep["seconds"]) <= 0.25 * rep["seconds"]
         ro = rep.get("reorder") or {}
         ing_order = (steps.get("ingest", {}).get("report") or {}).get("order") or {}
@@ -336,6 +366,8 @@ def summarise(args, meta: dict, budget: int, steps: dict, error: float | None) -
             pc["hop1_bytes"] = moved
             pc["hop1_bytes_per_s"] = moved / rep["hop_seconds"][1]
             pc["copy_bytes_per_s"] = copy_bandwidth()
+    if res.get("stored_entries"):
+        res["full_papers100M"] = extrapolate(res)
     tr = steps.get("train", {}).get("report")
     if tr:
         res["train"] = {k: tr.get(k) for k in ("valid_acc", "test_acc", "epochs_run", "seconds", "streaming")}
@@ -395,6 +427,13 @@ def print_table(res: dict) -> None:
               f"n x d x 4) in {pc['hop_seconds'][1]:.2f} s = {pc['hop1_bytes_per_s'] / 1e9:.2f} GB/s, "
               f"{pc['hop1_bytes_per_s'] / pc['copy_bytes_per_s']:.2f}x the copy bandwidth "
               f"({pc['copy_bytes_per_s'] / 1e9:.2f} GB/s read + written, numpy, 1 GiB)")
+    ex = res.get("full_papers100M")
+    if ex:
+        pl = ex["planner"]
+        print(f"  full papers100M at this budget: measured steps x 1/fraction = ingest "
+              f"{ex['linear_ingest_seconds'] / 60:.1f} min, precompute {ex['linear_precompute_seconds'] / 60:.1f} min; "
+              f"the planner: c={pl['c']} width={pl['width']} S resident={pl['s_resident']} reorder={pl['reorder']}, "
+              f"predicted {pl['predicted_seconds'] / 60:.1f} min, peak {pl['predicted_peak'] / GiB:.1f} GiB")
     if res.get("train"):
         t = res["train"]
         print(f"  train sgc, {t['epochs_run']} epochs: valid acc {t['valid_acc']}, test acc {t['test_acc']}, "
