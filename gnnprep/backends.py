@@ -67,14 +67,29 @@ class HopGraph:
         self._finding: threading.Thread | None = None
         self._spare_shape, self._spare = spare, None
         self._force = force
+        self._indices = None
         if self.resident:
-            self._indices = store.f["adj/indices"][:]
-            check_ids(self._indices, self.n, f"{store.path}: /adj/indices")  # before any kernel reads them
+            from gnnprep import reorder
+
+            # with a known order the stored column ids are streamed into the relabelled copy instead
+            # (no second copy of S); they are loaded as stored only when the order must be found
+            if not (plan.reorder and not self.weighted and reorder.known(store, order_kind)):
+                self._indices = self._load_indices()
             self._weights = store.f["adj/weights"][:] if self.weighted else None
             if plan.reorder:
                 self._found: object = None
                 self._finding = threading.Thread(target=self._find_order, args=(order_kind,), daemon=True)
                 self._finding.start()
+
+    def _load_indices(self) -> np.ndarray:
+        indices = self.store.f["adj/indices"][:]
+        check_ids(indices, self.n, f"{self.store.path}: /adj/indices")  # before any kernel reads them
+        return indices
+
+    def _read_checked(self, p0: int, p1: int) -> np.ndarray:
+        block = self.store.f["adj/indices"][p0:p1]
+        check_ids(block, self.n, f"{self.store.path}: /adj/indices", offset=p0)
+        return block
 
     def _find_order(self, kind: str) -> None:
         try:
@@ -89,6 +104,8 @@ class HopGraph:
             if cached is not None:
                 order, info = cached
             else:
+                if self._indices is None:  # the kept order was damaged: find it from the stored ids
+                    self._indices = self._load_indices()
                 order = (reorder.bfs_order if kind == "bfs" else reorder.community_order)(self.indptr, self._indices)
             inv = np.empty(self.n, dtype=np.int64)
             inv[order] = np.arange(self.n)
@@ -104,7 +121,13 @@ class HopGraph:
             if self._use(info):
                 # relabelled while the caller still reads X or faults in buffers (no other numba
                 # parallel region runs then; numba's omp and tbb layers are thread-safe in any case)
-                csr = reorder.permute_csr(self.indptr, self._indices, order)
+                if self._indices is None:
+                    csr = reorder.permute_csr_streamed(self.indptr, self._read_checked, order,
+                                                       self.store.f["adj/indices"].dtype)
+                else:
+                    csr = reorder.permute_csr(self.indptr, self._indices, order)
+            elif self._indices is None:  # computed in stored order after all
+                self._indices = self._load_indices()
             self._found = (order, inv, info, csr)
         except BaseException as e:  # raised in the caller's thread by ready()
             self._found = e

@@ -295,8 +295,11 @@ def _ordered(plan: Plan, p: Problem, prof: Profile) -> tuple[Plan, bool]:
     kernel = p.operators * sum(prof.spmm_seconds(e, p.num_nodes, wj) for e in _hop_entries(p, 1) for wj in widths)
     cost = (p.num_entries + p.num_nodes) * (prof.relabel_ns_per_entry if p.order_known else prof.reorder_ns_per_entry) * 1e-9
     gain = kernel * (1 - prof.reorder_speedup)
-    # order, inverse, stored indptr kept, new indptr; labels and counts; relabelled indices beside the old
-    extra = 8 * p.num_nodes * 4 + (p.index_bytes + 4) * p.num_nodes + p.index_bytes * p.num_entries
+    # order, inverse, stored indptr kept, new indptr; then either (order to find) labels, counts and
+    # the relabelled indices beside the old, or (order known) one block of the stored ids streamed
+    # into the relabelled copy, which replaces S's
+    extra = 8 * p.num_nodes * 4 + (p.index_bytes * (1 << 24) if p.order_known else
+                                   (p.index_bytes + 4) * p.num_nodes + p.index_bytes * p.num_entries)
     large = p.num_nodes * 4 * min(plan.width, p.num_features) > REORDER_MIN_BLOCK_BYTES
     ordered = Plan(**{**plan.to_dict(), "reorder": True, "predicted_peak": plan.predicted_peak + int(SLACK * extra),
                       "predicted_seconds": round(plan.predicted_seconds + cost - gain, 3)})

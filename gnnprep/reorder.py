@@ -203,6 +203,38 @@ def permute_csr(indptr: np.ndarray, indices: np.ndarray, order: np.ndarray) -> t
     return new_indptr, new_indices, inv
 
 
+@njit(parallel=True, cache=True, nogil=True)
+def _scatter_rows(indptr_block, indices_block, r0, inv, new_indptr, new_indices):
+    """Old rows r0.. (entries ``indices_block`` from global offset ``indptr_block[0]``) written, with
+    their ids mapped through ``inv``, at their new rows' places in ``new_indices``."""
+    base = indptr_block[0]
+    for i in prange(len(indptr_block) - 1):
+        q = new_indptr[inv[r0 + i]]
+        for p in range(indptr_block[i] - base, indptr_block[i + 1] - base):
+            new_indices[q] = inv[indices_block[p]]
+            q += 1
+
+
+def permute_csr_streamed(indptr: np.ndarray, read, order: np.ndarray, dtype,
+                         block_entries: int = 1 << 24) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`permute_csr` without the old column ids in memory: ``read(p0, p1)`` gives stored
+    entries p0..p1-1 (e.g. from the graph store), read in row blocks of about ``block_entries`` and
+    scattered to their new rows. In memory: the new CSR, ``inv`` and one block — so an order costs
+    no second copy of S (what lets a tight budget afford it)."""
+    n = len(order)
+    inv = np.empty(n, dtype=np.int64)
+    inv[order] = np.arange(n)
+    new_indptr = np.concatenate([[0], np.cumsum(np.diff(indptr)[order])]).astype(np.int64)
+    new_indices = np.empty(int(indptr[-1]), dtype=dtype)
+    inv_ids = inv.astype(dtype)
+    bounds = np.searchsorted(indptr, np.arange(0, int(indptr[-1]), max(1, block_entries)), side="right") - 1
+    bounds = np.unique(np.concatenate([bounds, [0, n]]))
+    for r0, r1 in zip(bounds[:-1], bounds[1:]):
+        p0, p1 = int(indptr[r0]), int(indptr[r1])
+        _scatter_rows(indptr[r0:r1 + 1], read(p0, p1), int(r0), inv_ids, new_indptr, new_indices)
+    return new_indptr, new_indices, inv
+
+
 def locality(indptr: np.ndarray, indices: np.ndarray, samples: int = 100_000, seed: int = 0) -> float:
     """Mean |u - v| / n over sampled stored entries: ~1/3 for random ids, small for local ones."""
     n = len(indptr) - 1
@@ -246,6 +278,7 @@ def warm_up(index_dtypes=(np.int32, np.int64), kinds=("community", "bfs"), find:
             near_share(ip, idx, 1, inv)
             near_share(ip, idx, 1)
         permute_csr(ip, idx, order)
+        permute_csr_streamed(ip, lambda p0, p1, idx=idx: idx[p0:p1], order, dtype)
 
 
 def near_share_windows(indptr: np.ndarray, indices, window: int, inv: np.ndarray | None = None,
