@@ -23,6 +23,7 @@ import numpy as np
 from gnnprep import kernels  # numba: compiled on first use, loaded from its cache afterwards
 from gnnprep.errors import GnnprepError
 from gnnprep.hopwriter import Gather
+from gnnprep.memory import empty_pages
 from gnnprep.operators import Operator
 from gnnprep.plan import Plan
 from gnnprep.store import GraphStore, check_ids
@@ -139,7 +140,7 @@ class HopGraph:
         if self._spare_shape is not None:
             # the reordered copy of X's first column block (or, if the order is dropped, hop 1's
             # output), faulted in while the order is still being found on the other core
-            self._spare = np.empty(self._spare_shape, dtype=np.float32)
+            self._spare = empty_pages(self._spare_shape)
             self._spare.reshape(-1)[::1024] = 0  # one write per 4 KiB page
         self._finding.join()
         self._finding = None
@@ -161,7 +162,7 @@ class HopGraph:
         buf, self._spare = self._spare, None
         if buf is not None and buf.shape == tuple(shape):
             return buf
-        return np.empty(shape, dtype=np.float32)
+        return empty_pages(shape)
 
     def operator(self, op: Operator) -> Operator:
         """``op`` with its scalings in the computation's node order."""

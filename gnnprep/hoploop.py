@@ -22,6 +22,7 @@ from gnnprep.atomic import ResumableOutput
 from gnnprep.backends import HopGraph, make_backend
 from gnnprep.directio import ALIGN
 from gnnprep.hopwriter import Gather, HopWriter
+from gnnprep.memory import empty_pages
 from gnnprep.meta import Timer
 from gnnprep.operators import make_operator
 from gnnprep.plan import Plan, Problem, column_blocks
@@ -143,7 +144,7 @@ class HopRun:
         writes overlapping hop k+1's kernels."""
         if todo[0] > 1 and self.job.out_rows is None:
             # resume: the last finished hop of this block is in the artifact
-            src = np.empty((self.n, c1 - c0), dtype=np.float32)
+            src = empty_pages((self.n, c1 - c0))
             src[:] = self.f[f"channels/{name}/{todo[0] - 1}"][:, c0:c1]
             start_k = todo[0]
         else:

@@ -69,6 +69,9 @@ class Profile:
     # the papers100M-shaped bench graph (5.55M rows, community order) against the 1M-row table
     kernel_ref_rows: int = 1_000_000
     kernel_growth: float = 0.27
+    # first touch of fresh memory (the two column buffers; VMs that return free pages to the host
+    # fault them in slowly): 2.8 GB took 0.7 s with huge pages, 1.6 s without (2026-11-23)
+    fault_bytes_per_s: float = 2.0e9
     measured: str = "built-in defaults"
 
     def spmm_seconds(self, nnz: int, rows: int, width: int) -> float:
@@ -222,7 +225,8 @@ def predict_seconds(p: Problem, prof: Profile, b: int, c: int) -> float:
     io = len(widths) * n * d * p.in_itemsize / prof.read_bytes_per_s  # chunks span all columns
     io += (p.operators * K + 1) * p.out_rows * d * p.out_itemsize / prof.write_bytes_per_s
     overhead = p.operators * K * b * len(widths) * prof.block_overhead_s
-    return compute + stream + io + overhead
+    fresh = 0.0 if p.device.startswith("cuda") else 2 * n * w * 4 / prof.fault_bytes_per_s
+    return compute + stream + io + overhead + fresh
 
 
 def choose_plan(p: Problem, budget: int, prof: Profile, baseline_rss: int = 0,

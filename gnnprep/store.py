@@ -13,6 +13,7 @@ import h5py
 import numpy as np
 
 from gnnprep.errors import GnnprepError
+from gnnprep.memory import empty_pages
 from gnnprep.meta import FORMAT_VERSIONS, Artifact, json_attr
 
 FORMAT = "gnnprep.graph"
@@ -131,7 +132,7 @@ class GraphStore(Artifact):
         Unfiltered float32 row chunks (as ingest writes them) are read raw, chunk by chunk, and their
         columns copied out: about twice as fast as HDF5's column hyperslab selection."""
         feats, n = self.features, self.num_nodes
-        xb = np.empty((n, c1 - c0), dtype=np.float32)
+        xb = empty_pages((n, c1 - c0))
         raw = feats.dtype == np.float32 and feats.chunks is not None and feats.chunks[1] == feats.shape[1] \
             and feats.compression is None and not feats.shuffle and not feats.fletcher32 and feats.scaleoffset is None
         step = feats.chunks[0] if raw else max(1, (4 << 20) // max(1, (c1 - c0) * 4))

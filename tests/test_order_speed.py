@@ -289,3 +289,14 @@ def test_a_known_order_relabels_without_loading_the_stored_ids(tmp_path, rng, mo
         with FeatureStore(tmp_path / f"plain-{rows}.h5") as a, FeatureStore(tmp_path / f"used-{rows}.h5") as b:
             for k in range(4):
                 assert a.hop(k)[:].tobytes() == b.hop(k)[:].tobytes(), (rows, k)
+
+
+def test_huge_page_buffers_are_plain_writable_arrays():
+    from gnnprep.memory import HUGE_MIN_BYTES, empty_pages
+
+    big = empty_pages((HUGE_MIN_BYTES // 4 // 8 + 1, 8))
+    big[:] = 2.0
+    assert big.dtype == np.float32 and big.flags["C_CONTIGUOUS"] and big.flags["WRITEABLE"]
+    assert float(big[-1, -1]) == 2.0 and big.shape == (HUGE_MIN_BYTES // 32 + 1, 8)
+    small = empty_pages((3, 2), np.float64)
+    assert small.dtype == np.float64 and small.shape == (3, 2)
