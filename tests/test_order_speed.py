@@ -300,3 +300,10 @@ def test_huge_page_buffers_are_plain_writable_arrays():
     assert float(big[-1, -1]) == 2.0 and big.shape == (HUGE_MIN_BYTES // 32 + 1, 8)
     small = empty_pages((3, 2), np.float64)
     assert small.dtype == np.float64 and small.shape == (3, 2)
+
+
+@pytest.mark.parametrize("size", [1, 3])
+def test_rows_longer_than_the_gather_buffer_give_the_same_order(rng, monkeypatch, size):
+    indptr, indices = _random_csr(rng, 150, 0.08)
+    monkeypatch.setattr(reorder, "PROPAGATE_BUFFER", size)
+    np.testing.assert_array_equal(reorder.community_order(indptr, indices), _reference_order(indptr, indices))
