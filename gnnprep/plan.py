@@ -298,6 +298,9 @@ def _ordered(plan: Plan, p: Problem, prof: Profile) -> tuple[Plan, bool]:
     widths = _widths(p.num_features, plan.width)
     kernel = p.operators * sum(prof.spmm_seconds(e, p.num_nodes, wj) for e in _hop_entries(p, 1) for wj in widths)
     cost = (p.num_entries + p.num_nodes) * (prof.relabel_ns_per_entry if p.order_known else prof.reorder_ns_per_entry) * 1e-9
+    # found and relabelled in a background thread while the first column block of X is read
+    # (whole row chunks: every column's bytes)
+    cost = max(0.0, cost - p.num_nodes * p.num_features * p.in_itemsize / prof.read_bytes_per_s)
     gain = kernel * (1 - prof.reorder_speedup)
     # order, inverse, stored indptr kept, new indptr; then either (order to find) labels, counts and
     # the relabelled indices beside the old, or (order known) one block of the stored ids streamed
