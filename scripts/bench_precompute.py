@@ -158,17 +158,7 @@ wall = time.perf_counter() - t0
 print(json.dumps({"wall_seconds": wall, "report": rep.to_dict()}))
 """
 
-BANDWIDTH = r"""
-import json, time, numpy as np
-a = np.ones(256 * 1024**2, dtype=np.float32)   # 1 GiB
-b = np.zeros_like(a)
-best = float("inf")
-for _ in range(3):
-    t0 = time.perf_counter()
-    np.copyto(b, a)
-    best = min(best, time.perf_counter() - t0)
-print(json.dumps({"copy_seconds": best, "bytes_per_s": 2 * a.nbytes / best}))
-"""
+BANDWIDTH = measure.COPY_BANDWIDTH  # numpy copy of 1 GiB, best of 3, in its own process
 
 # argv: repo root
 BASELINE = r"""

@@ -60,7 +60,7 @@ import numpy as np
 from numpy.lib import format as npy_format
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure import run_measured  # noqa: E402
+from measure import copy_bandwidth, run_measured  # noqa: E402
 
 FULL_NODES, FULL_EDGES = 111_059_956, 1_615_685_872
 DIM, CLASSES, COMMUNITY, INTRA, PARETO_A = 128, 172, 1_000, 0.8, 2.0
@@ -291,25 +291,17 @@ def extrapolate(res: dict) -> dict | None:
     entries = tuple(round(m * x) for x in shares)
     prob = Problem(num_nodes=n, num_entries=m, num_features=128, hops=res["hops"], out_rows=out_rows,
                    hop_entries=entries, order_known=True)
+    from gnnprep.errors import GnnprepError
+
     prof = load_profile("cpu")
-    plan = with_reorder(choose_plan(prob, res["budget"], prof), prob, prof, 0.33, "auto", res["budget"])
-    return {"linear_ingest_seconds": ing["seconds"] / f,
-            "linear_precompute_seconds": res["steps"]["precompute"]["seconds"] / f,
-            "planner": {k: plan.to_dict()[k] for k in ("a", "b", "c", "width", "s_resident", "reorder",
-                                                         "predicted_seconds", "predicted_peak")}}
-
-
-def copy_bandwidth() -> float:
-    """Bytes/s read + written by numpy copying a 1 GiB float32 array (best of 3), the roofline a
-    hop's achieved bytes/s is compared with."""
-    a = np.ones(256 * 1024**2, dtype=np.float32)
-    b = np.zeros_like(a)
-    best = float("inf")
-    for _ in range(3):
-        t0 = time.perf_counter()
-        np.copyto(b, a)
-        best = min(best, time.perf_counter() - t0)
-    return 2 * a.nbytes / best
+    out = {"linear_ingest_seconds": ing["seconds"] / f,
+           "linear_precompute_seconds": res["steps"]["precompute"]["seconds"] / f}
+    try:
+        plan = with_reorder(choose_plan(prob, res["budget"], prof), prob, prof, 0.33, "auto", res["budget"])
+    except GnnprepError as e:   # the budget cannot hold even one column of the full graph
+        return {**out, "planner": {"error": str(e)}}
+    return {**out, "planner": {k: plan.to_dict()[k] for k in ("a", "b", "c", "width", "s_resident", "reorder",
+                                                               "predicted_seconds", "predicted_peak")}}
 
 
 def summarise(args, meta: dict, budget: int, steps: dict, error: float | None) -> dict:
@@ -430,10 +422,13 @@ def print_table(res: dict) -> None:
     ex = res.get("full_papers100M")
     if ex:
         pl = ex["planner"]
+        planner = (f"the planner: {pl['error']}" if "error" in pl else
+                   f"the planner: c={pl['c']} width={pl['width']} S resident={pl['s_resident']} "
+                   f"reorder={pl['reorder']}, predicted {pl['predicted_seconds'] / 60:.1f} min, "
+                   f"peak {pl['predicted_peak'] / GiB:.1f} GiB")
         print(f"  full papers100M at this budget: measured steps x 1/fraction = ingest "
               f"{ex['linear_ingest_seconds'] / 60:.1f} min, precompute {ex['linear_precompute_seconds'] / 60:.1f} min; "
-              f"the planner: c={pl['c']} width={pl['width']} S resident={pl['s_resident']} reorder={pl['reorder']}, "
-              f"predicted {pl['predicted_seconds'] / 60:.1f} min, peak {pl['predicted_peak'] / GiB:.1f} GiB")
+              + planner)
     if res.get("train"):
         t = res["train"]
         print(f"  train sgc, {t['epochs_run']} epochs: valid acc {t['valid_acc']}, test acc {t['test_acc']}, "

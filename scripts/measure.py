@@ -22,6 +22,29 @@ sys.exit(os.waitstatus_to_exitcode(status))
 """
 
 
+# the memory-copy roofline the benchmarks compare a hop's achieved bytes/s with: numpy copying a
+# 1 GiB float32 array, best of 3, bytes read + written; run as its own process (``python -c``)
+COPY_BANDWIDTH = r"""
+import json, time, numpy as np
+a = np.ones(256 * 1024**2, dtype=np.float32)   # 1 GiB
+b = np.zeros_like(a)
+best = float("inf")
+for _ in range(3):
+    t0 = time.perf_counter()
+    np.copyto(b, a)
+    best = min(best, time.perf_counter() - t0)
+print(json.dumps({"copy_seconds": best, "bytes_per_s": 2 * a.nbytes / best}))
+"""
+
+
+def copy_bandwidth() -> float:
+    """Bytes/s of :data:`COPY_BANDWIDTH`, measured in a fresh process."""
+    import json
+
+    out = subprocess.run([sys.executable, "-c", COPY_BANDWIDTH], capture_output=True, text=True, check=True)
+    return float(json.loads(out.stdout)["bytes_per_s"])
+
+
 def run_measured(cmd: list[str], log: Path | None = None) -> dict:
     """{"seconds", "peak_rss" (bytes), "stdout"}; the command's stderr goes to ``log`` when given.
     Exits with the command's stderr if it fails."""
