@@ -74,6 +74,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_precompute  # noqa: E402
 from measure import run_measured  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,41 +85,9 @@ SPLIT_SHARES = {"train": 0.015, "valid": 0.0025, "test": 0.0025}
 ROW_CHUNK = 1 << 18
 TARGET_RATIO, TARGET_COLD_EXTRA = 2.0, 5.0
 
-# argv: graph store, K, where to save hop K ("-": nothing). One JSON line on stdout.
-PEER = r"""
-import json, sys, time, numpy as np, h5py, scipy.sparse as sp
-graph, K, save = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-t0 = time.perf_counter()
-with h5py.File(graph, "r") as f:
-    indptr = f["adj/indptr"][:]
-    indices = f["adj/indices"][:]
-    x = f["nodes/features"][:].astype(np.float32, copy=False)
-n = len(indptr) - 1
-t1 = time.perf_counter()
-a = sp.csr_matrix((np.ones(len(indices), np.float32), indices, indptr), shape=(n, n))
-a = (a + sp.identity(n, dtype=np.float32, format="csr")).tocsr()
-deg = np.asarray(a.sum(axis=1), dtype=np.float32).ravel()          # row counts + 1
-dis = deg ** np.float32(-0.5)
-s = (sp.diags(dis) @ a @ sp.diags(dis)).tocsr().astype(np.float32)
-del a
-t2 = time.perf_counter()
-hops, hop_s = [x], []
-for _ in range(K):
-    h = time.perf_counter()
-    x = s @ x
-    hops.append(x)
-    hop_s.append(time.perf_counter() - h)
-t3 = time.perf_counter()
-assert x.dtype == np.float32, x.dtype
-save_s = 0.0
-if save != "-":
-    h = time.perf_counter()
-    np.save(save, hops[-1])
-    save_s = time.perf_counter() - h
-print(json.dumps({"load_seconds": t1 - t0, "normalise_seconds": t2 - t1, "products_seconds": t3 - t2,
-                  "hop_seconds": hop_s, "save_seconds": save_s, "nnz_S": int(s.nnz),
-                  "index_dtype": str(s.indices.dtype)}))
-"""
+# the scipy recipe of OGB's papers100M sgc.py, as bench_precompute.py runs it (argv: graph store, K,
+# where to save hop K or "-"; one JSON line: load, build (the normalisation), products, save seconds)
+PEER = bench_precompute.SCIPY
 
 
 # -- generation ------------------------------------------------------------------------------------
@@ -274,7 +243,7 @@ def peer(graph: Path, save: Path | None, log: Path) -> dict:
     r = run_measured([sys.executable, "-c", PEER, str(graph), str(HOPS), str(save) if save else "-"], log=log)
     rep = json.loads(r["stdout"].splitlines()[-1])
     return {"seconds": r["seconds"], "peak_rss": r["peak_rss"], **rep,
-            "norm_products_seconds": rep["normalise_seconds"] + rep["products_seconds"],
+            "norm_products_seconds": rep["build_seconds"] + rep["products_seconds"],
             "process_seconds": r["seconds"] - rep["save_seconds"]}
 
 
@@ -290,19 +259,7 @@ def relative_error(out: Path, ref_npy: Path) -> float:
     return float(np.abs(ours - ref).max() / scale) if scale > 0 else float(np.abs(ours - ref).max())
 
 
-def cpu_idle(seconds: float = 1.0) -> float | None:
-    """Share of all cores' time idle over ``seconds`` (/proc/stat); None off Linux."""
-    def read():
-        with open("/proc/stat") as f:
-            v = [int(t) for t in f.readline().split()[1:]]
-        return v[3] + v[4], sum(v)
-    try:
-        i0, t0 = read()
-        time.sleep(seconds)
-        i1, t1 = read()
-    except (OSError, ValueError, IndexError):
-        return None
-    return round((i1 - i0) / max(1, t1 - t0), 3)
+cpu_idle = bench_precompute.cpu_idle   # share of all cores' time idle over a second (/proc/stat)
 
 
 def gib(b) -> str:
@@ -402,7 +359,7 @@ def main() -> None:
     for i, r in enumerate(rounds):
         p = r["peer"]
         print(f"  peer round {i + 1}: load {p['load_seconds']:.2f} s (not counted), normalise "
-              f"{p['normalise_seconds']:.2f} s, products {p['products_seconds']:.2f} s (hops "
+              f"{p['build_seconds']:.2f} s, products {p['products_seconds']:.2f} s (hops "
               f"{', '.join(f'{h:.2f}' for h in p['hop_seconds'])}), process wall {p['seconds']:.2f} s"
               + (f" incl. {p['save_seconds']:.2f} s saving hop 3" if p["save_seconds"] else ""))
     print(f"target: warm process >= {TARGET_RATIO}x faster than peer normalise + products: {ratio:.2f}x -> "
