@@ -307,3 +307,18 @@ def test_rows_longer_than_the_gather_buffer_give_the_same_order(rng, monkeypatch
     indptr, indices = _random_csr(rng, 150, 0.08)
     monkeypatch.setattr(reorder, "PROPAGATE_BUFFER", size)
     np.testing.assert_array_equal(reorder.community_order(indptr, indices), _reference_order(indptr, indices))
+
+
+def test_ingest_summary_reports_the_order(tmp_path, rng, monkeypatch):
+    from helpers import run
+
+    monkeypatch.setattr(reorder.IngestOrder, "WINDOW", 15)
+    from test_reorder import planted
+
+    indptr, indices, _ = planted(rng, groups=6, size=30, cross=3)
+    rows = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+    np.save(tmp_path / "e.npy", np.stack([rows, indices]))
+    res = run(["ingest", tmp_path / "e.npy", "--num-nodes", len(indptr) - 1, "-o", tmp_path / "g.h5"])
+    assert res.exit_code == 0 and "node order: community" in res.output
+    res = run(["ingest", tmp_path / "e.npy", "--num-nodes", len(indptr) - 1, "--order", "none", "-o", tmp_path / "n.h5"])
+    assert res.exit_code == 0 and "node order" not in res.output
