@@ -135,39 +135,23 @@ def _group_by_label(label):
 PROPAGATE_BUFFER = 1 << 16   # neighbour labels gathered per step (a row's, unless it is longer)
 
 
-def community_labels(n: int, passes, sweeps: int = 2) -> np.ndarray:
-    """Label-propagation labels of n nodes: ``sweeps`` times, :func:`_propagate` over the row blocks
-    that ``passes()`` yields as (r0, indptr_block, indices_block), in row order (one block when the
-    CSR is in memory, many when it is streamed from a store: the labels are the same either way)."""
-    label = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
-    count = np.zeros(n, dtype=np.int32)
-    buf = np.empty(PROPAGATE_BUFFER, dtype=label.dtype)
-    for _ in range(sweeps):
-        for r0, indptr_block, indices_block in passes():
-            _propagate(indptr_block, indices_block, r0, label, count, buf)
-    return label
+def row_blocks(indptr: np.ndarray, lo: int, hi: int, entries: int) -> list[tuple[int, int]]:
+    """Rows lo..hi-1 cut into contiguous blocks where each new block starts at the row holding the
+    next multiple of ``entries`` stored entries: at most ``entries`` beyond a block's first row."""
+    cuts = np.searchsorted(indptr[lo:hi + 1], np.arange(indptr[lo], indptr[hi], max(1, entries)), side="right") - 1
+    bounds = np.unique(np.concatenate([cuts + lo, [lo, hi]]))
+    return [(int(r0), int(r1)) for r0, r1 in zip(bounds[:-1], bounds[1:])]
 
 
 def community_order(indptr: np.ndarray, indices: np.ndarray, sweeps: int = 2) -> np.ndarray:
     """Nodes grouped by label-propagation community (stable in id order inside a community)."""
     n = len(indptr) - 1
-    return _group_by_label(community_labels(n, lambda: [(0, indptr, indices)], sweeps))
-
-
-def streamed_community_order(indptr: np.ndarray, indices_ds, block_entries: int, sweeps: int = 2) -> np.ndarray:
-    """:func:`community_order` of a CSR whose column ids are read from ``indices_ds`` (an HDF5
-    dataset, or any array) in row blocks of about ``block_entries`` entries: out of core, only
-    ``indptr``, the labels and one block in memory. Blocks are read once when they all fit."""
-    n = len(indptr) - 1
-    bounds = np.unique(np.searchsorted(indptr, np.arange(0, int(indptr[-1]) + block_entries, block_entries)))
-    bounds = np.unique(np.clip(np.concatenate([[0], bounds, [n]]), 0, n))
-
-    def passes():
-        for r0, r1 in zip(bounds[:-1], bounds[1:]):
-            ip = indptr[r0:r1 + 1]
-            yield int(r0), ip, np.asarray(indices_ds[int(ip[0]):int(ip[-1])])
-
-    return _group_by_label(community_labels(n, passes, sweeps))
+    label = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
+    count = np.zeros(n, dtype=np.int32)
+    buf = np.empty(PROPAGATE_BUFFER, dtype=label.dtype)
+    for _ in range(sweeps):
+        _propagate(indptr, indices, 0, label, count, buf)
+    return _group_by_label(label)
 
 
 @njit(cache=True, nogil=True)
@@ -244,9 +228,7 @@ def permute_csr_streamed(indptr: np.ndarray, read, order: np.ndarray, dtype,
     new_indptr = np.concatenate([[0], np.cumsum(np.diff(indptr)[order])]).astype(np.int64)
     new_indices = np.empty(int(indptr[-1]), dtype=dtype)
     inv_ids = inv.astype(dtype)
-    bounds = np.searchsorted(indptr, np.arange(0, int(indptr[-1]), max(1, block_entries)), side="right") - 1
-    bounds = np.unique(np.concatenate([bounds, [0, n]]))
-    for r0, r1 in zip(bounds[:-1], bounds[1:]):
+    for r0, r1 in row_blocks(indptr, 0, n, block_entries):
         p0, p1 = int(indptr[r0]), int(indptr[r1])
         _scatter_rows(indptr[r0:r1 + 1], read(p0, p1), int(r0), inv_ids, new_indptr, new_indices)
     return new_indptr, new_indices, inv
@@ -408,9 +390,7 @@ class IngestOrder:
     def _blocks(self, indptr, lo: int, hi: int):
         """(r0, indptr block, indices block) of rows lo..hi-1 in blocks of about ``_block`` entries."""
         ds = self._group["indices"]
-        bounds = np.searchsorted(indptr[lo:hi + 1], np.arange(indptr[lo], indptr[hi], self._block), side="right") - 1
-        bounds = np.unique(np.concatenate([bounds + lo, [lo, hi]]))
-        for r0, r1 in zip(bounds[:-1], bounds[1:]):
+        for r0, r1 in row_blocks(indptr, lo, hi, self._block):
             p0, p1 = int(indptr[r0]), int(indptr[r1])
             if self._kept is not None and self._kept_upto >= p1:
                 yield int(r0), indptr[r0:r1 + 1], self._kept[p0:p1]

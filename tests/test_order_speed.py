@@ -45,14 +45,17 @@ def test_community_order_matches_the_plain_definition(rng, trial):
 
 
 @pytest.mark.parametrize("block", [1, 7, 64, 10**6])
-def test_streamed_order_equals_the_in_memory_one(tmp_path, rng, block):
-    """Out of core (row blocks read from an HDF5 dataset) gives the same order as in memory."""
-    indptr, indices = _random_csr(rng, 500, 0.02)
-    with h5py.File(tmp_path / "i.h5", "w") as f:
-        f.create_dataset("indices", data=indices, chunks=(16,))
-    with h5py.File(tmp_path / "i.h5") as f:
-        streamed = reorder.streamed_community_order(indptr, f["indices"], block)
-    np.testing.assert_array_equal(streamed, reorder.community_order(indptr, indices))
+def test_row_blocks_cover_the_rows_in_blocks_of_about_the_entries(rng, block):
+    """The row blocks every streamed pass uses (the ingest order's sweeps, the streamed relabel):
+    contiguous, covering lo..hi-1, each at most ``block`` entries beyond its first row.
+    (That a streamed order equals the in-memory one: test_the_ingest_order_follows_the_rows...)"""
+    indptr, _ = _random_csr(rng, 500, 0.02)
+    for lo, hi in [(0, 500), (37, 411), (100, 101)]:
+        blocks = reorder.row_blocks(indptr, lo, hi, block)
+        assert blocks[0][0] == lo and blocks[-1][1] == hi
+        assert all(a1 == b0 for (_, a1), (b0, _) in zip(blocks, blocks[1:]))
+        for r0, r1 in blocks:
+            assert r1 > r0 and indptr[r1] - indptr[r0 + 1] <= block
 
 
 def test_group_by_label_is_a_stable_argsort(rng):
