@@ -96,10 +96,14 @@ class GraphStore(Artifact):
 
     def indptr(self) -> np.ndarray:
         """``/adj/indptr``, checked: n+1 entries, from 0, non-decreasing, ending at m (a corrupt array
-        would otherwise send the kernels out of bounds)."""
-        ip = self.f["adj/indptr"][:].astype(np.int64, copy=False)
-        check_indptr(ip, self.num_nodes, self.num_edges, f"{self.path}: /adj/indptr")
-        return ip
+        would otherwise send the kernels out of bounds). Read and checked once per open store (a
+        precompute asks for it to plan, to estimate locality and to compute: 888 MB at papers100M);
+        callers must not modify it."""
+        if getattr(self, "_indptr", None) is None:
+            ip = self.f["adj/indptr"][:].astype(np.int64, copy=False)
+            check_indptr(ip, self.num_nodes, self.num_edges, f"{self.path}: /adj/indptr")
+            self._indptr = ip
+        return self._indptr
 
     def indices(self, start: int = 0, stop: int | None = None) -> np.ndarray:
         """``/adj/indices[start:stop]`` as int64, checked to lie in [0, n)."""
