@@ -34,18 +34,12 @@ def scatter_keys(src, dst, n, rows_per_bucket, symmetrize, counts, out):
     for b in range(len(counts)):
         pos[b] = total
         total += counts[b]
-    for i in range(m):
-        s, d = src[i], dst[i]
-        if s != d:
-            b = d // rows_per_bucket
-            out[pos[b]] = d * n + s
-            pos[b] += 1
-    if symmetrize:
+    for reverse in range(2 if symmetrize else 1):   # all forward keys, then all reverse ones
         for i in range(m):
-            s, d = src[i], dst[i]
+            s, d = (dst[i], src[i]) if reverse else (src[i], dst[i])
             if s != d:
-                b = s // rows_per_bucket
-                out[pos[b]] = s * n + d
+                b = d // rows_per_bucket
+                out[pos[b]] = d * n + s
                 pos[b] += 1
     return loops, total
 
