@@ -111,15 +111,10 @@ def mag(t, edit=None):
     return truth.path
 
 
-def _symlink(t, target, name):
+def _link(t, target, name, hard=False):
+    """A symbolic (or hard) link ``name`` to ``target`` in the inputs folder."""
     link = _in(t) / name
-    link.symlink_to(target)
-    return link
-
-
-def _hardlink(t, target, name):
-    link = _in(t) / name
-    os.link(target, link)
+    os.link(target, link) if hard else link.symlink_to(target)
     return link
 
 
@@ -143,9 +138,9 @@ CASES = {
                              1, INPUT),
     "f1_out_is_ogb_member": (lambda t: [p := arxiv(t), "-o", p / "raw" / "edge.csv.gz"], 1, INPUT),
     "f1_out_is_store_source": (lambda t: [p := store(t), "-o", p], 1, INPUT),
-    "f1_out_symlink_to_input": (lambda t: [p := txt(t), "-o", _symlink(t, p, "link.h5")], 1, INPUT),
-    "f1_out_hardlink_to_input": (lambda t: [p := txt(t), "-o", _hardlink(t, p, "hard.h5")], 1, INPUT),
-    "f1_out_hardlink_to_store": (lambda t: [p := store(t), "-o", _hardlink(t, p, "hard.h5")], 1, INPUT),
+    "f1_out_symlink_to_input": (lambda t: [p := txt(t), "-o", _link(t, p, "link.h5")], 1, INPUT),
+    "f1_out_hardlink_to_input": (lambda t: [p := txt(t), "-o", _link(t, p, "hard.h5", hard=True)], 1, INPUT),
+    "f1_out_hardlink_to_store": (lambda t: [p := store(t), "-o", _link(t, p, "hard.h5", hard=True)], 1, INPUT),
     # 3. sparse huge ids: a clear error before anything of that size is allocated
     "f3_sparse_huge_id": (lambda t: [txt(t, "0 1\n1 2147483653\n"), "--memory-budget", "1GiB"], 1,
                           r"e\.txt: the largest node id 2147483653 implies 2,147,483,654 nodes .*needs 16\.0 GiB"
