@@ -64,5 +64,5 @@ def ingest(source, output, directed, memory_budget, root, download, split, index
         f"read {r.edges_read:,} edges; dropped {r.self_loops_dropped:,} self-loops and "
         f"{r.duplicates_dropped:,} duplicates; {r.seconds:.1f} s",
     ] + ([f"node order: community, entries within 4,096 ids of their row {r.order['near_share_before']:.0%} -> "
-          f"{r.order['near_share_after']:.0%} (found in {r.order['seconds']:.1f} s beside the rest; "
+          f"{r.order['near_share_after']:.0%} (found beside the rest in {r.order['cpu_seconds']:.1f} s of CPU; "
           f"{r.order['waited_seconds']:.1f} s waited)"] if r.order else []))

@@ -145,7 +145,7 @@ def describe_graph(path: Path, block: int = 1 << 22) -> dict:
         order = g.f.get("order/community")
         out["node_order"] = None if order is None else {
             "kind": "community", **{k: float(order.attrs[k]) for k in ("near_share_before", "near_share_after",
-                                                                      "seconds") if k in order.attrs}}
+                                                                      "seconds", "cpu_seconds") if k in order.attrs}}
         return out
 
 

@@ -70,7 +70,7 @@ class IngestReport:
     duplicates_dropped: int
     seconds: float
     warnings: tuple[str, ...] = ()
-    order: dict | None = None            # {"kind", "near_share_before", "near_share_after", "seconds", "waited_seconds"}
+    order: dict | None = None            # {"kind", "near_share_before", "near_share_after", "seconds", "cpu_seconds", "waited_seconds"}
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -38,6 +38,8 @@ from pathlib import Path
 import numpy as np
 from numba import njit, prange
 
+from gnnprep.prefetch import prefetch
+
 ORDER_FORMAT = "gnnprep.order"
 ORDER_FORMAT_VERSION = 1
 
@@ -77,6 +79,10 @@ def _relabel(indptr, indices, order, inv, new_indptr, new_indices):
             q += 1
 
 
+LABEL_AHEAD = 128   # entries ahead whose neighbour label is prefetched (a few rows of ~30)
+COUNT_AHEAD = 48    # entries ahead whose label's count is prefetched (its label is cached by then)
+
+
 @njit(cache=True, nogil=True)
 def _propagate(indptr_block, indices_block, r0, label, count, buf):
     """One asynchronous label-propagation pass over rows r0 .. r0 + len(indptr_block) - 2 (their
@@ -86,9 +92,13 @@ def _propagate(indptr_block, indices_block, r0, label, count, buf):
 
     A row's neighbour labels are first gathered into ``buf`` (independent loads the CPU overlaps),
     then counted, and the counts reset from ``buf``: about 30% faster than counting as they are
-    loaded and re-reading them to reset (5.6M nodes, 154M entries), with the same labels."""
+    loaded and re-reading them to reset (5.6M nodes, 154M entries), with the same labels. While
+    entry p is gathered, the label of entry p + LABEL_AHEAD and the count of entry p + COUNT_AHEAD's
+    label are prefetched (both arrays are n long and miss the cache on large graphs): about 1.8x
+    faster again, the same labels (a prefetch changes no value)."""
     base = indptr_block[0]
     size = len(buf)
+    m_all = len(indices_block)
     for i in range(len(indptr_block) - 1):
         v = r0 + i
         p0, p1 = indptr_block[i] - base, indptr_block[i + 1] - base
@@ -97,7 +107,12 @@ def _propagate(indptr_block, indices_block, r0, label, count, buf):
         for q0 in range(p0, p1, size):
             m = min(size, p1 - q0)
             for t in range(m):
-                buf[t] = label[indices_block[q0 + t]]
+                p = q0 + t
+                if p + LABEL_AHEAD < m_all:
+                    prefetch(label, indices_block[p + LABEL_AHEAD])
+                if p + COUNT_AHEAD < m_all:
+                    prefetch(count, label[indices_block[p + COUNT_AHEAD]])
+                buf[t] = label[indices_block[p]]
             for t in range(m):
                 lab = buf[t]
                 c = count[lab] + 1
@@ -403,7 +418,7 @@ class IngestOrder:
 
     def _run(self) -> None:
         try:
-            t0 = time.perf_counter()
+            t0, cpu0 = time.perf_counter(), time.thread_time()
             n = self.n
             indptr = np.zeros(n + 1, dtype=np.int64)
             label = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
@@ -421,7 +436,8 @@ class IngestOrder:
                 for r0, ip, idx in self._blocks(indptr, 0, n):
                     _propagate(ip, idx, r0, label, count, buf)
             del count
-            self._found = (_group_by_label(label), indptr, time.perf_counter() - t0)
+            order = _group_by_label(label)
+            self._found = (order, indptr, time.perf_counter() - t0, time.thread_time() - cpu0)
         except Exception as e:  # noqa: BLE001 - an order is optional; reported, never fatal
             self._found = e
 
@@ -433,16 +449,17 @@ class IngestOrder:
         self._thread.join()
         if isinstance(self._found, Exception):
             return {"error": f"{type(self._found).__name__}: {self._found}"}
-        order, indptr, seconds = self._found
+        order, indptr, seconds, cpu_seconds = self._found
         self._found = self._kept = None
         inv = np.empty(len(order), dtype=np.int64)
         inv[order] = np.arange(len(order))
         indices = f["adj/indices"]
         info = {"near_share_before": round(near_share_windows(indptr, indices, self.WINDOW), 4),
                 "near_share_after": round(near_share_windows(indptr, indices, self.WINDOW, inv), 4),
-                "seconds": round(seconds, 3)}
+                "seconds": round(seconds, 3), "cpu_seconds": round(cpu_seconds, 3)}
         write_to_store(f, "community", order, info)
-        # seconds: the search's own time (in the background); waited_seconds: the wall time it added
+        # seconds: the search thread's lifetime (it waits for rows while the CSR is written);
+        # cpu_seconds: the processor time it used; waited_seconds: the wall time it added
         return {"kind": "community", **info, "waited_seconds": round(time.perf_counter() - t0, 3)}
 
 

@@ -340,8 +340,9 @@ def summarise(args, meta: dict, budget: int, steps: dict, error: float | None) -
         ing_order = (steps.get("ingest", {}).get("report") or {}).get("order") or {}
         # the order's cost wherever it was paid: found at ingest (kept in the store), or in this run
         found = ro.get("found_seconds") if ro.get("found_in") == "store" else ro.get("seconds")
-        if ro.get("found_in") == "store" and ing_order.get("seconds") is not None:
-            found = ing_order["seconds"]
+        if ro.get("found_in") == "store" and ing_order.get("cpu_seconds") is not None:
+            found = ing_order["cpu_seconds"]   # the search thread's processor time (it also waits for rows)
+            pc["order_thread_seconds"] = ing_order["seconds"]
         if ro.get("found_in") == "store" and ing_order.get("waited_seconds") is not None:
             pc["order_added_to_ingest_seconds"] = ing_order["waited_seconds"]
             pc["order_added_over_full_hop"] = ing_order["waited_seconds"] / rep["hop_seconds"][1]
@@ -404,7 +405,8 @@ def print_table(res: dict) -> None:
         ro = pc["reorder"]
         if ro:
             print(f"  node order: kind={ro.get('kind')} used={ro.get('used')} loaded/relabelled in "
-                  f"{ro.get('seconds')} s; found at {pc.get('order_found_in')} in {pc.get('order_seconds')} s; "
+                  f"{ro.get('seconds')} s; found at {pc.get('order_found_in')} in {pc.get('order_seconds')} s of CPU"
+                  f"{' (thread lived ' + str(pc['order_thread_seconds']) + ' s)' if 'order_thread_seconds' in pc else ''}; "
                   f"near_share {ro.get('near_share_before')} -> {ro.get('near_share_after')}; order / hop 1 (full) = "
                   f"{pc.get('reorder_over_full_hop', float('nan')):.2f}, order / mean hop = "
                   f"{pc.get('reorder_over_hop', float('nan')):.2f}")
