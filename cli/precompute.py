@@ -38,6 +38,9 @@ def _parse_operators(text: str) -> tuple[str, ...]:
 @budget_option("Memory for S and X blocks (default: free device memory, or half the free RAM on CPU).")
 @click.option("--rows", type=click.Choice(["all", "labeled"]), default="all", show_default=True, help="Store every node, or the union of the splits.")
 @click.option("--dtype", type=click.Choice(["float32", "float16"]), default="float32", show_default=True)
+@click.option("--normalize-features", type=click.Choice(["none", "row"]), default="none", show_default=True,
+              help="row: scale each row of X to unit L1 norm before propagation (the SGC/GCN/PyG convention); "
+                   "recorded in the artifact.")
 @device_option()
 @click.option("--hag", "hag_path", default=None, type=click.Path(dir_okay=False),
               help="Aggregate through this HAG (from gnnprep hag on the same graph; CPU), or auto: use "
@@ -54,8 +57,8 @@ def _parse_operators(text: str) -> tuple[str, ...]:
 @click.option("--root", default=None, help="Folder holding ogbn_<name>/ data sets.")
 @json_option
 @quiet_option
-def precompute(dataset, output, hops, operators, blocks, memory_budget, rows, dtype, device, hag_path, hdg_path,
-               hdg_reduce, reorder, dry_run, cache_dir, root, as_json, quiet):
+def precompute(dataset, output, hops, operators, blocks, memory_budget, rows, dtype, normalize_features, device,
+               hag_path, hdg_path, hdg_reduce, reorder, dry_run, cache_dir, root, as_json, quiet):
     """Write hop features S^k X (k = 0..K) of DATASET, block-wise within a memory budget."""
     from gnnprep.ingest import IngestConfig, ensure_graph_store
     from gnnprep.precompute import precompute as run_precompute
@@ -67,7 +70,8 @@ def precompute(dataset, output, hops, operators, blocks, memory_budget, rows, dt
         store = ensure_graph_store(dataset, IngestConfig(source=SourceOptions(root=root)), cache_dir, progress)
         config = PrecomputeConfig(hops=hops, operators=operators, rows=rows, dtype=dtype, device=device,
                                   memory_budget=memory_budget, blocks=blocks, dry_run=dry_run, hag=hag_path,
-                                  reorder=reorder, hdg=hdg_path, hdg_reduce=hdg_reduce)
+                                  reorder=reorder, hdg=hdg_path, hdg_reduce=hdg_reduce,
+                                  normalize_features=normalize_features)
         report = run_precompute(store, output, config, progress, command=" ".join(["gnnprep"] + sys.argv[1:]),
                                 warn=lambda message: warn(quiet, message))
     finally:

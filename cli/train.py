@@ -31,32 +31,40 @@ def _fresh_run_dir(model: str) -> str:
 @click.argument("features", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", "run_dir", default=None, type=click.Path(),
               help="Run folder for metrics.json, model.pt, checkpoint.pt, curves.png (default: runs/<model>-<time>).")
-@click.option("--hops", type=click.IntRange(min=0), default=None, help="K (default: every hop in FEATURES).")
+@click.option("--hops", type=click.IntRange(min=0), default=None,
+              help="K (default: small regime the model's paper K, at most FEATURES'; large regime every hop).")
 @click.option("--operator", "operators", default=None, help="Channels to read, comma-separated (default: the first; sign: all).")
-@click.option("--hidden", type=int, default=_D.hidden, show_default=True, callback=parsed_by(CHECKS["hidden"]),
-              help="Hidden width (at most 2^20; a model that cannot fit the device's free memory is refused).")
+@click.option("--hidden", type=int, default=None, callback=parsed_by(CHECKS["hidden"]),
+              help="Hidden width (default: 64 small regime, 256 large; at most 2^20; a model that cannot fit the "
+                   "device's free memory is refused).")
 @click.option("--layers", type=int, default=None, callback=parsed_by(int_check("--layers", 1, MAX_LAYERS)),
-              help=f"MLP layers, 1..{MAX_LAYERS} (default: lc-gprgnn 4, lc-gcn/sign/mlp 2; sgc 1 and lc-jknet one per hop, fixed).")
-@click.option("--dropout", type=float, default=_D.dropout, show_default=True, callback=parsed_by(CHECKS["dropout"]))
-@click.option("--input-dropout", type=float, default=_D.input_dropout, show_default=True,
-              callback=parsed_by(CHECKS["input_dropout"]))
+              help=f"MLP layers, 1..{MAX_LAYERS} (default: lc-gprgnn 4 (small regime 2), lc-gcn/mlp 2, sign 2 (small 1); "
+                   "sgc 1 and lc-jknet one per hop, fixed).")
+@click.option("--dropout", type=float, default=None, callback=parsed_by(CHECKS["dropout"]),
+              help="Default 0.5 (sgc small regime 0).")
+@click.option("--input-dropout", type=float, default=None, callback=parsed_by(CHECKS["input_dropout"]),
+              help="Default 0 (sign small regime 0.6).")
 @click.option("--alpha", type=float, default=_D.alpha, show_default=True, callback=parsed_by(CHECKS["alpha"]),
               help="lc-gprgnn: γ_k initialised α(1−α)^k.")
 @click.option("--dprate", type=float, default=_D.dprate, show_default=True, callback=parsed_by(CHECKS["dprate"]),
               help="lc-gprgnn: dropout on each hop's MLP output.")
 @click.option("--pool", type=click.Choice(["concat", "max"]), default=_D.pool, show_default=True, help="lc-jknet pooling.")
-@click.option("--lr", type=float, default=_D.lr, show_default=True, callback=parsed_by(CHECKS["lr"]))
-@click.option("--weight-decay", type=float, default=_D.weight_decay, show_default=True,
-              callback=parsed_by(CHECKS["weight_decay"]))
-@click.option("--batch-size", type=click.IntRange(min=1), default=_D.batch_size, show_default=True)
+@click.option("--lr", type=float, default=None, callback=parsed_by(CHECKS["lr"]), help="Default 0.01 (sgc small regime 0.2).")
+@click.option("--weight-decay", type=float, default=None, callback=parsed_by(CHECKS["weight_decay"]),
+              help="Default: small regime 5e-4 (sgc 5e-5), large 0.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=None,
+              help="Default: small regime every training row at once, large 4096.")
 @click.option("--eval-batch-size", type=click.IntRange(min=1), default=_D.eval_batch_size, show_default=True)
-@click.option("--epochs", type=click.IntRange(min=1), default=_D.epochs, show_default=True)
-@click.option("--patience", type=click.IntRange(min=0), default=_D.patience, show_default=True,
-              help="Stop after this many epochs without a better validation score (0: never).")
+@click.option("--epochs", type=click.IntRange(min=1), default=None,
+              help="Default: small regime 1000 (sgc 100), large 2000.")
+@click.option("--patience", type=click.IntRange(min=0), default=None,
+              help="Stop after this many epochs without a better validation score (0: never; default: small regime "
+                   "100 (sgc 0), large 300).")
 @click.option("--select", type=click.Choice(["loss", "acc"]), default=_D.select, show_default=True,
               help="Best epoch by validation loss or accuracy.")
-@click.option("--normalize-features", type=click.Choice(list(NORMALIZE)), default=_D.normalize_features,
-              show_default=True, help="Scale each row of each hop to unit L1 (row) or L2 norm.")
+@click.option("--normalize-features", type=click.Choice(list(NORMALIZE)), default=None,
+              help="Scale each row of each hop to unit L1 (row) or L2 norm (default: small regime row, unless "
+                   "precompute normalised X; large none).")
 @click.option("--recompute", is_flag=True, help="Recompute hidden activations in backward (less memory, more compute).")
 @budget_option("Memory for features held in RAM; above it, batches stream from HDF5 (default: half the free RAM).")
 @device_option(_D.device)
@@ -111,6 +119,8 @@ def train(model, features, run_dir, hops, operators, hidden, layers, dropout, in
     lines = [f"{model}: test accuracy {pct(s['test_acc'], s['test_acc_std'])}, valid {pct(s['valid_acc'], s['valid_acc_std'])} "
              f"({s['runs']} run{'s' if s['runs'] > 1 else ''}, {s['evaluator']} evaluator)",
              f"best epoch {s['best_epoch']}, {s['epochs_run']} epochs, {s['seconds']:.1f} s on {s['device']}, features {data}",
+             f"{s['regime']} regime; defaults used: "
+             + (", ".join(f"{k.replace('_', '-')} {v}" for k, v in s["defaults"].items()) or "none (all given)"),
              f"run folder {s['run_dir']}"]
     emit(as_json, s, lines)
 

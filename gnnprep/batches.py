@@ -35,6 +35,7 @@ from gnnprep.errors import GnnprepError
 from gnnprep.features import FeatureStore
 from gnnprep.meta import file_fingerprint
 from gnnprep.models import ModelSpec, training_bytes, views
+from gnnprep.regimes import resolve
 from gnnprep.sizes import available_ram, format_size
 from gnnprep.trainconfig import MAX_CLASSES, TrainConfig
 
@@ -251,6 +252,9 @@ class Data:
     evaluator: str
     feature_bytes: int
     budget: int
+    config: TrainConfig                     # the run's config, every regime default filled in
+    regime: str                             # small | large (gnnprep.regimes)
+    defaults: dict                          # the values the regime filled in
 
 
 def _evaluator_name(store: FeatureStore, choice: str) -> str:
@@ -330,11 +334,12 @@ def open_data(path, config: TrainConfig, progress=None) -> Data:
         rows = store.rows
         labels_all = store.labels()
         K_file = store.hops
-        K = K_file if config.hops is None else config.hops
+        positions = store.split_positions(rows)
+        config, regime, defaults = resolve(config, len(positions["train"]), K_file, store.normalized == "row")
+        K = config.hops
         if not 0 <= K <= K_file:
             raise GnnprepError(f"--hops {K}: {path} holds hops 0..{K_file}")
         ops = _select_operators(store, config)
-        positions = store.split_positions(rows)
         held = np.unique(np.concatenate(list(positions.values())))
         labels = _take(labels_all, held)
         num_classes = _num_classes(store, labels)
@@ -362,4 +367,5 @@ def open_data(path, config: TrainConfig, progress=None) -> Data:
         window = window_rows_for(budget, row_bytes, config.batch_size, config.prefetch)
         loader = StreamingBatches(path, datasets, held, labels, device, window, config.prefetch)
     return Data(loader=loader, splits=splits, spec=spec, views=model_views, fingerprint=fingerprint,
-                evaluator=evaluator, feature_bytes=feature_bytes, budget=budget)
+                evaluator=evaluator, feature_bytes=feature_bytes, budget=budget, config=config, regime=regime,
+                defaults=defaults)

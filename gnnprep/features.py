@@ -154,6 +154,11 @@ class FeatureStore(Artifact):
         return str(self.f.attrs.get("graph_fingerprint", ""))
 
     @property
+    def normalized(self) -> str:
+        """How X was normalised before propagation (``precompute --normalize-features``): none or row."""
+        return str(self.f.attrs.get("normalize_features", "none"))
+
+    @property
     def provenance_text(self) -> str:
         return str(self.f.attrs.get("provenance", ""))
 

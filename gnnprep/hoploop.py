@@ -62,6 +62,7 @@ class HopRun:
         self.store, self.out, self.job, self.progress = store, out, job, progress
         self.command, self.t_start = command, t_start
         self.config, self.plan = job.config, job.plan
+        self._row_l1 = None   # row sums of |X| (normalize_features="row"), found on first use
         self.n, self.d = store.features.shape
         self.r = self.n if job.out_rows is None else len(job.out_rows)
         self.timer = Timer()
@@ -269,8 +270,17 @@ class HopRun:
         return self._parts
 
     def _load_x(self, c0: int, c1: int) -> np.ndarray:
+        """X[:, c0:c1], row-normalised with ``normalize_features="row"`` (X_i / Σ_j |X_ij|, the
+        row sums over all d columns found once; zero rows stay zero), as GCN (Kipf & Welling 2017),
+        SGC (Wu et al. 2019) and PyG's NormalizeFeatures do before propagating (PyG also clamps the
+        sum to at least 1; here no row is scaled up or down by anything but its own L1 norm)."""
         t0 = time.perf_counter()
         xb = self.store.feature_columns(c0, c1)
+        if self.config.normalize_features == "row":
+            if self._row_l1 is None:
+                l1 = self.store.feature_row_l1()
+                self._row_l1 = np.where(l1 > 0, l1, 1.0).astype(np.float32)
+            np.divide(xb, self._row_l1[:, None], out=xb)
         self.hop_seconds[0] += time.perf_counter() - t0
         return xb
 
@@ -316,6 +326,7 @@ class HopRun:
         }
         fa.write_root(self.f, provenance, self.store, config.hops, tuple(config.operators), job.hdg_channels,
                       self.plan.to_dict(), config.rows, config.dtype)
+        self.f.attrs["normalize_features"] = config.normalize_features
 
     def _report(self) -> PrecomputeReport:
         config = self.config

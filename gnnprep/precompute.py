@@ -173,6 +173,8 @@ def _run_key(store: GraphStore, job: Job) -> str:
         contents = identity(store.path)
     parts = [store.fingerprint, contents, c.hops, list(c.operators), c.rows, c.dtype, identity(job.hag_path),
              [identity(c.hdg), c.hdg_reduce] if c.hdg else None]
+    if c.normalize_features != "none":
+        parts.append(c.normalize_features)   # (absent when none: keys of earlier partial outputs still match)
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
 

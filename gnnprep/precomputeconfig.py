@@ -12,6 +12,7 @@ REORDER_MODES = ("auto", "none", "community", "bfs")
 ROWS = ("all", "labeled")
 DTYPES = ("float32", "float16")
 HDG_REDUCE = ("mean", "sum")
+NORMALIZE_X = ("none", "row")
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class PrecomputeConfig:
     hag: str | None = None                 # a hag.h5 for the graph, or auto (see plan.choose_hag); CPU
     hdg: str | None = None                 # an hdg.h5 for the graph: its channels of every hop
     hdg_reduce: str = "mean"               # mean | sum at the HDG's instance levels
+    normalize_features: str = "none"       # row: X_i / sum_j |X_ij| before propagation (SGC, GCN, PyG)
     dry_run: bool = False
 
     def check(self) -> None:
@@ -42,6 +44,8 @@ class PrecomputeConfig:
             raise GnnprepError(f"--rows {self.rows!r}: expected all or labeled")
         if self.reorder not in REORDER_MODES:
             raise GnnprepError(f"--reorder {self.reorder!r}: expected one of {', '.join(REORDER_MODES)}")
+        if self.normalize_features not in NORMALIZE_X:
+            raise GnnprepError(f"--normalize-features {self.normalize_features!r}: expected none or row")
         if self.hdg is not None and self.hdg_reduce not in HDG_REDUCE:
             raise GnnprepError(f"--hdg-reduce {self.hdg_reduce!r}: expected mean or sum")
 

@@ -153,6 +153,15 @@ class GraphStore(Artifact):
                 raise GnnprepError(f"{self.path}: /nodes/features has non-finite values in rows {s}..{e - 1}")
         return xb
 
+    def feature_row_l1(self) -> np.ndarray:
+        """Σ_j |X_ij| per row [n] (float64), read in row chunks: one pass over X."""
+        feats, n = self.features, self.num_nodes
+        step = feats.chunks[0] if feats.chunks is not None else max(1, (4 << 20) // max(1, 4 * feats.shape[1]))
+        out = np.empty(n, dtype=np.float64)
+        for s in range(0, n, step):
+            out[s:s + step] = np.abs(feats[s:s + step]).sum(axis=1, dtype=np.float64)
+        return out
+
     @staticmethod
     def _raw_chunk_columns(feats, s: int, e: int, c0: int, c1: int, xb: np.ndarray) -> bool:
         """xb[s:e] = columns c0:c1 of the raw chunk starting at row s; False (nothing read) when the

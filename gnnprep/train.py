@@ -65,6 +65,8 @@ class TrainReport:
     evaluator: str
     seconds: float
     saved_run: int                          # the run whose best state is in model.pt
+    regime: str = "large"                   # gnnprep.regimes: small | large
+    defaults: dict = field(default_factory=dict)   # the settings the regime filled in
 
     def summary(self) -> dict:
         va = np.array([r.valid_acc for r in self.runs])
@@ -79,7 +81,7 @@ class TrainReport:
             "test_acc_std": None if np.isnan(te).any() else float(te.std(ddof=ddof)),
             "epochs_run": int(sum(r.epochs_run for r in self.runs)),
             "seconds": round(self.seconds, 3), "device": self.device, "streaming": self.streaming,
-            "evaluator": self.evaluator,
+            "evaluator": self.evaluator, "regime": self.regime, "defaults": self.defaults,
             "per_run": [r.to_dict(history=False) for r in self.runs],
         }
 
@@ -327,6 +329,7 @@ def train(features, run_dir, config: TrainConfig, progress=None, resume: bool = 
     if config.threads:
         torch.set_num_threads(config.threads)
     data = open_data(features, config, progress)
+    config = data.config   # every setting left unset is filled from the artifact's regime
     if ck is not None:
         _check_resumable(ck, config, data, run_dir)
     created = not run_dir.exists()
@@ -361,7 +364,8 @@ def _train_runs(run_dir: Path, data, config: TrainConfig, ck, progress, t_start:
     saved = min(range(config.runs), key=key)
     report = TrainReport(run_dir=str(run_dir), model=config.model, runs=tuple(finished[:config.runs]),
                          device=str(device), streaming=data.loader.streaming, evaluator=data.evaluator,
-                         seconds=time.perf_counter() - t_start, saved_run=saved)
+                         seconds=time.perf_counter() - t_start, saved_run=saved, regime=data.regime,
+                         defaults=data.defaults)
     best = finished[saved]
     _save({"format": "gnnprep.model", "format_version": 1, "state_dict": done.best_states[saved],
            "config": _config_dict(config), "spec": dataclasses.asdict(data.spec), "views": data.views,

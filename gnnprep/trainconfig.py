@@ -71,27 +71,29 @@ CHECKS = {
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Everything that defines a training run. Defaults follow the LC paper's appendix (Adam,
-    batch 4096, hidden 256, up to 2000 epochs, patience 300 on validation loss)."""
+    """Everything that defines a training run. A setting left ``None`` is filled from the artifact's
+    label regime when training starts (:mod:`gnnprep.regimes`: each model's paper settings for few
+    training rows; the LC paper's large-graph ones — Adam, batch 4096, hidden 256, up to 2000
+    epochs, patience 300 on validation loss — otherwise)."""
 
     model: str = "lc-gprgnn"
-    hops: int | None = None                 # K; None: every hop in the artifact
+    hops: int | None = None                 # K; None: the regime's (small: the model's paper K; large: all)
     operators: tuple[str, ...] | None = None  # channels; None: the artifact's first (sign: all)
-    hidden: int = 256
-    layers: int | None = None               # None: the model's default (lc-gprgnn 4, lc-gcn/sign/mlp 2)
-    dropout: float = 0.5
-    input_dropout: float = 0.0
+    hidden: int | None = None
+    layers: int | None = None               # None: the regime's, else the model's (lc-gprgnn 4, lc-gcn/sign/mlp 2)
+    dropout: float | None = None
+    input_dropout: float | None = None
     alpha: float = 0.1
     dprate: float = 0.5
     pool: str = "concat"
-    lr: float = 0.01
-    weight_decay: float = 0.0
-    batch_size: int = 4096
+    lr: float | None = None
+    weight_decay: float | None = None
+    batch_size: int | None = None           # None: the regime's (small: every training row at once)
     eval_batch_size: int = 16384
-    epochs: int = 2000
-    patience: int = 300
+    epochs: int | None = None
+    patience: int | None = None
     select: str = "loss"                    # best epoch by validation loss or accuracy
-    normalize_features: str = "none"        # none | row (L1) | l2: each stored row of each hop
+    normalize_features: str | None = None   # none | row (L1) | l2: each stored row of each hop
     recompute: bool = False
     memory_budget: int | None = None        # bytes; None: half the free RAM
     device: str = "auto"
@@ -110,12 +112,15 @@ class TrainConfig:
         positive = {"--batch-size": self.batch_size, "--eval-batch-size": self.eval_batch_size,
                     "--epochs": self.epochs, "--runs": self.runs, "--eval-every": self.eval_every}
         for name, v in positive.items():
-            if v < 1:
+            if v is not None and v < 1:
                 raise GnnprepError(f"{name} {v}: expected a positive integer")
-        if self.patience < 0:
+        if self.hops is not None and self.hops < 0:
+            raise GnnprepError(f"--hops {self.hops}: expected >= 0")
+        if self.patience is not None and self.patience < 0:
             raise GnnprepError(f"--patience {self.patience}: expected >= 0")
         for key, check in CHECKS.items():
-            check(getattr(self, key))
+            if getattr(self, key) is not None:   # None: filled from the regime
+                check(getattr(self, key))
         if self.seed + self.runs - 1 > MAX_SEED:
             raise GnnprepError(f"--seed {self.seed}: run {self.runs} would use seed {self.seed + self.runs - 1}; "
                                f"expected seed + runs - 1 <= {MAX_SEED}")
@@ -125,7 +130,7 @@ class TrainConfig:
             raise GnnprepError(f"--pool {self.pool!r}: expected concat or max")
         if self.select not in ("loss", "acc"):
             raise GnnprepError(f"--select {self.select!r}: expected loss or acc")
-        if self.normalize_features not in NORMALIZE:
+        if self.normalize_features is not None and self.normalize_features not in NORMALIZE:
             raise GnnprepError(f"--normalize-features {self.normalize_features!r}: expected one of {', '.join(NORMALIZE)}")
         if self.evaluator not in ("auto", "ogb", "plain"):
             raise GnnprepError(f"--evaluator {self.evaluator!r}: expected auto, ogb or plain")

@@ -54,8 +54,10 @@ def write_features(path, rng, n=48, d=24, K=3, classes=3, labels=True, splits=Tr
 
 
 def small(**kw):
-    base = dict(hidden=32, dropout=0.0, dprate=0.0, lr=0.02, batch_size=16, epochs=20, patience=0,
-                checkpoint_every=1e9)
+    # every regime setting given (weight decay 0, features as stored, ...): these tests check the
+    # mechanics, not gnnprep.regimes (tests/test_regimes.py)
+    base = dict(hidden=32, dropout=0.0, input_dropout=0.0, dprate=0.0, lr=0.02, weight_decay=0.0, batch_size=16,
+                epochs=20, patience=0, normalize_features="none", checkpoint_every=1e9)
     base.update(kw)
     return TrainConfig(**base)
 
