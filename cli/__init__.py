@@ -77,6 +77,7 @@ from .info import info  # noqa: E402
 from .ingest import ingest  # noqa: E402
 from .precompute import precompute  # noqa: E402
 from .train import train  # noqa: E402
+from .tune import tune  # noqa: E402
 
 cli.add_command(ingest)
 cli.add_command(info)
@@ -85,3 +86,4 @@ cli.add_command(calibrate)
 cli.add_command(hag)
 cli.add_command(hdg)
 cli.add_command(train)
+cli.add_command(tune)
