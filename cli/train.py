@@ -41,7 +41,7 @@ def _fresh_run_dir(model: str) -> str:
               help=f"MLP layers, 1..{MAX_LAYERS} (default: lc-gprgnn 4 (small regime 2), lc-gcn/mlp 2, sign 2 (small 1); "
                    "sgc 1 and lc-jknet one per hop, fixed).")
 @click.option("--dropout", type=float, default=None, callback=parsed_by(CHECKS["dropout"]),
-              help="Default 0.5 (sgc small regime 0).")
+              help="Default 0.5 (small regime: sgc 0, sign 0.8).")
 @click.option("--input-dropout", type=float, default=None, callback=parsed_by(CHECKS["input_dropout"]),
               help="Default 0 (sign small regime 0.6).")
 @click.option("--alpha", type=float, default=_D.alpha, show_default=True, callback=parsed_by(CHECKS["alpha"]),
