@@ -44,8 +44,10 @@ def _features_lines(d: dict) -> list[str]:
         f"  classes        {d['num_classes']}; splits {splits}",
         f"  plan           a={p['a']} b={p['b']} c={p['c']} on {p['device']}, hop seconds "
         + ", ".join(f"{s:.2f}" for s in (d['hop_seconds'] or [])) + f"; node order {order}",
-        f"  size on disk   {size(d['size_bytes'])}",
-    ]
+        f"  size on disk   {size(d['size_bytes'])}" + (f" + {size(d['shards_bytes'])} in {len(d['shards'])} shards"
+                                                     if d.get("shards") is not None else ""),
+    ] + [f"  shard          {s['file']} (rank {s['rank']}, columns {s['columns'][0]}..{s['columns'][1] - 1}, "
+         f"{size(s['bytes_on_disk'])}, present)" for s in d.get("shards") or []]
 
 
 @click.command()

@@ -1,4 +1,8 @@
-"""``gnnprep precompute DATASET -o features.h5 --hops K``."""
+"""``gnnprep precompute DATASET -o features.h5 --hops K``.
+
+Under ``torchrun`` (``torchrun --nproc-per-node P -m gnnprep precompute ...``) every process runs
+this command as one rank (:mod:`gnnprep.distributed`); only rank 0 prints the summary, the JSON
+object or the error line, and every rank exits with the same status."""
 
 from __future__ import annotations
 
@@ -52,30 +56,67 @@ def _parse_operators(text: str) -> tuple[str, ...]:
 @click.option("--reorder", type=click.Choice(["auto", "none", "community", "bfs"]), default="auto", show_default=True,
               help="Node order of the computation: community (label-propagation groups), bfs, or none; auto "
                    "uses community order when the planner predicts it pays (output stays in stored order).")
+@click.option("--merge", is_flag=True,
+              help="Under torchrun: publish one self-contained file (the shards copied in, then removed) instead "
+                   "of virtual datasets over the ranks' shard files.")
 @click.option("--dry-run", is_flag=True, help="Print the plan, predicted peak memory and time; compute nothing.")
 @click.option("--cache-dir", default=None, help="Where a dataset spec is ingested to (default: beside the source).")
 @click.option("--root", default=None, help="Folder holding ogbn_<name>/ data sets.")
 @json_option
 @quiet_option
 def precompute(dataset, output, hops, operators, blocks, memory_budget, rows, dtype, normalize_features, device,
-               hag_path, hdg_path, hdg_reduce, reorder, dry_run, cache_dir, root, as_json, quiet):
+               hag_path, hdg_path, hdg_reduce, reorder, merge, dry_run, cache_dir, root, as_json, quiet):
     """Write hop features S^k X (k = 0..K) of DATASET, block-wise within a memory budget."""
+    from gnnprep.distributed import Dist, RankFailed
+
+    dist = Dist.from_env()  # torchrun's environment; None for a plain run (torch is not imported then)
+    if dist is None:  # (--merge: a plain run writes one file anyway)
+        return _precompute(dataset, output, hops, operators, blocks, memory_budget, rows, dtype, normalize_features,
+                           device, hag_path, hdg_path, hdg_reduce, reorder, False, dry_run, cache_dir, root, as_json,
+                           quiet, None)
+    try:
+        dist.start()
+        _precompute(dataset, output, hops, operators, blocks, memory_budget, rows, dtype, normalize_features,
+                    device, hag_path, hdg_path, hdg_reduce, reorder, merge, dry_run, cache_dir, root, as_json,
+                    quiet, dist)
+    except RankFailed:
+        dist.close()
+        if not dist.is_root:  # the same error on every rank; rank 0 prints it
+            raise click.exceptions.Exit(1) from None
+        raise
+    # (other errors and interrupts: the process exits without a goodbye to peers that may be gone)
+    dist.close()
+
+
+def _precompute(dataset, output, hops, operators, blocks, memory_budget, rows, dtype, normalize_features, device,
+                hag_path, hdg_path, hdg_reduce, reorder, merge, dry_run, cache_dir, root, as_json, quiet, dist):
     from gnnprep.ingest import IngestConfig, ensure_graph_store
     from gnnprep.precompute import precompute as run_precompute
     from gnnprep.precomputeconfig import PrecomputeConfig
     from gnnprep.sources import SourceOptions
 
-    progress = Progress(quiet)
+    progress = Progress(quiet or (dist is not None and not dist.is_root))  # one set of bars: rank 0's
     try:
-        store = ensure_graph_store(dataset, IngestConfig(source=SourceOptions(root=root)), cache_dir, progress)
+        def ensure():
+            return ensure_graph_store(dataset, IngestConfig(source=SourceOptions(root=root)), cache_dir, progress)
+
+        # under torchrun rank 0 ingests a dataset spec into the (shared) cache first; the others find it there
+        store = ensure() if dist is None else dist.root_first(ensure)
         config = PrecomputeConfig(hops=hops, operators=operators, rows=rows, dtype=dtype, device=device,
                                   memory_budget=memory_budget, blocks=blocks, dry_run=dry_run, hag=hag_path,
                                   reorder=reorder, hdg=hdg_path, hdg_reduce=hdg_reduce,
                                   normalize_features=normalize_features)
-        report = run_precompute(store, output, config, progress, command=" ".join(["gnnprep"] + sys.argv[1:]),
-                                warn=lambda message: warn(quiet, message))
+        command, say = " ".join(["gnnprep"] + sys.argv[1:]), (lambda message: warn(quiet, message))
+        if dist is None:
+            report = run_precompute(store, output, config, progress, command=command, warn=say)
+        else:
+            from gnnprep.shardrun import precompute_sharded
+
+            report = precompute_sharded(store, output, config, dist, merge, progress, command=command, warn=say)
     finally:
         progress.close()
+    if dist is not None and not dist.is_root:
+        return  # rank 0 prints the job's result
     r = report
     p = r.plan
     lines = [f"plan: a={p['a']} b={p['b']} c={p['c']} (width {p['width']}), S {'resident' if p['s_resident'] else 'streamed'}, "
@@ -94,4 +135,9 @@ def precompute(dataset, output, hops, operators, blocks, memory_budget, rows, dt
                      f"{100 * o['near_share_after']:.1f}%)")
     if r.hag is not None:
         lines.append(f"hag: {'used ' + str(r.hag['path']) if r.hag['used'] else 'not used'} ({r.hag['reason']})")
+    if getattr(r, "ranks", 1) > 1 and not r.dry_run:
+        lines.append(f"{r.ranks} ranks" + ("; shards merged into the file" if r.merged else ", virtual datasets over:"))
+        lines += [f"  rank {s['rank']}: {s['file'] if not r.merged else 'columns'} {s['columns'][0]}..{s['columns'][1] - 1}"
+                  f" in {s['seconds']:.2f} s" + (" (complete from an earlier run)" if s["skipped"] else "")
+                  for s in r.shards if s["file"]]
     emit(as_json, r.to_dict(), lines)

@@ -15,6 +15,8 @@ data) and :func:`write_root`. Readers: :class:`FeatureStore`, which validates wh
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -227,3 +229,187 @@ class FeatureStore(Artifact):
             raise GnnprepError(f"{self.path}: hop datasets have dtype {', '.join(map(str, dtypes))}; "
                                "expected float32 or float16")
         return next(iter(shapes))[1], next(iter(dtypes))
+
+
+# -- artifacts written by several ranks (torchrun; gnnprep.distributed) -----------------------------
+SHARD_FORMAT = "gnnprep.features-shard"
+
+
+def shard_name(output_name: str, rank: int, ranks: int, run_key: str) -> str:
+    """The file rank ``rank`` of ``ranks`` writes next to the output ``output_name``: its columns
+    of every hop. The run key is part of the name, so a rerun with other inputs never overwrites a
+    shard that a published artifact still reads."""
+    return f"{output_name}.shard-{rank}-of-{ranks}-{run_key[:8]}.h5"
+
+
+def shard_prefix(output_name: str) -> str:
+    """What every shard file (and its partial files) of the output ``output_name`` starts with."""
+    return f"{output_name}.shard-"
+
+
+def create_shard_layout(f: h5py.File, rows: int, columns: int, hops: int, operators: tuple[str, ...], dtype: str,
+                        c: int, width: int) -> None:
+    """Allocate a shard's hop datasets: ``/channels/<op>/<k>`` [rows, columns] (hop 0 shared by
+    the operators, ``/hops/<k>`` links to the first operator's), in ``c`` column blocks of
+    ``width`` (one block: contiguous, written with O_DIRECT like a one-process artifact)."""
+    chunks = _hop_chunks(rows, width, c, dtype)
+    channels = f.create_group("channels")
+    first = operators[0]
+    for op in operators:
+        g = channels.create_group(op)
+        for k in range(hops + 1):
+            if k == 0 and op != first:
+                continue
+            create_early(g, str(k), (rows, columns), dtype, chunks)
+    for op in operators[1:]:
+        channels[op]["0"] = channels[first]["0"]
+    hop_group = f.create_group("hops")
+    for k in range(hops + 1):
+        hop_group[str(k)] = channels[first][str(k)]
+
+
+def write_shard_root(f: h5py.File, provenance: dict, shard: dict) -> None:
+    """A finished shard's root attributes: ``shard`` (JSON: run key, rank, ranks, columns, ...)."""
+    write_root_attrs(f, SHARD_FORMAT, 1, provenance, shard=json.dumps(shard, sort_keys=True))
+
+
+def read_shard_attr(path) -> dict | None:
+    """The ``shard`` attribute of a finished shard file, or None (absent, unreadable, another file)."""
+    try:
+        with h5py.File(path, "r") as f:
+            if f.attrs.get("format") != SHARD_FORMAT:
+                return None
+            value = json.loads(f.attrs["shard"])
+            return value if isinstance(value, dict) else None
+    except (OSError, KeyError, ValueError, TypeError):
+        return None
+
+
+def _rows_labels_splits(f: h5py.File, store: GraphStore, out_rows: np.ndarray | None) -> None:
+    n = store.features.shape[0]
+    f.create_dataset("rows", data=(np.arange(n) if out_rows is None else out_rows).astype(
+        np.int32 if n < 2**31 else np.int64))
+    labels = store.labels()
+    if labels is not None:
+        f.create_dataset("labels", data=labels if out_rows is None else labels[out_rows])
+    sp = f.create_group("splits")
+    for name, ids in store.splits().items():
+        sp.create_dataset(name, data=ids)
+
+
+def create_virtual_layout(f: h5py.File, store: GraphStore, out_rows: np.ndarray | None, hops: int,
+                          operators: tuple[str, ...], dtype: str, shards: list[dict]) -> None:
+    """The published artifact of a sharded run: ``/rows``, ``/labels``, ``/splits`` as
+    :func:`create_layout` writes them, and every hop dataset an HDF5 virtual dataset whose columns
+    ``shard["columns"]`` map the same dataset of the shard file ``shard["file"]`` (a name relative
+    to the artifact's folder: HDF5 looks for relative source files next to the virtual file, so the
+    folder can be moved). A missing shard would read as the fill value, NaN, never as plausible
+    zeros; ``gnnprep info`` checks that every shard is present (:func:`check_shards`)."""
+    n, d = store.features.shape
+    r = n if out_rows is None else len(out_rows)
+    _rows_labels_splits(f, store, out_rows)
+    channels = f.create_group("channels")
+    first = operators[0]
+    for op in operators:
+        g = channels.create_group(op)
+        for k in range(hops + 1):
+            if k == 0 and op != first:
+                continue
+            layout = h5py.VirtualLayout(shape=(r, d), dtype=np.dtype(dtype))
+            for s in shards:
+                c0, c1 = s["columns"]
+                layout[:, c0:c1] = h5py.VirtualSource(s["file"], f"channels/{first if k == 0 else op}/{k}",
+                                                      shape=(r, c1 - c0), dtype=np.dtype(dtype))
+            g.create_virtual_dataset(str(k), layout, fillvalue=np.nan)
+    for op in operators[1:]:
+        channels[op]["0"] = channels[first]["0"]
+    hop_group = f.create_group("hops")
+    for k in range(hops + 1):
+        hop_group[str(k)] = channels[first][str(k)]
+
+
+def merge_shards(f: h5py.File, store: GraphStore, out_rows: np.ndarray | None, hops: int, operators: tuple[str, ...],
+                 dtype: str, c: int, width: int, folder, shards: list[dict], row_bytes: int = 64 << 20) -> None:
+    """The published artifact of a sharded run with ``--merge``: the layout of a one-process run
+    (:func:`create_layout`, ``c`` column blocks of ``width``) with every shard's columns copied in,
+    ``row_bytes`` of rows at a time."""
+    from pathlib import Path
+
+    create_layout(f, store, out_rows, hops, operators, dtype, c, width)
+    first = operators[0]
+    names = [f"channels/{first}/0"] + [f"channels/{op}/{k}" for op in operators for k in range(1, hops + 1)]
+    for s in shards:
+        c0, c1 = s["columns"]
+        with h5py.File(Path(folder) / s["file"], "r") as src:
+            for name in names:
+                a, b = src[name], f[name]
+                step = max(1, row_bytes // max(1, (c1 - c0) * a.dtype.itemsize))
+                for p0 in range(0, a.shape[0], step):
+                    p1 = min(a.shape[0], p0 + step)
+                    b[p0:p1, c0:c1] = a[p0:p1]
+
+
+def check_shards(f: h5py.File, path) -> list[dict] | None:
+    """The shards of a sharded artifact (root attribute ``shards``), each with ``present`` and
+    ``bytes_on_disk``; None for an ordinary artifact. A shard that is missing, has another size
+    than recorded or belongs to another run is a GnnprepError naming it (HDF5 would read its
+    columns as the fill value)."""
+    from pathlib import Path
+
+    if "shards" not in f.attrs:
+        return None
+    shards = json_attr(f.attrs, "shards", path, list)
+    folder = Path(path).absolute().parent
+    out = []
+    for s in shards:
+        if not isinstance(s, dict) or not isinstance(s.get("file"), str) or "/" in s["file"]:
+            raise GnnprepError(f"{path}: root attribute 'shards' has {s!r}; expected objects with a file name")
+        p = folder / s["file"]
+        present = p.is_file()
+        size = p.stat().st_size if present else None
+        if not present:
+            raise GnnprepError(f"{path}: shard {s['file']} is missing (rank {s.get('rank')}'s columns "
+                               f"{s.get('columns')}; expected next to the artifact)")
+        if s.get("bytes") is not None and size != s["bytes"]:
+            raise GnnprepError(f"{path}: shard {s['file']} has {size} bytes; expected {s['bytes']} "
+                               "(it was replaced or damaged)")
+        attr = read_shard_attr(p)
+        if attr is None or attr.get("key") != s.get("key"):
+            raise GnnprepError(f"{path}: shard {s['file']} is not the shard this artifact was published with "
+                               "(another run's, or unreadable)")
+        out.append({**s, "present": True, "bytes_on_disk": size})
+    return out
+
+
+SHARD_FILE = re.compile(r"^(.*\.shard-\d+-of-\d+-[0-9a-f]+\.h5)(.*)$")
+
+
+def sweep_shards(output: Path, keep) -> None:
+    """Remove the shard files (and partial shards) of ``output`` not named in ``keep``: those of
+    earlier sharded runs, which the artifact just published no longer reads. A partial shard whose
+    lock is held (a rank writing it now) is left alone."""
+    import fcntl
+
+    prefix = shard_prefix(output.name)
+    groups: dict[str, list[Path]] = {}
+    try:
+        entries = list(output.parent.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        m = SHARD_FILE.match(entry.name) if entry.name.startswith(prefix) else None
+        if m is not None and m.group(1) not in keep:
+            groups.setdefault(m.group(1), []).append(entry)
+    for base, files in groups.items():
+        lock = output.parent / f"{base}.partial.lock"
+        if lock.exists():
+            try:
+                with open(lock, "a") as fh:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # held: a rank is writing this shard
+        for p in files:
+            try:
+                p.unlink()
+            except OSError:
+                pass

@@ -55,11 +55,16 @@ class Job:
 
 class HopRun:
     """One run over an open resumable output: layout → for every operator and column block, hop 0
-    (X itself) and hops 1..K → HDG channels → root attributes → commit."""
+    (X itself) and hops 1..K → HDG channels → root attributes → commit.
+
+    ``shard`` (a rank of a torchrun job, :mod:`gnnprep.precompute`): only the column blocks inside
+    ``shard["columns"]`` = [C0, C1) are computed, into a shard file whose hop datasets hold those
+    columns (column c of X is the shard's column c − C0); the root attributes describe the shard."""
 
     def __init__(self, store: GraphStore, out: ResumableOutput, job: Job, progress: Progress, command: str,
-                 t_start: float):
+                 t_start: float, shard: dict | None = None):
         self.store, self.out, self.job, self.progress = store, out, job, progress
+        self.shard = shard
         self.command, self.t_start = command, t_start
         self.config, self.plan = job.config, job.plan
         self._row_l1 = None   # row sums of |X| (normalize_features="row"), found on first use
@@ -70,6 +75,11 @@ class HopRun:
         self.done = set(out.done)
         self.resumed_units = len(self.done)
         self.cols = column_blocks(self.d, self.plan.width)
+        self.col0 = 0   # X's column c is the output's column c - col0
+        if shard is not None:
+            s0, s1 = shard["columns"]
+            self.cols = [(c0, c1) for c0, c1 in self.cols if s0 <= c0 and c1 <= s1]
+            self.col0 = s0
         self.step = max(1, WRITE_BYTES // max(1, 4 * self.plan.width))
         k, ops = self.config.hops, len(self.config.operators)
         self.units_total = len(self.cols) * (1 + k * ops) + (len(self.cols) * (k + 1) if job.hdg is not None else 0)
@@ -85,7 +95,12 @@ class HopRun:
         self.f = h5py.File(self.out.partial, "r+" if self.out.resumed else "w", alignment_threshold=ALIGN,
                            alignment_interval=ALIGN)
         try:
-            if not self.out.resumed:
+            if not self.out.resumed and self.shard is not None:
+                s0, s1 = self.shard["columns"]
+                fa.create_shard_layout(self.f, self.r, s1 - s0, config.hops, tuple(config.operators), config.dtype,
+                                       len(self.cols), self.plan.width)
+                self.f.flush()
+            elif not self.out.resumed:
                 fa.create_layout(self.f, self.store, self.job.out_rows, config.hops, tuple(config.operators),
                                  config.dtype, self.plan.c, self.plan.width, self.job.hdg_channels)
                 self.f.flush()
@@ -136,7 +151,7 @@ class HopRun:
         for p0 in range(0, self.r, self.step):
             p1 = min(self.r, p0 + self.step)
             part = x_block[p0:p1] if rows is None else Gather(x_block, rows[p0:p1])
-            self.writer.put(self.f["hops/0"], p0, p1, c0, c1, part)
+            self.writer.put(self.f["hops/0"], p0, p1, c0 - self.col0, c1 - self.col0, part)
         self.done.add(("x", j, 0))
         return x_block, (("x", j, 0), self.writer.issued)
 
@@ -146,7 +161,7 @@ class HopRun:
         if todo[0] > 1 and self.job.out_rows is None:
             # resume: the last finished hop of this block is in the artifact
             src = empty_pages((self.n, c1 - c0))
-            src[:] = self.f[f"channels/{name}/{todo[0] - 1}"][:, c0:c1]
+            src[:] = self.f[f"channels/{name}/{todo[0] - 1}"][:, c0 - self.col0:c1 - self.col0]
             start_k = todo[0]
         else:
             src = x_block if x_block is not None else self._load_x(c0, c1)
@@ -191,6 +206,7 @@ class HopRun:
         With ``only`` (rows in computation order, sorted) only those rows of nxt are computed."""
         row_parts, write_parts = self._row_parts()
         seq = self.writer.issued
+        c0, c1 = c0 - self.col0, c1 - self.col0  # the output's columns
         be.begin_hop(cur)
         for r0, r1, writes in row_parts:
             if only is None:
@@ -234,6 +250,7 @@ class HopRun:
             return seq
         rows = self.job.out_rows if self.graph.inv is None else self.graph.inv[self.job.out_rows]
         bufs = [np.empty((min(self.step, self.r), c1 - c0), dtype=np.float32) for _ in range(2)]
+        c0, c1 = c0 - self.col0, c1 - self.col0  # the output's columns
         seqs = []
         for i, p0 in enumerate(range(0, self.r, self.step)):
             p1 = min(self.r, p0 + self.step)
@@ -316,7 +333,18 @@ class HopRun:
 
     def _write_root(self) -> None:
         config, job = self.config, self.job
-        provenance = {
+        provenance = self.provenance()
+        if self.shard is not None:
+            fa.write_shard_root(self.f, provenance, self.shard)
+            return
+        fa.write_root(self.f, provenance, self.store, config.hops, tuple(config.operators), job.hdg_channels,
+                      self.plan.to_dict(), config.rows, config.dtype)
+        self.f.attrs["normalize_features"] = config.normalize_features
+
+    def provenance(self) -> dict:
+        """The run's provenance (the artifact's ``provenance`` attribute)."""
+        config, job = self.config, self.job
+        return {
             "command": self.command or "precompute",
             "parameters": {**dataclasses.asdict(config), "device": job.device, "backend": job.backend},
             "inputs": [{"path": str(Path(self.store.path).absolute()), "graph_fingerprint": self.store.fingerprint}],
@@ -324,9 +352,6 @@ class HopRun:
             "timings": {**self.timer.timings, "hop_seconds": [round(s, 4) for s in self.hop_seconds]},
             "reorder": self.graph.reorder_info,
         }
-        fa.write_root(self.f, provenance, self.store, config.hops, tuple(config.operators), job.hdg_channels,
-                      self.plan.to_dict(), config.rows, config.dtype)
-        self.f.attrs["normalize_features"] = config.normalize_features
 
     def _report(self) -> PrecomputeReport:
         config = self.config

@@ -159,7 +159,7 @@ def _plan(f, path) -> dict:
 
 
 def describe_features(path: Path) -> dict:
-    from gnnprep.features import FeatureStore
+    from gnnprep.features import FeatureStore, check_shards
 
     with FeatureStore(path) as fs:
         f = fs.f
@@ -169,6 +169,7 @@ def describe_features(path: Path) -> dict:
         prov = json_attr(f.attrs, "provenance", path, dict, {}, "attribute")
         seconds = prov.get("timings", {}).get("hop_seconds") if isinstance(prov.get("timings"), dict) else None
         order = prov.get("reorder")
+        shards = check_shards(f, path)  # a sharded artifact (torchrun): every shard present, or one error
         operators = json_attr(f.attrs, "operators", path, list, [str(_attr(f.attrs.get("operator", "sym")))], "attribute")
         return {
             "file": str(path),
@@ -189,6 +190,8 @@ def describe_features(path: Path) -> dict:
             "graph_fingerprint": _attr(f.attrs.get("graph_fingerprint")),
             "size_bytes": path.stat().st_size,
             "created_utc": _attr(f.attrs.get("created_utc")),
+            "shards": shards,
+            "shards_bytes": sum(s["bytes_on_disk"] for s in shards) if shards is not None else None,
         }
 
 

@@ -16,6 +16,16 @@ of the same command continues after the last finished unit (:class:`gnnprep.atom
 This module is the orchestration only: plan (:mod:`gnnprep.plan`) → inputs (rows, HAG/HDG, node
 order decision) → the hop loop (:mod:`gnnprep.hoploop`, over :mod:`gnnprep.backends`) → the
 artifact (:mod:`gnnprep.features`).
+
+Under torchrun (:mod:`gnnprep.distributed`, :mod:`gnnprep.shardrun`) the column blocks are
+divided among the ranks: every rank plans under its own budget, the ranks agree on the narrowest
+column width (at most d/P, so every rank gets columns; a resumed job keeps its shards' width), and
+rank r computes a contiguous range of column blocks, every hop and operator, into its shard
+``<out>.shard-<r>-of-<P>-<key>.h5`` (a resumable output of its own). Per column the arithmetic is
+that of a one-process run (the column blocking never changes a column's sums), so the bytes are
+equal. After every rank has reported success, rank 0 publishes ``<out>``: rows, labels, splits and
+root attributes as a one-process run writes them, each hop an HDF5 virtual dataset over the shards
+(``--merge``: a copy, the shards then removed), atomically. See :mod:`gnnprep.shardrun`.
 """
 
 from __future__ import annotations
@@ -30,16 +40,16 @@ import numpy as np
 
 from gnnprep import device as devices
 from gnnprep import features as fa
-from gnnprep.atomic import (ResumableOutput, check_free_space, disk_full_error, is_disk_full,
-                            refuse_input_as_output)
+from gnnprep.atomic import (ResumableOutput, check_free_space, disk_full_error,
+                            is_disk_full, refuse_input_as_output)
 from gnnprep.errors import GnnprepError
 from gnnprep.backends import HopGraph
 from gnnprep.hoploop import HopRun, Job
 from gnnprep.memory import PeakMeter, rss
 from gnnprep.meta import file_fingerprint
 from gnnprep.operators import make_operator
-from gnnprep.plan import (Plan, Problem, choose_hag, choose_plan, keep_columns, load_profile, plan_with_hag,
-                          pruned_hop_entries, with_reorder)
+from gnnprep.plan import (Plan, Problem, choose_hag, choose_plan, keep_columns, load_profile,
+                          plan_with_hag, pruned_hop_entries, with_reorder)
 from gnnprep.precomputeconfig import PrecomputeConfig, PrecomputeReport
 from gnnprep.progress import Progress, Warn, no_progress, no_warning
 from gnnprep.store import GraphStore
@@ -201,7 +211,8 @@ def _artifact_bytes(store: GraphStore, job: Job) -> int:
 def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeConfig = PrecomputeConfig(),
                progress: Progress = no_progress, command: str = "", warn: Warn = no_warning) -> PrecomputeReport:
     """Write the features artifact ``output`` (:mod:`gnnprep.features`) for the graph store
-    ``graph_path``: hops 0..K of every operator (and HDG channel) for the chosen rows."""
+    ``graph_path``: hops 0..K of every operator (and HDG channel) for the chosen rows. One
+    process; under torchrun, :func:`gnnprep.shardrun.precompute_sharded` runs each rank."""
     t_start = time.perf_counter()
     config.check()
     device = devices.resolve(config.device)
@@ -239,6 +250,7 @@ def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeCon
         try:
             _resume_plan(job, out, say)
             report = HopRun(store, out, job, progress, command, t_start).execute()
+            fa.sweep_shards(out.path, keep=())  # an earlier sharded run's files: nothing reads them now
         except GnnprepError:
             # the input must change before a rerun can succeed, and a changed input changes the run
             # key: nothing worth resuming, leave no trace
@@ -255,5 +267,3 @@ def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeCon
             raise
         return dataclasses.replace(report, measured_peak_bytes=meter.above(), hag=job.hag_info,
                                    warnings=tuple(warnings))
-
-
