@@ -32,7 +32,7 @@ import torch
 
 from gnnprep import device as devices
 from gnnprep.errors import GnnprepError
-from gnnprep.features import FeatureStore
+from gnnprep.features import FeatureStore, check_shards
 from gnnprep.meta import file_fingerprint
 from gnnprep.models import ModelSpec, training_bytes, views
 from gnnprep.regimes import resolve
@@ -331,6 +331,7 @@ def open_data(path, config: TrainConfig, progress=None) -> Data:
     """Validate the artifact against the config and build the batch loader (in memory or streaming)."""
     path = Path(path)
     with FeatureStore(path) as store:
+        check_shards(store.f, path)   # a sharded artifact reads a missing shard's columns as NaN
         rows = store.rows
         labels_all = store.labels()
         K_file = store.hops

@@ -354,8 +354,6 @@ def check_shards(f: h5py.File, path) -> list[dict] | None:
     ``bytes_on_disk``; None for an ordinary artifact. A shard that is missing, has another size
     than recorded or belongs to another run is a GnnprepError naming it (HDF5 would read its
     columns as the fill value)."""
-    from pathlib import Path
-
     if "shards" not in f.attrs:
         return None
     shards = json_attr(f.attrs, "shards", path, list)

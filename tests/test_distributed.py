@@ -104,6 +104,9 @@ def test_torchrun_equals_one_process(tmp_path, rows, blocks):
     assert info.exit_code == 1 and info.stdout == ""
     assert info.stderr.strip().splitlines() == [info.stderr.strip()]
     assert info.stderr.startswith(f"Error: {moved / 'f.h5'}: shard {shard_files[1]} is missing")
+    # training refuses it too (HDF5 would read the missing columns as NaN)
+    trained = run(["train", "sgc", moved / "f.h5", "-o", tmp_path / "run", "--epochs", "1"])
+    assert trained.exit_code == 1 and f"shard {shard_files[1]} is missing" in trained.stderr
 
 
 def _rank_pid(parent: int, rank: int) -> int | None:
