@@ -1,4 +1,6 @@
-"""``gnnprep train MODEL FEATURES -o RUN_DIR``."""
+"""``gnnprep train MODEL FEATURES -o RUN_DIR``; under ``torchrun`` one rank of a DistributedDataParallel
+job (:func:`gnnprep.train.train` with a :class:`gnnprep.distributed.Dist`): only rank 0 prints the
+summary or the JSON object, and a failure is one ``Error:`` line from rank 0."""
 
 from __future__ import annotations
 
@@ -16,6 +18,30 @@ from .common import Progress, budget_option, device_option, emit, json_option, p
 _D = TrainConfig()
 
 
+def _other_rank() -> bool:
+    """True in a torchrun process other than rank 0 (which stays silent about usage errors)."""
+    from gnnprep.distributed import Dist
+
+    try:
+        dist = Dist.from_env()
+    except GnnprepError:
+        return False
+    return dist is not None and not dist.is_root
+
+
+class _RankCommand(click.Command):
+    """Under torchrun every rank parses the same command line: a usage error is printed by rank 0
+    alone, the other ranks exit 2 silently."""
+
+    def parse_args(self, ctx, args):
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError:
+            if _other_rank():
+                raise click.exceptions.Exit(2) from None
+            raise
+
+
 def _fresh_run_dir(model: str) -> str:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     base = Path("runs") / f"{model}-{stamp}"
@@ -26,7 +52,7 @@ def _fresh_run_dir(model: str) -> str:
     return str(path)
 
 
-@click.command()
+@click.command(cls=_RankCommand)
 @click.argument("model")
 @click.argument("features", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", "run_dir", default=None, type=click.Path(),
@@ -53,7 +79,8 @@ def _fresh_run_dir(model: str) -> str:
 @click.option("--weight-decay", type=float, default=None, callback=parsed_by(CHECKS["weight_decay"]),
               help="Default: small regime 5e-4 (sgc 5e-5), large 0.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=None,
-              help="Default: small regime every training row at once, large 4096.")
+              help="Default: small regime every training row at once, large 4096. Under torchrun: rows per rank "
+                   "(a step takes batch-size x ranks rows).")
 @click.option("--eval-batch-size", type=click.IntRange(min=1), default=_D.eval_batch_size, show_default=True)
 @click.option("--epochs", type=click.IntRange(min=1), default=None,
               help="Default: small regime 1000 (sgc 100), large 2000.")
@@ -94,20 +121,40 @@ def train(model, features, run_dir, hops, operators, hidden, layers, dropout, in
                          memory_budget=memory_budget, device=device, seed=seed, runs=runs,
                          eval_every=eval_every, checkpoint_every=checkpoint_every, evaluator=evaluator,
                          threads=threads)
+    from gnnprep.distributed import Dist, RankFailed
+
+    dist = Dist.from_env()  # torchrun's environment; None for a plain run
     try:
         config.check()  # a bad model name fails before anything is read
     except GnnprepError as e:
         m = re.match(r"(--[\w-]+) ?", str(e))
         if m:  # an option's value (alone or with another's): a usage error, one line
+            if dist is not None and not dist.is_root:
+                raise click.exceptions.Exit(2) from None
             raise click.BadParameter(str(e)[m.end():], param_hint=f"'{m.group(1)}'") from None
+        if dist is not None and not dist.is_root:
+            raise click.exceptions.Exit(1) from None
         raise
-    progress = Progress(quiet)
+    if dist is not None and run_dir is None:
+        if not dist.is_root:
+            raise click.exceptions.Exit(1)
+        raise GnnprepError("-o RUN_DIR is required under torchrun (every rank must name the same run folder)")
+    progress = Progress(quiet or (dist is not None and not dist.is_root))  # one set of bars: rank 0's
     try:
         from gnnprep.train import train as run_train  # torch: imported only when training
 
-        report = run_train(features, run_dir or _fresh_run_dir(model), config, progress, resume=resume)
+        report = run_train(features, run_dir or _fresh_run_dir(model), config, progress, resume=resume, dist=dist)
+    except RankFailed:
+        dist.close()
+        if not dist.is_root:  # the same error on every rank; rank 0 prints it
+            raise click.exceptions.Exit(1) from None
+        raise
     finally:
         progress.close()
+    if dist is not None:
+        dist.close()
+        if not dist.is_root:
+            return  # rank 0 prints the job's result
     s = report.summary()
 
     def pct(v, sd):
@@ -118,7 +165,8 @@ def train(model, features, run_dir, hops, operators, hidden, layers, dropout, in
     data = "streamed from HDF5" if s["streaming"] else "in memory"
     lines = [f"{model}: test accuracy {pct(s['test_acc'], s['test_acc_std'])}, valid {pct(s['valid_acc'], s['valid_acc_std'])} "
              f"({s['runs']} run{'s' if s['runs'] > 1 else ''}, {s['evaluator']} evaluator)",
-             f"best epoch {s['best_epoch']}, {s['epochs_run']} epochs, {s['seconds']:.1f} s on {s['device']}, features {data}",
+             f"best epoch {s['best_epoch']}, {s['epochs_run']} epochs, {s['seconds']:.1f} s on {s['device']}"
+             + (f" x {s['world_size']} ranks" if s["world_size"] > 1 else "") + f", features {data}",
              f"{s['regime']} regime; defaults used: "
              + (", ".join(f"{k.replace('_', '-')} {v}" for k, v in s["defaults"].items()) or "none (all given)"),
              f"run folder {s['run_dir']}"]

@@ -73,6 +73,29 @@ def read_rows(dsets: list[h5py.Dataset], positions: np.ndarray, out: np.ndarray,
             out[s:e, v] = buf[pos - lo]
 
 
+def rank_slice(n: int, rank: int, world: int) -> tuple[int, int]:
+    """Rank ``rank``'s contiguous part [lo, hi) of ``n`` items cut into ``world`` near-equal parts
+    (the first ``n % world`` ranks get one more; a part is empty only when n < world)."""
+    q, extra = divmod(int(n), world)
+    lo = rank * q + min(rank, extra)
+    return lo, lo + q + (1 if rank < extra else 0)
+
+
+def rank_take(n: int, rank: int, world: int) -> tuple[int, int]:
+    """The rows [lo, hi) of a global batch of ``n`` rows that rank ``rank`` runs: its
+    :func:`rank_slice`, or the batch's first row when the slice is empty (n < world; the models
+    cannot run an empty batch, and every rank must take the step: the trainer weights it 0)."""
+    lo, hi = rank_slice(n, rank, world)
+    return (lo, hi) if hi > lo else (0, 1)
+
+
+def global_batches(n: int, batch_size: int, world: int) -> list[int]:
+    """Lengths of an epoch's global batches: ``n`` rows in batches of ``batch_size · world`` (the
+    last one shorter); under torchrun every rank takes one step per global batch."""
+    g = batch_size * world
+    return [min(g, n - s) for s in range(0, n, g)]
+
+
 def _to_batch(x: torch.Tensor, y: torch.Tensor, device: torch.device):
     non_blocking = device.type == "cuda"
     return x.to(device, non_blocking=non_blocking).float(), y.to(device, non_blocking=non_blocking)
@@ -107,11 +130,22 @@ class InMemoryBatches:
             data = data.to(device)
         return cls(data, torch.from_numpy(labels.astype(np.int64)).to(data.device), device)
 
-    def batches(self, split: np.ndarray, batch_size: int, shuffle: bool, rng: np.random.Generator | None = None
-                ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        """``split``: indices into the held rows (sorted)."""
+    def batches(self, split: np.ndarray, batch_size: int, shuffle: bool, rng: np.random.Generator | None = None,
+                share: tuple[int, int] | None = None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """``split``: indices into the held rows (sorted). ``share=(rank, world)``: the epoch's order
+        is cut into global batches of ``batch_size · world`` rows and this rank gets its
+        :func:`rank_take` of each (one batch per global batch on every rank)."""
         idx = split[rng.permutation(len(split))] if shuffle else split
         idx = torch.from_numpy(np.ascontiguousarray(idx, dtype=np.int64)).to(self.data.device)
+        if share is not None:  # torchrun: this rank's part of every global batch (batch_size · world rows)
+            rank, world = share
+            s = 0
+            for length in global_batches(len(idx), batch_size, world):
+                lo, hi = rank_take(length, rank, world)
+                b = idx[s + lo:s + hi]
+                s += length
+                yield _to_batch(self.data.index_select(0, b), self.labels.index_select(0, b), self.device)
+            return
         for s in range(0, len(idx), batch_size):
             b = idx[s:s + batch_size]
             yield _to_batch(self.data.index_select(0, b), self.labels.index_select(0, b), self.device)
@@ -136,6 +170,7 @@ class StreamingBatches:
         self.prefetch = max(1, int(prefetch))
         with h5py.File(path, "r") as f:
             self.step = block_rows(f[datasets[0]])
+            self.row_shape = (len(datasets), f[datasets[0]].shape[1])
 
     def _windows(self, split: np.ndarray, shuffle: bool, rng) -> list[np.ndarray]:
         """Groups of held-row indices, each a run of whole file blocks, in visiting order."""
@@ -184,11 +219,14 @@ class StreamingBatches:
             return
         q.put(None)
 
-    def batches(self, split: np.ndarray, batch_size: int, shuffle: bool, rng: np.random.Generator | None = None
-                ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def batches(self, split: np.ndarray, batch_size: int, shuffle: bool, rng: np.random.Generator | None = None,
+                share: tuple[int, int] | None = None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         windows = self._windows(split, shuffle, rng)
         # the window shuffles are drawn here, in the caller's generator, so a seed fixes them
         seeds = rng.integers(0, 2**63, len(windows)) if shuffle else [0] * len(windows)
+        if share is not None:
+            yield from self._shared_batches(windows, seeds, shuffle, batch_size, share)
+            return
         q: queue.Queue = queue.Queue(maxsize=self.prefetch)
         stop = threading.Event()
         t = threading.Thread(target=self._reader, args=(windows, shuffle, seeds, q, stop), daemon=True,
@@ -223,6 +261,84 @@ class StreamingBatches:
                     q.get_nowait()
                 except queue.Empty:
                     t.join(timeout=0.05)
+
+    def _shared_batches(self, windows, seeds, shuffle: bool, batch_size: int, share: tuple[int, int]):
+        """torchrun: the epoch's row order is the one a single process would stream (windows in
+        their drawn order, rows shuffled inside each); it is cut into global batches of
+        ``batch_size · world`` rows and this rank reads only its :func:`rank_take` of each."""
+        rank, world = share
+        orders = [w[np.random.default_rng(seed).permutation(len(w))] if shuffle else w
+                  for w, seed in zip(windows, seeds)]
+        n = sum(len(o) for o in orders)
+        lengths = global_batches(n, batch_size, world)
+        mine = np.zeros(n, dtype=bool)
+        sizes, s = [], 0
+        for length in lengths:
+            lo, hi = rank_take(length, rank, world)
+            mine[s + lo:s + hi] = True
+            sizes.append(hi - lo)
+            s += length
+        picked, s = [], 0
+        for o in orders:  # this rank's rows of every window, in stream order
+            p = o[mine[s:s + len(o)]]
+            s += len(o)
+            if len(p):
+                picked.append(p)
+        q: queue.Queue = queue.Queue(maxsize=self.prefetch)
+        stop = threading.Event()
+        t = threading.Thread(target=self._rows_reader, args=(picked, q, stop), daemon=True, name="gnnprep-prefetch")
+        t.start()
+        carry_x, carry_y, have = [], [], 0
+        try:
+            for size in sizes:
+                while have < size:
+                    item = q.get()
+                    if item is None:
+                        raise RuntimeError("the prefetch thread ended before the epoch's rows were read")
+                    if isinstance(item, BaseException):
+                        raise item
+                    carry_x.append(item[0])
+                    carry_y.append(item[1])
+                    have += len(item[1])
+                x = torch.cat(carry_x) if len(carry_x) > 1 else carry_x[0]
+                y = torch.cat(carry_y) if len(carry_y) > 1 else carry_y[0]
+                yield _to_batch(x[:size], y[:size], self.device)
+                carry_x, carry_y, have = ([x[size:]], [y[size:]], have - size) if have > size else ([], [], 0)
+        finally:
+            stop.set()
+            while t.is_alive():
+                try:
+                    q.get_nowait()
+                except queue.Empty:
+                    t.join(timeout=0.05)
+
+    def _rows_reader(self, picked: list, q: queue.Queue, stop: threading.Event) -> None:
+        """Reads each group of held-row indices (in stream order) in file order, then puts the rows
+        back in stream order."""
+        try:
+            with h5py.File(self.path, "r") as f:
+                dsets = [f[name] for name in self.datasets]
+                for rows in picked:
+                    if stop.is_set():
+                        return
+                    srt = np.argsort(rows, kind="stable")
+                    x = np.empty((len(rows),) + self.row_shape, dtype=dsets[0].dtype)
+                    read_rows(dsets, self.positions[rows[srt]], x, self.step)
+                    xs = np.empty_like(x)
+                    xs[srt] = x
+                    item = (torch.from_numpy(xs), torch.from_numpy(self.labels[rows]))
+                    if self.device.type == "cuda":
+                        item = (item[0].pin_memory(), item[1].pin_memory())
+                    while not stop.is_set():
+                        try:
+                            q.put(item, timeout=0.1)
+                            break
+                        except queue.Full:
+                            continue
+        except BaseException as e:  # handed to the consumer, which re-raises it in the main thread
+            q.put(e)
+            return
+        q.put(None)
 
     def close(self) -> None:
         pass
@@ -327,8 +443,14 @@ def _select_operators(store: FeatureStore, config: TrainConfig) -> tuple[str, ..
     return tuple(file_ops) if config.model == "sign" else (file_ops[0],)
 
 
-def open_data(path, config: TrainConfig, progress=None) -> Data:
-    """Validate the artifact against the config and build the batch loader (in memory or streaming)."""
+def open_data(path, config: TrainConfig, progress=None, device=None, budget_share: int = 1, world: int = 1) -> Data:
+    """Validate the artifact against the config and build the batch loader (in memory or streaming).
+
+    ``device``: where batches go (default: ``config.device`` resolved; under torchrun
+    ``cuda:<LOCAL_RANK>``); ``budget_share``: the default memory budget is divided by it (the
+    processes of one node under torchrun); ``world``: ranks taking ``batch_size`` rows each (the
+    streaming read windows are sized for the global batch, so they are those of one process with
+    ``batch_size · world``; a rank holds only its share of each)."""
     path = Path(path)
     with FeatureStore(path) as store:
         check_shards(store.f, path)   # a sharded artifact reads a missing shard's columns as NaN
@@ -355,9 +477,10 @@ def open_data(path, config: TrainConfig, progress=None) -> Data:
                      hidden=config.hidden, layers=config.layers, dropout=config.dropout,
                      input_dropout=config.input_dropout, alpha=config.alpha, dprate=config.dprate,
                      pool=config.pool, recompute=config.recompute)
-    device = devices.torch_device(config.device)
+    device = devices.torch_device(config.device) if device is None else device
     _check_model_fits(spec, config, device, len(positions["train"]))  # before reading any features
-    budget = config.memory_budget or devices.default_budget("cpu")  # rows are held in host memory first
+    # rows are held in host memory first
+    budget = config.memory_budget or devices.default_budget("cpu") // max(1, budget_share)
     row_bytes = len(datasets) * d * dtype.itemsize
     feature_bytes = len(held) * row_bytes
     splits = {name: np.searchsorted(held, pos) for name, pos in positions.items()}
@@ -365,7 +488,7 @@ def open_data(path, config: TrainConfig, progress=None) -> Data:
     if feature_bytes <= budget:
         loader = InMemoryBatches.load(path, datasets, held, labels, device, progress)
     else:
-        window = window_rows_for(budget, row_bytes, config.batch_size, config.prefetch)
+        window = window_rows_for(budget, row_bytes, config.batch_size * world, config.prefetch)
         loader = StreamingBatches(path, datasets, held, labels, device, window, config.prefetch)
     return Data(loader=loader, splits=splits, spec=spec, views=model_views, fingerprint=fingerprint,
                 evaluator=evaluator, feature_bytes=feature_bytes, budget=budget, config=config, regime=regime,

@@ -110,14 +110,17 @@ class Dist:
     def is_root(self) -> bool:
         return self.rank == 0
 
-    def start(self) -> None:
-        """Join the process group (``env://``: torchrun's MASTER_ADDR and MASTER_PORT), once."""
+    def start(self, backend: str = "gloo") -> None:
+        """Join the process group (``env://``: torchrun's MASTER_ADDR and MASTER_PORT), once.
+
+        ``backend``: ``gloo`` (precompute; training on the CPU) or ``nccl`` (training on GPUs: the
+        caller has made ``cuda:<LOCAL_RANK>`` this process's current device first)."""
         import torch.distributed as td
 
         if td.is_initialized():
             return
         try:
-            td.init_process_group("gloo", rank=self.rank, world_size=self.world,
+            td.init_process_group(backend, rank=self.rank, world_size=self.world,
                                   timeout=timedelta(seconds=self.timeout_s))
         except Exception as e:  # noqa: BLE001 (the rendezvous reports many kinds)
             raise GnnprepError(f"rank {self.rank} of {self.world}: could not join the torch.distributed process "
@@ -146,6 +149,20 @@ class Dist:
 
     def barrier(self) -> None:
         self.gather(None)
+
+    def all_sum(self, values, device=None) -> list[float]:
+        """Element-wise sums of ``values`` (a few floats) over every rank, the same on every rank
+        (float64; ``device``: where the backend's tensors live, ``cuda:<LOCAL_RANK>`` for nccl)."""
+        import torch
+        import torch.distributed as td
+
+        t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=device)
+        try:
+            td.all_reduce(t)
+        except Exception as e:  # noqa: BLE001 (a peer that died or hung)
+            raise GnnprepError(f"rank {self.rank} of {self.world}: lost contact with the other ranks "
+                               f"({_describe(e)}); another rank failed or was stopped") from None
+        return t.cpu().tolist()
 
     def step(self, fn: Callable, *args, share: bool = False, **kwargs):
         """``fn(*args, **kwargs)`` on this rank, then the outcome of every rank: its value when all

@@ -31,7 +31,7 @@ import torch
 
 from gnnprep import device as devices
 from gnnprep.atomic import atomic_output, refuse_input_as_output
-from gnnprep.batches import Data, _take, open_data  # noqa: F401 (re-exported)
+from gnnprep.batches import Data, _take, global_batches, open_data, rank_slice  # noqa: F401 (re-exported)
 from gnnprep.errors import GnnprepError
 from gnnprep.models import ModelSpec, build_model
 from gnnprep.trainconfig import NORMALIZE, RESUMABLE_CHANGES, TrainConfig  # noqa: F401 (re-exported)
@@ -67,6 +67,7 @@ class TrainReport:
     saved_run: int                          # the run whose best state is in model.pt
     regime: str = "large"                   # gnnprep.regimes: small | large
     defaults: dict = field(default_factory=dict)   # the settings the regime filled in
+    world_size: int = 1                     # processes (torchrun ranks) that trained it
 
     def summary(self) -> dict:
         va = np.array([r.valid_acc for r in self.runs])
@@ -82,7 +83,7 @@ class TrainReport:
             "epochs_run": int(sum(r.epochs_run for r in self.runs)),
             "seconds": round(self.seconds, 3), "device": self.device, "streaming": self.streaming,
             "evaluator": self.evaluator, "regime": self.regime, "defaults": self.defaults,
-            "per_run": [r.to_dict(history=False) for r in self.runs],
+            "world_size": self.world_size, "per_run": [r.to_dict(history=False) for r in self.runs],
         }
 
 
@@ -199,6 +200,88 @@ def _evaluate(model, data: Data, config: TrainConfig, accuracy) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------------
+# the same under torchrun (DistributedDataParallel)
+
+
+def train_epoch_shared(model, optimizer, data: Data, config: TrainConfig, rng: np.random.Generator, dist,
+                       device) -> tuple[float, int]:
+    """One epoch as rank ``dist.rank`` of ``dist.world``: (the mean training loss over every rank's
+    rows, the optimizer steps taken).
+
+    Every rank draws the same permutation (``rng`` is seeded alike on every rank) and takes its
+    :func:`rank_slice` of each global batch of ``batch_size · world`` rows, so the steps per epoch
+    are those of one process with that batch. The loss of a slice is its summed cross entropy
+    times ``world / global batch length``: DDP averages the gradients over the ranks, which gives
+    the gradient of the global batch's mean loss. A rank whose slice is empty (the last global
+    batch has fewer rows than ranks) runs the batch's first row with weight 0, so it still takes
+    the step and joins DDP's all-reduce."""
+    model.train()
+    if device.type == "cpu":
+        _keep_freed_memory()
+    split = data.splits["train"]
+    lengths = global_batches(len(split), config.batch_size, dist.world)
+    total, n, steps = 0.0, 0, 0
+    for length, (x, y) in zip(lengths, data.loader.batches(split, config.batch_size, True, rng,
+                                                            share=(dist.rank, dist.world))):
+        lo, hi = rank_slice(length, dist.rank, dist.world)
+        x = normalize_rows(x, config.normalize_features)
+        optimizer.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(model(x), y, reduction="sum")
+        (loss * ((dist.world / length) if hi > lo else 0.0)).backward()
+        optimizer.step()
+        if hi > lo:
+            total += float(loss.detach())
+            n += hi - lo
+        steps += 1
+    if steps != len(lengths):
+        raise GnnprepError(f"rank {dist.rank}: the loader gave {steps} batches for {len(lengths)} global batches")
+    return total, n, steps
+
+
+@torch.inference_mode()
+def _evaluate_shared(model, data: Data, config: TrainConfig, dist, comm_device) -> dict:
+    """Like :func:`_evaluate`, each rank scoring its contiguous share of the valid and test rows;
+    the loss sums and correct counts are summed over the ranks, so every rank gets the same
+    numbers (and takes the same early-stopping decision). Accuracy is correct / rows: what ogb's
+    Evaluator computes for an ``acc`` data set."""
+    model.eval()
+    sums = []
+    for name in ("valid", "test"):
+        loss_sum, correct, count = 0.0, 0, 0
+        if name in data.splits:
+            split = data.splits[name]
+            lo, hi = rank_slice(len(split), dist.rank, dist.world)
+            if hi > lo:
+                for x, y in data.loader.batches(split[lo:hi], config.eval_batch_size, False):
+                    logits = model(normalize_rows(x, config.normalize_features))
+                    loss_sum += float(torch.nn.functional.cross_entropy(logits, y, reduction="sum"))
+                    correct += int((logits.argmax(1) == y).sum())
+                    count += len(y)
+        sums += [loss_sum, correct, count]
+    vl, vc, vn, _, tc, tn = dist.all_sum(sums, comm_device)
+    return {"valid_acc": vc / vn if vn else float("nan"), "valid_loss": vl / max(vn, 1),
+            "test_acc": (tc / tn if tn else float("nan")) if "test" in data.splits else None}
+
+
+def _rank_seed(seed: int, rank: int) -> int:
+    """The torch seed of rank ``rank`` ≥ 1 after the (identical) model init: its own dropout masks."""
+    return int(np.random.SeedSequence([seed, rank]).generate_state(1, np.uint64)[0])
+
+
+def _rank_rng(device) -> dict:
+    state = {"torch": torch.get_rng_state()}
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def _set_rank_rng(state: dict, device) -> None:
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and device.type == "cuda":
+        torch.cuda.set_rng_state(state["cuda"], device)
+
+
+# ---------------------------------------------------------------------------------------------------
 # checkpoints and outputs
 
 
@@ -259,8 +342,11 @@ def _load_checkpoint(path: Path) -> dict:
     return ck
 
 
-def _check_resumable(ck: dict, config: TrainConfig, data: Data, run_dir: Path) -> None:
+def _check_resumable(ck: dict, config: TrainConfig, data: Data, run_dir: Path, world: int = 1) -> None:
     ck_path = run_dir / "checkpoint.pt"
+    if ck.get("world_size", 1) != world:
+        raise GnnprepError(f"{ck_path}: was trained by {ck.get('world_size', 1)} process(es), now {world}; resume "
+                           f"with the same number of torchrun processes ({ck.get('world_size', 1)}), or use a new run folder")
     if ck["fingerprint"]["file"] != data.fingerprint["file"] or \
             ck["fingerprint"]["graph_fingerprint"] != data.fingerprint["graph_fingerprint"]:
         raise GnnprepError(f"{ck_path}: was trained on another features artifact "
@@ -347,14 +433,19 @@ def _better(ev: dict, best: dict | None, select: str) -> bool:
     return ev["valid_loss"] < best["valid_loss"]
 
 
-def train(features, run_dir, config: TrainConfig, progress=None, resume: bool = False) -> TrainReport:
+def train(features, run_dir, config: TrainConfig, progress=None, resume: bool = False, dist=None) -> TrainReport:
     """Train ``config.runs`` seeded runs of ``config.model`` on ``features``; write the run folder.
 
     ``progress(stage, done, total)`` is called after every epoch. With ``resume``, the checkpoint in
     ``run_dir`` is continued (same settings and artifact required); the continued run is identical
     to an uninterrupted one (model, optimizer and RNG states are restored). Finished runs continue
     to a larger ``epochs`` from their end state (unless early stopping ended them).
+
+    ``dist`` (:class:`gnnprep.distributed.Dist`, under torchrun): train as one rank of a
+    DistributedDataParallel job (:func:`_train_shared`).
     """
+    if dist is not None:
+        return _train_shared(features, run_dir, config, progress, resume, dist)
     t_start = time.perf_counter()
     config.check()
     run_dir = Path(run_dir)
@@ -376,12 +467,59 @@ def train(features, run_dir, config: TrainConfig, progress=None, resume: bool = 
         raise
 
 
-def _train_runs(run_dir: Path, data, config: TrainConfig, ck, progress, t_start: float) -> TrainReport:
-    """Every run (continuing the checkpoint ``ck``), then model.pt and metrics.json."""
-    accuracy = _plain_accuracy
-    if data.evaluator != "plain":
-        accuracy = _ogb_accuracy(data.evaluator) or _plain_accuracy
+def _train_shared(features, run_dir, config: TrainConfig, progress, resume: bool, dist) -> TrainReport:
+    """:func:`train` as one rank of a torchrun job: DistributedDataParallel over ``dist.world``
+    processes (gloo on the CPU, nccl on ``cuda:<LOCAL_RANK>``), ``batch_size`` rows per rank.
+
+    Every rank checks the run folder and the artifact, opens the data (in memory: every split row;
+    streaming: each epoch it reads only its own rows) and, with ``resume``, reads rank 0's
+    ``checkpoint.pt`` (a shared filesystem). A failure of any rank in a phase is one error on every
+    rank (:meth:`Dist.step`). Rank 0 alone writes the run folder."""
+    t_start = time.perf_counter()
+    config.check()
+    run_dir = Path(run_dir)
     device = devices.torch_device(config.device)
+    if device.type == "cuda":
+        device = torch.device("cuda", dist.local_rank)
+        torch.cuda.set_device(device)
+    dist.start("nccl" if device.type == "cuda" else "gloo")
+
+    def prepare():
+        _check_run_dir(run_dir, features, resume)
+        ck = _load_checkpoint(run_dir / "checkpoint.pt") if resume else None
+        if config.threads:
+            torch.set_num_threads(config.threads)
+        data = open_data(features, config, progress, device=device, budget_share=dist.local_world,
+                         world=dist.world)
+        if ck is not None:
+            _check_resumable(ck, data.config, data, run_dir, dist.world)
+        return ck, data
+
+    ck, data = dist.step(prepare)
+    config = data.config
+    created = dist.step(lambda: (not run_dir.exists(), _make_run_dir(run_dir))[0] if dist.is_root else None)
+    try:
+        return _train_runs(run_dir, data, config, ck, progress, t_start, dist, device)
+    except GnnprepError:
+        if dist.is_root and created and run_dir.is_dir() and not any(run_dir.iterdir()):
+            run_dir.rmdir()
+        raise
+
+
+def _train_runs(run_dir: Path, data, config: TrainConfig, ck, progress, t_start: float, dist=None,
+                device=None) -> TrainReport:
+    """Every run (continuing the checkpoint ``ck``), then model.pt and metrics.json (under torchrun:
+    written by rank 0, every rank waiting for the outcome)."""
+    accuracy = _plain_accuracy
+    if data.evaluator != "plain" and dist is None:
+        accuracy = _ogb_accuracy(data.evaluator) or _plain_accuracy
+    device = devices.torch_device(config.device) if device is None else device
+    world = 1 if dist is None else dist.world
+
+    def on_root(fn, *args):  # rank 0 writes; a failure there fails every rank alike
+        if dist is None:
+            return fn(*args)
+        dist.step(fn if dist.is_root else (lambda *a: None), *args)
 
     done = Finished.from_checkpoint(ck)
     for r in range(config.runs):
@@ -390,8 +528,8 @@ def _train_runs(run_dir: Path, data, config: TrainConfig, ck, progress, t_start:
             if done.results[r].epochs_run >= config.epochs:
                 continue  # trained to --epochs already
             cur = {**done.ends[r], "best_state": done.best_states[r]}  # continue to the new --epochs
-        done.put(r, *_train_run(r, data, config, device, accuracy, run_dir, done, cur, progress))
-        _checkpoint(run_dir, config, data, done, None)
+        done.put(r, *_train_run(r, data, config, device, accuracy, run_dir, done, cur, progress, dist))
+        on_root(_checkpoint, run_dir, config, data, done, None, world)
     finished = done.results
     # the best-validation run's best state goes to model.pt
     key = (lambda i: finished[i].valid_loss) if config.select == "loss" else (lambda i: -finished[i].valid_acc)
@@ -399,17 +537,21 @@ def _train_runs(run_dir: Path, data, config: TrainConfig, ck, progress, t_start:
     report = TrainReport(run_dir=str(run_dir), model=config.model, runs=tuple(finished[:config.runs]),
                          device=str(device), streaming=data.loader.streaming, evaluator=data.evaluator,
                          seconds=time.perf_counter() - t_start, saved_run=saved, regime=data.regime,
-                         defaults=data.defaults)
+                         defaults=data.defaults, world_size=world)
     best = finished[saved]
+    on_root(_write_outputs, run_dir, config, data, done, report, saved, best)
+    return report
+
+
+def _write_outputs(run_dir: Path, config: TrainConfig, data, done, report: TrainReport, saved: int, best) -> None:
     _save({"format": "gnnprep.model", "format_version": 1, "state_dict": done.best_states[saved],
            "config": _config_dict(config), "spec": dataclasses.asdict(data.spec), "views": data.views,
            "features": data.fingerprint, "seed": best.seed, "best_epoch": best.best_epoch,
            "valid_acc": best.valid_acc, "test_acc": best.test_acc}, run_dir / "model.pt")
     _write_json({"config": _config_dict(config), "features": data.fingerprint, "spec": dataclasses.asdict(data.spec),
-                 "feature_bytes": data.feature_bytes, "memory_budget": data.budget,
+                 "feature_bytes": data.feature_bytes, "memory_budget": data.budget, "world_size": report.world_size,
                  "summary": report.summary(), "runs": [r.to_dict() for r in report.runs]}, run_dir / "metrics.json")
     _plot(report, run_dir)
-    return report
 
 
 @dataclass
@@ -436,11 +578,13 @@ class Finished:
             self.ends.append(end)
 
 
-def _checkpoint(run_dir, config, data, done: Finished, current) -> None:
-    _save({"format": CHECKPOINT_FORMAT, "format_version": CHECKPOINT_VERSION, "config": _config_dict(config),
-           "fingerprint": data.fingerprint, "finished": [r.to_dict() for r in done.results],
-           "best_states": done.best_states, "ends": done.ends, "current": current},
-          run_dir / "checkpoint.pt")
+def _checkpoint(run_dir, config, data, done: Finished, current, world: int = 1) -> None:
+    ck = {"format": CHECKPOINT_FORMAT, "format_version": CHECKPOINT_VERSION, "config": _config_dict(config),
+          "fingerprint": data.fingerprint, "finished": [r.to_dict() for r in done.results],
+          "best_states": done.best_states, "ends": done.ends, "current": current}
+    if world > 1:
+        ck["world_size"] = world
+    _save(ck, run_dir / "checkpoint.pt")
 
 
 def _to_cpu(obj):
@@ -454,29 +598,47 @@ def _to_cpu(obj):
     return obj
 
 
-def _train_run(r, data: Data, config: TrainConfig, device, accuracy, run_dir, done: Finished, cur, progress):
-    """Run r from its start, or from ``cur`` (a saved state): (result, best state, end state)."""
+def _train_run(r, data: Data, config: TrainConfig, device, accuracy, run_dir, done: Finished, cur, progress,
+               dist=None):
+    """Run r from its start, or from ``cur`` (a saved state): (result, best state, end state).
+
+    Under torchrun (``dist``): every rank builds the same model (same seed) and draws the same
+    permutations; rank r ≥ 1 then reseeds torch (:func:`_rank_seed`: its own dropout masks). The
+    model is wrapped in DistributedDataParallel; states saved are the unwrapped model's."""
     seed = config.seed + r
     torch.manual_seed(seed)
     random.seed(seed)
     rng = np.random.default_rng(seed)
-    model = build_model(data.spec).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    net = build_model(data.spec).to(device)
+    optimizer = torch.optim.Adam(net.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     history: list[dict] = []
     best, best_state, bad, start, elapsed = None, None, 0, 0, 0.0
     if cur is not None:
-        model.load_state_dict(cur["model"])
+        net.load_state_dict(cur["model"])
         optimizer.load_state_dict(cur["optimizer"])
         history, best, best_state, bad, start, elapsed = (cur["history"], cur["best"], cur["best_state"], cur["bad"],
                                                           cur["epoch"], cur["elapsed"])
         _set_rng_state(cur["rng"], rng)
+    model = net
+    if dist is not None:
+        from torch.nn.parallel import DistributedDataParallel
+
+        if cur is not None:
+            _set_rank_rng(cur["rank_rng"][dist.rank], device)
+        elif dist.rank:
+            torch.manual_seed(_rank_seed(seed, dist.rank))
+        model = DistributedDataParallel(net, device_ids=[device] if device.type == "cuda" else None)
+    comm = device if device.type == "cuda" else None    # nccl reduces CUDA tensors, gloo CPU ones
     t0 = time.perf_counter() - elapsed
 
     def state(with_best: bool = True) -> dict:
-        return {"run": r, "epoch": len(history), "model": _cpu_state(model),
-                "optimizer": _to_cpu(optimizer.state_dict()), "history": history, "best": best,
-                "best_state": best_state if with_best else None, "bad": bad,
-                "elapsed": time.perf_counter() - t0, "rng": _rng_state(rng)}
+        out = {"run": r, "epoch": len(history), "model": _cpu_state(net),
+               "optimizer": _to_cpu(optimizer.state_dict()), "history": history, "best": best,
+               "best_state": best_state if with_best else None, "bad": bad,
+               "elapsed": time.perf_counter() - t0, "rng": _rng_state(rng)}
+        if dist is not None:  # every rank's own torch (dropout) stream; the shuffle stream is shared
+            out["rank_rng"] = dist.gather(_rank_rng(device))
+        return out
 
     last_ck = time.perf_counter()
     stage = f"train run {r + 1}/{config.runs}" if config.runs > 1 else "train"
@@ -484,21 +646,36 @@ def _train_run(r, data: Data, config: TrainConfig, device, accuracy, run_dir, do
         if best is not None and 0 < config.patience <= bad:
             break  # patience 0 turns early stopping off
         te = time.perf_counter()
-        loss = train_epoch(model, optimizer, data, config, rng)
-        row = {"epoch": epoch, "train_loss": loss, "valid_loss": None, "valid_acc": None, "test_acc": None}
+        if dist is None:
+            loss = train_epoch(model, optimizer, data, config, rng)
+            steps = -(-len(data.splits["train"]) // config.batch_size)
+        else:
+            total, n, steps = train_epoch_shared(model, optimizer, data, config, rng, dist, device)
+        row = {"epoch": epoch, "train_loss": None if dist is not None else loss, "valid_loss": None,
+               "valid_acc": None, "test_acc": None, "steps": steps}
         if (epoch + 1) % config.eval_every == 0 or epoch + 1 == config.epochs:
-            ev = _evaluate(model, data, config, accuracy)
+            ev = (_evaluate(model, data, config, accuracy) if dist is None
+                  else _evaluate_shared(net, data, config, dist, comm))
             row.update(ev)
             if _better(ev, best, config.select):
                 best = {"epoch": epoch, **ev}
-                best_state = _cpu_state(model)
+                best_state = _cpu_state(net)
                 bad = 0
             else:
                 bad += config.eval_every
+        due = time.perf_counter() - last_ck >= config.checkpoint_every
+        if dist is not None:  # rank 0's clock decides, so every rank joins the same checkpoints
+            total, n, due = dist.all_sum([total, n, float(due and dist.is_root)], comm)
+            row["train_loss"] = total / max(n, 1)
         row["seconds"] = time.perf_counter() - te
         history.append(row)
-        if time.perf_counter() - last_ck >= config.checkpoint_every:
-            _checkpoint(run_dir, config, data, done, state())
+        if due:
+            current = state()
+            if dist is None:
+                _checkpoint(run_dir, config, data, done, current)
+            else:
+                dist.step(_checkpoint if dist.is_root else (lambda *a: None), run_dir, config, data, done, current,
+                          dist.world)
             last_ck = time.perf_counter()
         if progress is not None:
             progress(stage, epoch + 1, config.epochs)
