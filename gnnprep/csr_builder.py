@@ -203,11 +203,13 @@ class CSRBuilder:
         self.close_spills()
         return int(self.counts.sum())
 
-    def write(self, group: h5py.Group, progress: Progress = no_progress, on_rows=None) -> dict:
+    def write(self, group: h5py.Group, progress: Progress = no_progress, on_rows=None, on_cols=None) -> dict:
         """Write ``indptr``/``indices`` into ``group``; return stats (and a content fingerprint).
-        ``on_rows(lo, hi)`` is called, in row order, as soon as rows lo..hi-1 are in both datasets."""
+        ``on_rows(lo, hi)`` is called, in row order, as soon as rows lo..hi-1 are in both datasets;
+        ``on_cols(offset, cols)`` with every run of column ids as it is written (before the
+        ``on_rows`` call of its rows; ``cols`` is reused afterwards: copy it)."""
         self.close_spills()
-        self._on_rows = on_rows
+        self._on_rows, self._on_cols = on_rows, on_cols
         n = self.n
         index_dtype = self.index_dtype
         indptr = group.create_dataset("indptr", shape=(n + 1,), dtype=np.int64,
@@ -309,6 +311,8 @@ class CSRBuilder:
                 cols = (keys[s:s + step] % self.n).astype(indices.dtype)
             self._hash_later(self._hash_indices, cols)
             indices[self._offset + s:self._offset + s + len(cols)] = cols
+            if self._on_cols is not None:
+                self._on_cols(self._offset + s, cols)
 
     def _write_indptr(self, lo: int, hi: int, keys: np.ndarray, indptr) -> None:
         """indptr[lo+1 .. hi] from the sorted keys of rows [lo, hi), in slabs of ``row_slab`` rows:

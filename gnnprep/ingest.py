@@ -335,7 +335,8 @@ def _build_adjacency(f: h5py.File, source: GraphSource, work: Path, output: Path
         finder = IngestOrder(adj, n, builder.entries_upper(), builder.index_dtype, budget)
     with timer("sort_write_edges"):
         try:
-            stats = builder.write(adj, progress, on_rows=finder.rows_ready if finder is not None else None)
+            stats = builder.write(adj, progress, on_rows=finder.rows_ready if finder is not None else None,
+                                  on_cols=finder.cols_written if finder is not None else None)
         except BaseException:
             if finder is not None:
                 finder.abandon()

@@ -84,7 +84,7 @@ COUNT_AHEAD = 48    # entries ahead whose label's count is prefetched (its label
 
 
 @njit(cache=True, nogil=True)
-def _propagate(indptr_block, indices_block, r0, label, count, buf):
+def _propagate(indptr_block, indices_block, r0, label, count, buf, first):
     """One asynchronous label-propagation pass over rows r0 .. r0 + len(indptr_block) - 2 (their
     entries are ``indices_block``, starting at global offset ``indptr_block[0]``): each row takes the
     label most frequent among its neighbours (ties to the smallest), in id order, seeing the labels
@@ -95,7 +95,9 @@ def _propagate(indptr_block, indices_block, r0, label, count, buf):
     loaded and re-reading them to reset (5.6M nodes, 154M entries), with the same labels. While
     entry p is gathered, the label of entry p + LABEL_AHEAD and the count of entry p + COUNT_AHEAD's
     label are prefetched (both arrays are n long and miss the cache on large graphs): about 1.8x
-    faster again, the same labels (a prefetch changes no value)."""
+    faster again, the same labels (a prefetch changes no value). ``first``: this is the first pass
+    from label[u] = u, so a neighbour u > v (not yet visited) still holds label u and is not loaded:
+    about half the gathers of that pass saved, the same labels."""
     base = indptr_block[0]
     size = len(buf)
     m_all = len(indices_block)
@@ -106,13 +108,26 @@ def _propagate(indptr_block, indices_block, r0, label, count, buf):
         best_count = 0
         for q0 in range(p0, p1, size):
             m = min(size, p1 - q0)
-            for t in range(m):
-                p = q0 + t
-                if p + LABEL_AHEAD < m_all:
-                    prefetch(label, indices_block[p + LABEL_AHEAD])
-                if p + COUNT_AHEAD < m_all:
-                    prefetch(count, label[indices_block[p + COUNT_AHEAD]])
-                buf[t] = label[indices_block[p]]
+            if first:   # the first pass from label[u] = u: rows after v still hold their own id
+                for t in range(m):
+                    p = q0 + t
+                    if p + LABEL_AHEAD < m_all:
+                        u = indices_block[p + LABEL_AHEAD]
+                        if u < v:
+                            prefetch(label, u)
+                    if p + COUNT_AHEAD < m_all:
+                        u = indices_block[p + COUNT_AHEAD]
+                        prefetch(count, label[u] if u < v else u)
+                    u = indices_block[p]
+                    buf[t] = label[u] if u < v else u
+            else:
+                for t in range(m):
+                    p = q0 + t
+                    if p + LABEL_AHEAD < m_all:
+                        prefetch(label, indices_block[p + LABEL_AHEAD])
+                    if p + COUNT_AHEAD < m_all:
+                        prefetch(count, label[indices_block[p + COUNT_AHEAD]])
+                    buf[t] = label[indices_block[p]]
             for t in range(m):
                 lab = buf[t]
                 c = count[lab] + 1
@@ -164,8 +179,8 @@ def community_order(indptr: np.ndarray, indices: np.ndarray, sweeps: int = 2) ->
     label = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
     count = np.zeros(n, dtype=np.int32)
     buf = np.empty(PROPAGATE_BUFFER, dtype=label.dtype)
-    for _ in range(sweeps):
-        _propagate(indptr, indices, 0, label, count, buf)
+    for sweep in range(sweeps):
+        _propagate(indptr, indices, 0, label, count, buf, sweep == 0)
     return _group_by_label(label)
 
 
@@ -362,7 +377,8 @@ class IngestOrder:
     up to v, only those rows (later rows still hold their initial labels), so it runs bucket by
     bucket as the CSR builder reports rows written (:meth:`rows_ready`, in row order); the second
     sweep starts when the CSR is complete (:meth:`csr_done`). Rows are read back from the store in
-    the background thread and kept when the whole CSR fits ``share`` of the budget, else read again
+    the background thread, or, when the whole CSR fits ``share`` of the budget, copied as the
+    builder writes them (:meth:`cols_written`) and kept for the second sweep; else read again
     in row blocks for the second sweep (out of core: in memory are indptr, the labels, the counts
     and one block). Skipped (``active`` False) when even that does not fit; any failure leaves the
     store without an order (precompute then finds one itself or computes in stored order; results
@@ -384,6 +400,7 @@ class IngestOrder:
         self.resident = entries_upper * entry <= room
         self._block = entries_upper if self.resident else max(1 << 16, room // (2 * entry))
         self._kept = np.empty(entries_upper, dtype=index_dtype) if self.resident else None
+        self._kept_upto = 0   # entries of _kept filled (by cols_written, or by _blocks reading them)
         self._events: queue.Queue = queue.Queue()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -392,6 +409,13 @@ class IngestOrder:
         """Rows lo..hi-1 are written (called in row order)."""
         if self.active:
             self._events.put((lo, hi))
+
+    def cols_written(self, offset: int, cols: np.ndarray) -> None:
+        """Column ids ``offset ..`` are written (before their rows are reported): kept in memory when
+        the CSR is resident, which spares the search thread reading them back from the file."""
+        if self.active and self._kept is not None:
+            self._kept[offset:offset + len(cols)] = cols
+            self._kept_upto = max(self._kept_upto, offset + len(cols))
 
     def csr_done(self) -> None:
         if self.active:
@@ -413,7 +437,7 @@ class IngestOrder:
             idx = ds[p0:p1]
             if self._kept is not None:
                 self._kept[p0:p1] = idx
-                self._kept_upto = p1
+                self._kept_upto = max(self._kept_upto, p1)
             yield int(r0), indptr[r0:r1 + 1], idx
 
     def _run(self) -> None:
@@ -424,17 +448,16 @@ class IngestOrder:
             label = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
             count = np.zeros(n, dtype=np.int32)
             buf = np.empty(PROPAGATE_BUFFER, dtype=label.dtype)
-            self._kept_upto = 0
             while (event := self._events.get()) is not None:
                 if event is False:
                     return
                 lo, hi = event
                 indptr[lo + 1:hi + 1] = self._group["indptr"][lo + 1:hi + 1]
                 for r0, ip, idx in self._blocks(indptr, lo, hi):   # sweep 1, as rows arrive
-                    _propagate(ip, idx, r0, label, count, buf)
+                    _propagate(ip, idx, r0, label, count, buf, True)
             for _ in range(self.SWEEPS - 1):
                 for r0, ip, idx in self._blocks(indptr, 0, n):
-                    _propagate(ip, idx, r0, label, count, buf)
+                    _propagate(ip, idx, r0, label, count, buf, False)
             del count
             order = _group_by_label(label)
             self._found = (order, indptr, time.perf_counter() - t0, time.thread_time() - cpu0)
