@@ -101,6 +101,16 @@ def _to_batch(x: torch.Tensor, y: torch.Tensor, device: torch.device):
     return x.to(device, non_blocking=non_blocking).float(), y.to(device, non_blocking=non_blocking)
 
 
+def _put(q: queue.Queue, item, stop: threading.Event) -> None:
+    """Hand ``item`` to the consumer, giving up when ``stop`` is set (the consumer has left)."""
+    while not stop.is_set():
+        try:
+            q.put(item, timeout=0.1)
+            return
+        except queue.Full:
+            continue
+
+
 class InMemoryBatches:
     """Every needed row held in one tensor [R, V, d]; batches are index gathers."""
 
@@ -208,12 +218,7 @@ class StreamingBatches:
                     item = (torch.from_numpy(x), torch.from_numpy(y))
                     if self.device.type == "cuda":  # page-locked: the copy to the device runs async
                         item = (item[0].pin_memory(), item[1].pin_memory())
-                    while not stop.is_set():
-                        try:
-                            q.put(item, timeout=0.1)
-                            break
-                        except queue.Full:
-                            continue
+                    _put(q, item, stop)
         except BaseException as e:  # handed to the consumer, which re-raises it in the main thread
             q.put(e)
             return
@@ -329,12 +334,7 @@ class StreamingBatches:
                     item = (torch.from_numpy(xs), torch.from_numpy(self.labels[rows]))
                     if self.device.type == "cuda":
                         item = (item[0].pin_memory(), item[1].pin_memory())
-                    while not stop.is_set():
-                        try:
-                            q.put(item, timeout=0.1)
-                            break
-                        except queue.Full:
-                            continue
+                    _put(q, item, stop)
         except BaseException as e:  # handed to the consumer, which re-raises it in the main thread
             q.put(e)
             return

@@ -72,16 +72,10 @@ def disk_bytes(rows: int, n: int, d: int, hops: int, operators: int, dtype: str,
     return int(hop_bytes + channel_bytes + 24 * rows + (1 << 20))
 
 
-def create_layout(f: h5py.File, store: GraphStore, out_rows: np.ndarray | None, hops: int,
-                  operators: tuple[str, ...], dtype: str, c: int, width: int,
-                  hdg_channels: tuple[str, ...] = ()) -> None:
-    """Allocate every dataset of the artifact: rows, hops of every operator (hop 0 shared), HDG
-    channels (all rows), labels and splits of the stored rows."""
-    n, d = store.features.shape
-    r = n if out_rows is None else len(out_rows)
-    f.create_dataset("rows", data=(np.arange(n) if out_rows is None else out_rows).astype(
-        np.int32 if n < 2**31 else np.int64))
-    chunks = _hop_chunks(r, width, c, dtype)
+def _create_hops(f: h5py.File, shape: tuple, hops: int, operators: tuple[str, ...], dtype: str,
+                 chunks: tuple | None) -> h5py.Group:
+    """``/channels/<op>/<k>`` of ``shape`` for every operator and hop (hop 0 allocated once, hard
+    linked into every operator: it is X for all), ``/hops/<k>`` linked to the first operator's."""
     channels = f.create_group("channels")
     first = operators[0]
     for op in operators:
@@ -89,23 +83,29 @@ def create_layout(f: h5py.File, store: GraphStore, out_rows: np.ndarray | None, 
         for k in range(hops + 1):
             if k == 0 and op != first:
                 continue
-            create_early(g, str(k), (r, d), dtype, chunks)
+            create_early(g, str(k), shape, dtype, chunks)
     for op in operators[1:]:
-        channels[op]["0"] = channels[first]["0"]  # hard link: hop 0 is X for every operator
+        channels[op]["0"] = channels[first]["0"]
     hop_group = f.create_group("hops")
     for k in range(hops + 1):
         hop_group[str(k)] = channels[first][str(k)]
+    return channels
+
+
+def create_layout(f: h5py.File, store: GraphStore, out_rows: np.ndarray | None, hops: int,
+                  operators: tuple[str, ...], dtype: str, c: int, width: int,
+                  hdg_channels: tuple[str, ...] = ()) -> None:
+    """Allocate every dataset of the artifact: rows, hops of every operator (hop 0 shared), HDG
+    channels (all rows), labels and splits of the stored rows."""
+    n, d = store.features.shape
+    r = n if out_rows is None else len(out_rows)
+    channels = _create_hops(f, (r, d), hops, operators, dtype, _hop_chunks(r, width, c, dtype))
     chunks = _hop_chunks(n, width, c, dtype)
     for ch in hdg_channels:
         g = channels.create_group(ch)
         for k in range(hops + 1):
             create_early(g, str(k), (n, d), dtype, chunks)
-    labels = store.labels()
-    if labels is not None:
-        f.create_dataset("labels", data=labels if out_rows is None else labels[out_rows])
-    sp = f.create_group("splits")
-    for name, ids in store.splits().items():
-        sp.create_dataset(name, data=ids)
+    _rows_labels_splits(f, store, out_rows)
 
 
 def write_root(f: h5py.File, provenance: dict, store: GraphStore, hops: int, operators: tuple[str, ...],
@@ -252,20 +252,7 @@ def create_shard_layout(f: h5py.File, rows: int, columns: int, hops: int, operat
     """Allocate a shard's hop datasets: ``/channels/<op>/<k>`` [rows, columns] (hop 0 shared by
     the operators, ``/hops/<k>`` links to the first operator's), in ``c`` column blocks of
     ``width`` (one block: contiguous, written with O_DIRECT like a one-process artifact)."""
-    chunks = _hop_chunks(rows, width, c, dtype)
-    channels = f.create_group("channels")
-    first = operators[0]
-    for op in operators:
-        g = channels.create_group(op)
-        for k in range(hops + 1):
-            if k == 0 and op != first:
-                continue
-            create_early(g, str(k), (rows, columns), dtype, chunks)
-    for op in operators[1:]:
-        channels[op]["0"] = channels[first]["0"]
-    hop_group = f.create_group("hops")
-    for k in range(hops + 1):
-        hop_group[str(k)] = channels[first][str(k)]
+    _create_hops(f, (rows, columns), hops, operators, dtype, _hop_chunks(rows, width, c, dtype))
 
 
 def write_shard_root(f: h5py.File, provenance: dict, shard: dict) -> None:
@@ -286,6 +273,7 @@ def read_shard_attr(path) -> dict | None:
 
 
 def _rows_labels_splits(f: h5py.File, store: GraphStore, out_rows: np.ndarray | None) -> None:
+    """``/rows`` (the stored node ids), ``/labels`` of those rows, ``/splits`` as in the store."""
     n = store.features.shape[0]
     f.create_dataset("rows", data=(np.arange(n) if out_rows is None else out_rows).astype(
         np.int32 if n < 2**31 else np.int64))
