@@ -111,6 +111,16 @@ def _put(q: queue.Queue, item, stop: threading.Event) -> None:
             continue
 
 
+def _stop_reader(t: threading.Thread, q: queue.Queue, stop: threading.Event) -> None:
+    """Stop a reader thread: tell it, and drain its queue until it has ended (it may be blocked on a put)."""
+    stop.set()
+    while t.is_alive():
+        try:
+            q.get_nowait()
+        except queue.Empty:
+            t.join(timeout=0.05)
+
+
 class InMemoryBatches:
     """Every needed row held in one tensor [R, V, d]; batches are index gathers."""
 
@@ -260,12 +270,7 @@ class StreamingBatches:
             if have:
                 yield _to_batch(torch.cat(carry_x), torch.cat(carry_y), self.device)
         finally:
-            stop.set()
-            while t.is_alive():
-                try:
-                    q.get_nowait()
-                except queue.Empty:
-                    t.join(timeout=0.05)
+            _stop_reader(t, q, stop)
 
     def _shared_batches(self, windows, seeds, shuffle: bool, batch_size: int, share: tuple[int, int]):
         """torchrun: the epoch's row order is the one a single process would stream (windows in
@@ -310,12 +315,7 @@ class StreamingBatches:
                 yield _to_batch(x[:size], y[:size], self.device)
                 carry_x, carry_y, have = ([x[size:]], [y[size:]], have - size) if have > size else ([], [], 0)
         finally:
-            stop.set()
-            while t.is_alive():
-                try:
-                    q.get_nowait()
-                except queue.Empty:
-                    t.join(timeout=0.05)
+            _stop_reader(t, q, stop)
 
     def _rows_reader(self, picked: list, q: queue.Queue, stop: threading.Event) -> None:
         """Reads each group of held-row indices (in stream order) in file order, then puts the rows

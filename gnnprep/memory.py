@@ -54,10 +54,11 @@ def reset_peak() -> bool:
         return False
 
 
-def peak_rss() -> int | None:
-    """Peak resident set size since start or the last :func:`reset_peak`, in bytes (None: unknown)."""
+def peak_rss(pid: int | str = "self") -> int | None:
+    """Peak resident set size (VmHWM) of process ``pid`` (default: this one) since its start or the
+    last :func:`reset_peak`, in bytes (None: unknown, or the process is gone)."""
     try:
-        with open("/proc/self/status") as f:
+        with open(f"/proc/{pid}/status") as f:
             for line in f:
                 if line.startswith("VmHWM:"):
                     return int(line.split()[1]) * 1024

@@ -80,7 +80,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import bench_precompute as bp  # noqa: E402  (the bench graph's generator and cache)
+from gnnprep.memory import peak_rss  # noqa: E402  (VmHWM of a process)
 
 ROOT = Path(__file__).resolve().parents[1]
 MiB, GiB = 1024**2, 1024**3
@@ -109,18 +111,6 @@ VARIANTS = {
 
 
 # -- running one command ---------------------------------------------------------------------------
-def _vm_hwm(pid: int) -> int | None:
-    """The process's own peak RSS (VmHWM, bytes) from /proc; None once it is gone."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
 def run_tree(cmd: list[str], env: dict, out_path: Path, err_path: Path, interval: float = 0.1) -> dict:
     """Run ``cmd``; wall seconds, exit status, and memory of its process tree sampled every
     ``interval`` s: the largest summed RSS, and each process's last seen VmHWM (the peak of a
@@ -147,7 +137,7 @@ def run_tree(cmd: list[str], env: dict, out_path: Path, err_path: Path, interval
                         kind[p.pid] = "agent" if "torch.distributed.run" in line or "torchrun" in line else "worker"
                 except (psutil.NoSuchProcess, psutil.AccessDenied):
                     continue
-                h = _vm_hwm(p.pid)
+                h = peak_rss(p.pid)
                 if h is not None:
                     hwm[p.pid] = max(hwm.get(p.pid, 0), h)
             peak_sum = max(peak_sum, total)
