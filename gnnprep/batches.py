@@ -101,6 +101,12 @@ def _to_batch(x: torch.Tensor, y: torch.Tensor, device: torch.device):
     return x.to(device, non_blocking=non_blocking).float(), y.to(device, non_blocking=non_blocking)
 
 
+def _host_batch(x: np.ndarray, y: np.ndarray, device: torch.device) -> tuple:
+    """(x, y) as tensors, page-locked when bound for a GPU (the copy to the device then runs async)."""
+    item = (torch.from_numpy(x), torch.from_numpy(y))
+    return (item[0].pin_memory(), item[1].pin_memory()) if device.type == "cuda" else item
+
+
 def _put(q: queue.Queue, item, stop: threading.Event) -> None:
     """Hand ``item`` to the consumer, giving up when ``stop`` is set (the consumer has left)."""
     while not stop.is_set():
@@ -225,10 +231,7 @@ class StreamingBatches:
                     if shuffle:
                         p = np.random.default_rng(seed).permutation(len(w))
                         x, y = x[p], y[p]
-                    item = (torch.from_numpy(x), torch.from_numpy(y))
-                    if self.device.type == "cuda":  # page-locked: the copy to the device runs async
-                        item = (item[0].pin_memory(), item[1].pin_memory())
-                    _put(q, item, stop)
+                    _put(q, _host_batch(x, y, self.device), stop)
         except BaseException as e:  # handed to the consumer, which re-raises it in the main thread
             q.put(e)
             return
@@ -331,10 +334,7 @@ class StreamingBatches:
                     read_rows(dsets, self.positions[rows[srt]], x, self.step)
                     xs = np.empty_like(x)
                     xs[srt] = x
-                    item = (torch.from_numpy(xs), torch.from_numpy(self.labels[rows]))
-                    if self.device.type == "cuda":
-                        item = (item[0].pin_memory(), item[1].pin_memory())
-                    _put(q, item, stop)
+                    _put(q, _host_batch(xs, self.labels[rows], self.device), stop)
         except BaseException as e:  # handed to the consumer, which re-raises it in the main thread
             q.put(e)
             return
