@@ -37,7 +37,7 @@ def _parse_operators(text: str) -> tuple[str, ...]:
 @click.argument("dataset")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Features artifact to write.")
 @click.option("--hops", type=click.IntRange(min=0), default=3, show_default=True, help="K: write S^k X for k = 0..K.")
-@click.option("--operator", "operators", default="sym", show_default=True, callback=parsed_by(_parse_operators), help="sym, rw, sym-noloop (comma-separated for several channels).")
+@click.option("--operator", "operators", default="sym", show_default=True, callback=parsed_by(_parse_operators), help="sym, rw, sym-noloop, norm:a=A,b=B,loop=L (D̃^-a (A + L I) D̃^-b), comma-separated for several channels.")
 @click.option("--blocks", default="auto", show_default=True, callback=parsed_by(parse_blocks), help="auto, or a,b,c (normalisation, edge and column blocks).")
 @budget_option("Memory for S and X blocks (default: free device memory, or half the free RAM on CPU).")
 @click.option("--rows", type=click.Choice(["all", "labeled"]), default="all", show_default=True, help="Store every node, or the union of the splits.")

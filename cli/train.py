@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from gnnprep.errors import GnnprepError
+from gnnprep.operators import split_operators
 from gnnprep.trainconfig import CHECKS, MAX_LAYERS, NORMALIZE, TrainConfig, int_check
 
 from .common import Progress, budget_option, device_option, emit, json_option, parsed_by, quiet_option
@@ -113,7 +114,7 @@ def train(model, features, run_dir, hops, operators, hidden, layers, dropout, in
           weight_decay, batch_size, eval_batch_size, epochs, patience, select, normalize_features, recompute,
           memory_budget, device, seed, runs, eval_every, checkpoint_every, evaluator, threads, resume, as_json, quiet):
     """Train MODEL (sgc, lc-gcn, lc-jknet, lc-gprgnn, sign, mlp) on a features artifact."""
-    config = TrainConfig(model=model, hops=hops, operators=tuple(operators.split(",")) if operators else None,
+    config = TrainConfig(model=model, hops=hops, operators=tuple(split_operators(operators)) if operators else None,
                          hidden=hidden, layers=layers, dropout=dropout, input_dropout=input_dropout, alpha=alpha,
                          dprate=dprate, pool=pool, lr=lr, weight_decay=weight_decay, batch_size=batch_size,
                          eval_batch_size=eval_batch_size, epochs=epochs, patience=patience, select=select,
