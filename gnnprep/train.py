@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import io
-import json
 import os
 import random
 import sys
@@ -30,10 +28,12 @@ import numpy as np
 import torch
 
 from gnnprep import device as devices
-from gnnprep.atomic import atomic_output, refuse_input_as_output
 from gnnprep.batches import Data, _take, global_batches, open_data, rank_slice  # noqa: F401 (re-exported)
 from gnnprep.errors import GnnprepError
 from gnnprep.models import ModelSpec, build_model
+from gnnprep.runfolder import (CHECKPOINT_FORMAT, CHECKPOINT_VERSION, check_resumable, check_run_dir, config_dict,
+                               cpu_state, load_checkpoint, make_run_dir, plot_curves, rng_state, save_torch,
+                               set_rng_state, write_json)
 from gnnprep.trainconfig import NORMALIZE, RESUMABLE_CHANGES, TrainConfig  # noqa: F401 (re-exported)
 
 
@@ -282,146 +282,6 @@ def _set_rank_rng(state: dict, device) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------
-# checkpoints and outputs
-
-
-def _save(obj, path: Path) -> None:
-    # serialised in memory first: torch's file writer turns a full disk into an opaque RuntimeError,
-    # a plain write raises ENOSPC, which atomic_output reports as "no space left on device"
-    buf = io.BytesIO()
-    torch.save(obj, buf)
-    with atomic_output(path) as tmp:
-        tmp.write_bytes(buf.getbuffer())
-
-
-def _write_json(obj, path: Path) -> None:
-    with atomic_output(path) as tmp:
-        tmp.write_text(json.dumps(obj, indent=1, default=float))
-
-
-def _rng_state(rng: np.random.Generator) -> dict:
-    state = {"torch": torch.get_rng_state(), "numpy": rng.bit_generator.state, "python": random.getstate()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def _set_rng_state(state: dict, rng: np.random.Generator) -> None:
-    torch.set_rng_state(state["torch"])
-    rng.bit_generator.state = state["numpy"]
-    random.setstate(state["python"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def _cpu_state(model) -> dict:
-    return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
-
-
-def _config_dict(config: TrainConfig) -> dict:
-    d = dataclasses.asdict(config)
-    d["operators"] = list(config.operators) if config.operators else None
-    return d
-
-
-CHECKPOINT_FORMAT, CHECKPOINT_VERSION = "gnnprep.checkpoint", 1
-RUN_FILES = ("metrics.json", "model.pt", "checkpoint.pt", "curves.png")
-CHECKPOINT_KEYS = ("config", "fingerprint", "finished", "best_states", "ends", "current")
-
-
-def _load_checkpoint(path: Path) -> dict:
-    """``checkpoint.pt``, read safely: tensors and plain containers only, never code from the file."""
-    try:
-        ck = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception:  # a truncated or foreign file fails in many ways inside torch.load and pickle
-        ck = None
-    if not (isinstance(ck, dict) and ck.get("format") == CHECKPOINT_FORMAT
-            and ck.get("format_version") == CHECKPOINT_VERSION and all(k in ck for k in CHECKPOINT_KEYS)):
-        raise GnnprepError(f"{path}: cannot be read (corrupt or from another version); expected a checkpoint "
-                           f"written by this gnnprep train ({CHECKPOINT_FORMAT} version {CHECKPOINT_VERSION})")
-    return ck
-
-
-def _check_resumable(ck: dict, config: TrainConfig, data: Data, run_dir: Path, world: int = 1) -> None:
-    ck_path = run_dir / "checkpoint.pt"
-    if ck.get("world_size", 1) != world:
-        raise GnnprepError(f"{ck_path}: was trained by {ck.get('world_size', 1)} process(es), now {world}; resume "
-                           f"with the same number of torchrun processes ({ck.get('world_size', 1)}), or use a new run folder")
-    if ck["fingerprint"]["file"] != data.fingerprint["file"] or \
-            ck["fingerprint"]["graph_fingerprint"] != data.fingerprint["graph_fingerprint"]:
-        raise GnnprepError(f"{ck_path}: was trained on another features artifact "
-                           f"({ck['fingerprint']['path']}, {ck['fingerprint']['file']}); cannot resume on this one")
-    old, new = ck["config"], _config_dict(config)
-    changed = sorted(k for k in new if k not in RESUMABLE_CHANGES and old.get(k) != new[k])
-    if changed:
-        k = changed[0]
-        raise GnnprepError(f"{ck_path}: was trained with {k}={old.get(k)!r}, now {new[k]!r}; "
-                           "resume with the same settings or use a new run folder")
-    trained = [r["epochs_run"] for r in ck["finished"][:config.runs]]
-    if ck["current"] is not None and ck["current"]["run"] < config.runs:
-        trained.append(ck["current"]["epoch"])
-    if max(trained, default=0) > config.epochs:
-        raise GnnprepError(f"--epochs {config.epochs}: the run in {run_dir} has trained {max(trained)} epochs "
-                           f"already; expected --epochs >= {max(trained)} (a run cannot be shortened)")
-
-
-def _check_run_dir(run_dir: Path, features, resume: bool) -> None:
-    """Refuse a run folder that cannot be one (the features file itself, a file, an unwritable
-    place, a missing checkpoint to resume) before any features are read."""
-    for target in (run_dir, *(run_dir / name for name in RUN_FILES)):
-        refuse_input_as_output(target, [features])
-    if run_dir.exists() and not run_dir.is_dir():
-        raise GnnprepError(f"{run_dir}: exists and is not a folder; expected a run folder")
-    ck_path = run_dir / "checkpoint.pt"
-    if resume and not ck_path.is_file():
-        raise GnnprepError(f"{run_dir}: no checkpoint to resume (no {ck_path.name}); "
-                           "expected the folder of an earlier run, or run without --resume")
-    if not resume and (ck_path.exists() or (run_dir / "model.pt").exists()):
-        raise GnnprepError(f"{run_dir}: holds a previous run; pass --resume to continue it or choose another folder")
-    existing = run_dir.absolute()
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir():
-        raise GnnprepError(f"{run_dir}: {existing} is not a folder; expected a folder to hold the run")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise GnnprepError(f"{run_dir}: folder {existing} is not writable; expected a writable run folder")
-
-
-def _make_run_dir(run_dir: Path) -> None:
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise GnnprepError(f"{run_dir}: cannot create the run folder ({e.strerror or e}); "
-                           "expected a writable place") from None
-
-
-def _plot(report: TrainReport, run_dir: Path) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return  # optional: curves.png only when matplotlib is installed
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
-    for i, r in enumerate(report.runs):
-        ep = [h["epoch"] for h in r.history]
-        a1.plot(ep, [h["train_loss"] for h in r.history], label=f"train (seed {r.seed})")
-        ev = [h for h in r.history if h.get("valid_loss") is not None]
-        a1.plot([h["epoch"] for h in ev], [h["valid_loss"] for h in ev], "--", label=f"valid (seed {r.seed})")
-        a2.plot([h["epoch"] for h in ev], [h["valid_acc"] for h in ev], label=f"valid (seed {r.seed})")
-        if ev and ev[0].get("test_acc") is not None:
-            a2.plot([h["epoch"] for h in ev], [h["test_acc"] for h in ev], ":", label=f"test (seed {r.seed})")
-        a2.axvline(r.best_epoch, color="grey", lw=0.5)
-    a1.set_xlabel("epoch"), a1.set_ylabel("loss"), a1.legend(fontsize=6)
-    a2.set_xlabel("epoch"), a2.set_ylabel("accuracy"), a2.legend(fontsize=6)
-    fig.tight_layout()
-    with atomic_output(run_dir / "curves.png") as tmp:
-        fig.savefig(tmp, format="png", dpi=100)
-    plt.close(fig)
-
-
-# ---------------------------------------------------------------------------------------------------
 # the loop
 
 
@@ -449,16 +309,16 @@ def train(features, run_dir, config: TrainConfig, progress=None, resume: bool = 
     t_start = time.perf_counter()
     config.check()
     run_dir = Path(run_dir)
-    _check_run_dir(run_dir, features, resume)
-    ck = _load_checkpoint(run_dir / "checkpoint.pt") if resume else None
+    check_run_dir(run_dir, features, resume)
+    ck = load_checkpoint(run_dir / "checkpoint.pt") if resume else None
     if config.threads:
         torch.set_num_threads(config.threads)
     data = open_data(features, config, progress)
     config = data.config   # every setting left unset is filled from the artifact's regime
     if ck is not None:
-        _check_resumable(ck, config, data, run_dir)
+        check_resumable(ck, config, data, run_dir)
     created = not run_dir.exists()
-    _make_run_dir(run_dir)
+    make_run_dir(run_dir)
     try:
         return _train_runs(run_dir, data, config, ck, progress, t_start)
     except GnnprepError:
@@ -485,19 +345,19 @@ def _train_shared(features, run_dir, config: TrainConfig, progress, resume: bool
     dist.start("nccl" if device.type == "cuda" else "gloo")
 
     def prepare():
-        _check_run_dir(run_dir, features, resume)
-        ck = _load_checkpoint(run_dir / "checkpoint.pt") if resume else None
+        check_run_dir(run_dir, features, resume)
+        ck = load_checkpoint(run_dir / "checkpoint.pt") if resume else None
         if config.threads:
             torch.set_num_threads(config.threads)
         data = open_data(features, config, progress, device=device, budget_share=dist.local_world,
                          world=dist.world)
         if ck is not None:
-            _check_resumable(ck, data.config, data, run_dir, dist.world)
+            check_resumable(ck, data.config, data, run_dir, dist.world)
         return ck, data
 
     ck, data = dist.step(prepare)
     config = data.config
-    created = dist.step(lambda: (not run_dir.exists(), _make_run_dir(run_dir))[0] if dist.is_root else None)
+    created = dist.step(lambda: (not run_dir.exists(), make_run_dir(run_dir))[0] if dist.is_root else None)
     try:
         return _train_runs(run_dir, data, config, ck, progress, t_start, dist, device)
     except GnnprepError:
@@ -544,14 +404,14 @@ def _train_runs(run_dir: Path, data, config: TrainConfig, ck, progress, t_start:
 
 
 def _write_outputs(run_dir: Path, config: TrainConfig, data, done, report: TrainReport, saved: int, best) -> None:
-    _save({"format": "gnnprep.model", "format_version": 1, "state_dict": done.best_states[saved],
-           "config": _config_dict(config), "spec": dataclasses.asdict(data.spec), "views": data.views,
+    save_torch({"format": "gnnprep.model", "format_version": 1, "state_dict": done.best_states[saved],
+           "config": config_dict(config), "spec": dataclasses.asdict(data.spec), "views": data.views,
            "features": data.fingerprint, "seed": best.seed, "best_epoch": best.best_epoch,
            "valid_acc": best.valid_acc, "test_acc": best.test_acc}, run_dir / "model.pt")
-    _write_json({"config": _config_dict(config), "features": data.fingerprint, "spec": dataclasses.asdict(data.spec),
+    write_json({"config": config_dict(config), "features": data.fingerprint, "spec": dataclasses.asdict(data.spec),
                  "feature_bytes": data.feature_bytes, "memory_budget": data.budget, "world_size": report.world_size,
                  "summary": report.summary(), "runs": [r.to_dict() for r in report.runs]}, run_dir / "metrics.json")
-    _plot(report, run_dir)
+    plot_curves(report, run_dir)
 
 
 @dataclass
@@ -579,12 +439,12 @@ class Finished:
 
 
 def _checkpoint(run_dir, config, data, done: Finished, current, world: int = 1) -> None:
-    ck = {"format": CHECKPOINT_FORMAT, "format_version": CHECKPOINT_VERSION, "config": _config_dict(config),
+    ck = {"format": CHECKPOINT_FORMAT, "format_version": CHECKPOINT_VERSION, "config": config_dict(config),
           "fingerprint": data.fingerprint, "finished": [r.to_dict() for r in done.results],
           "best_states": done.best_states, "ends": done.ends, "current": current}
     if world > 1:
         ck["world_size"] = world
-    _save(ck, run_dir / "checkpoint.pt")
+    save_torch(ck, run_dir / "checkpoint.pt")
 
 
 def _to_cpu(obj):
@@ -618,7 +478,7 @@ def _train_run(r, data: Data, config: TrainConfig, device, accuracy, run_dir, do
         optimizer.load_state_dict(cur["optimizer"])
         history, best, best_state, bad, start, elapsed = (cur["history"], cur["best"], cur["best_state"], cur["bad"],
                                                           cur["epoch"], cur["elapsed"])
-        _set_rng_state(cur["rng"], rng)
+        set_rng_state(cur["rng"], rng)
     model = net
     if dist is not None:
         from torch.nn.parallel import DistributedDataParallel
@@ -632,10 +492,10 @@ def _train_run(r, data: Data, config: TrainConfig, device, accuracy, run_dir, do
     t0 = time.perf_counter() - elapsed
 
     def state(with_best: bool = True) -> dict:
-        out = {"run": r, "epoch": len(history), "model": _cpu_state(net),
+        out = {"run": r, "epoch": len(history), "model": cpu_state(net),
                "optimizer": _to_cpu(optimizer.state_dict()), "history": history, "best": best,
                "best_state": best_state if with_best else None, "bad": bad,
-               "elapsed": time.perf_counter() - t0, "rng": _rng_state(rng)}
+               "elapsed": time.perf_counter() - t0, "rng": rng_state(rng)}
         if dist is not None:  # every rank's own torch (dropout) stream; the shuffle stream is shared
             out["rank_rng"] = dist.gather(_rank_rng(device))
         return out
@@ -659,7 +519,7 @@ def _train_run(r, data: Data, config: TrainConfig, device, accuracy, run_dir, do
             row.update(ev)
             if _better(ev, best, config.select):
                 best = {"epoch": epoch, **ev}
-                best_state = _cpu_state(net)
+                best_state = cpu_state(net)
                 bad = 0
             else:
                 bad += config.eval_every
