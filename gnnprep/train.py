@@ -204,9 +204,9 @@ def _evaluate(model, data: Data, config: TrainConfig, accuracy) -> dict:
 
 
 def train_epoch_shared(model, optimizer, data: Data, config: TrainConfig, rng: np.random.Generator, dist,
-                       device) -> tuple[float, int]:
-    """One epoch as rank ``dist.rank`` of ``dist.world``: (the mean training loss over every rank's
-    rows, the optimizer steps taken).
+                       device) -> tuple[float, int, int]:
+    """One epoch as rank ``dist.rank`` of ``dist.world``: (this rank's summed training loss, its
+    rows, the optimizer steps taken); the caller sums loss and rows over the ranks.
 
     Every rank draws the same permutation (``rng`` is seeded alike on every rank) and takes its
     :func:`rank_slice` of each global batch of ``batch_size · world`` rows, so the steps per epoch
