@@ -7,6 +7,7 @@ import re
 import click
 
 from gnnprep.errors import GnnprepError
+from gnnprep.operators import split_operators
 from gnnprep.trainconfig import CHECKS, MAX_LAYERS, NORMALIZE, int_check
 from gnnprep.tune import TuneConfig, format_value, parse_grid
 from gnnprep.tune import tune as run_tune
@@ -15,8 +16,8 @@ from .common import Progress, budget_option, device_option, emit, json_option, p
 
 # fixed train options (None: not given, so the trial keeps TrainConfig's default); names as in train
 FIXED_OPTIONS = [
-    click.option("--hops", type=click.IntRange(min=0), help="K (default: every hop in FEATURES)."),
-    click.option("--operator", "operators", callback=lambda c, p, v: tuple(v.split(",")) if v else None,
+    click.option("--hops", type=click.IntRange(min=0), help="K (default: the artifact's regime, as in train)."),
+    click.option("--operator", "operators", callback=lambda c, p, v: tuple(split_operators(v)) if v else None,
                  help="Channels to read, comma-separated."),
     click.option("--hidden", type=int, callback=parsed_by(CHECKS["hidden"])),
     click.option("--layers", type=int, callback=parsed_by(int_check("--layers", 1, MAX_LAYERS))),
