@@ -119,3 +119,18 @@ def interrupted_precompute(monkeypatch, graph, out, **config):
         precompute(graph, out, PrecomputeConfig(**config))
     monkeypatch.setattr(ResumableOutput, "mark", original)
     assert not out.exists() and out.with_name(out.name + ".partial").exists()
+
+
+def torchrun(args, env=None, popen=False):
+    """``torchrun --standalone --nproc-per-node 2 -m gnnprep ARGS`` (torchrun's own module, which
+    every torch install has), one thread per rank; a finished CompletedProcess, or the Popen."""
+    import os
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           "-m", "gnnprep", *map(str, args)]
+    environ = {**os.environ, "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1", **(env or {})}
+    if popen:
+        return subprocess.Popen(cmd, env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.run(cmd, env=environ, capture_output=True, text=True, timeout=180)

@@ -24,22 +24,13 @@ from gnnprep.distributed import Dist, RankFailed
 from gnnprep.errors import GnnprepError
 from gnnprep.precompute import precompute
 from gnnprep.precomputeconfig import PrecomputeConfig
-from helpers import run
+from helpers import run, torchrun
 from test_propagate import make_store
 
-TORCHRUN = Path(sys.executable).parent / "torchrun"
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or not TORCHRUN.exists(),
-                                reason="torchrun launches need Linux (/proc) and the venv's torchrun")
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                reason="the kill tests find a rank's process through /proc (Linux)")
 ATTRS = ("format", "format_version", "hops", "operator", "operators", "hdg_channels", "graph_fingerprint",
          "num_classes", "rows", "dtype", "num_nodes", "num_features", "normalize_features")
-
-
-def torchrun(args, env=None, popen=False):
-    cmd = [str(TORCHRUN), "--standalone", "--nproc-per-node", "2", "-m", "gnnprep", *map(str, args)]
-    environ = {**os.environ, "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1", **(env or {})}
-    if popen:
-        return subprocess.Popen(cmd, env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return subprocess.run(cmd, env=environ, capture_output=True, text=True, timeout=180)
 
 
 def assert_same_artifact(ref: Path, out: Path, operators=("sym", "rw"), hops=3) -> None:

@@ -10,9 +10,6 @@ processes (~5 s), so there are four."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,21 +18,12 @@ import torch
 
 from gnnprep.batches import InMemoryBatches, global_batches, rank_slice, rank_take
 from gnnprep.train import TrainConfig, load_model, train
-from helpers import run
+from helpers import run, torchrun
 from test_train import write_features
 
-TORCHRUN = Path(sys.executable).parent / "torchrun"
-pytestmark = [pytest.mark.skipif(not sys.platform.startswith("linux") or not TORCHRUN.exists(),
-                                 reason="torchrun launches need Linux and the venv's torchrun"),
-              pytest.mark.usefixtures("one_torch_thread")]
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 SETTINGS = ["--normalize-features", "none", "--dropout", "0", "--lr", "0.2", "--weight-decay", "0"]
-
-
-def torchrun(args):
-    cmd = [str(TORCHRUN), "--standalone", "--nproc-per-node", "2", "-m", "gnnprep", *map(str, args)]
-    environ = {**os.environ, "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
-    return subprocess.run(cmd, env=environ, capture_output=True, text=True, timeout=180)
 
 
 def one_process(features, run_dir, epochs, batch_size):
