@@ -48,8 +48,10 @@ from gnnprep.meta import write_root_attrs  # noqa: E402
 from gnnprep.train import TrainConfig, open_data, train_epoch  # noqa: E402
 
 
-def make_features(path: Path, n: int, d: int, K: int, classes: int, seed: int = 0) -> None:
-    """Hop k = hop k-1 mixed with a random row permutation of itself: cheap, and hops differ."""
+def make_features(path: Path, n: int, d: int, K: int, classes: int, seed: int = 0, splits: tuple | None = None,
+                  command: str = "scripts/bench_train.py") -> None:
+    """Hop k = hop k-1 mixed with a random row permutation of itself: cheap, and hops differ.
+    ``splits``: (train, valid, test) row counts of a random permutation (default 60/20/20 % of n)."""
     if path.exists():
         return
     rng = np.random.default_rng(seed)
@@ -72,10 +74,10 @@ def make_features(path: Path, n: int, d: int, K: int, classes: int, seed: int = 
             f[f"hops/{k}"] = ds
         f["labels"] = y.astype(np.int64)
         perm = rng.permutation(n)
-        a, b = int(0.6 * n), int(0.8 * n)
-        for name, ids in (("train", perm[:a]), ("valid", perm[a:b]), ("test", perm[b:])):
+        tr, va, te = splits or (int(0.6 * n), int(0.8 * n) - int(0.6 * n), n - int(0.8 * n))
+        for name, ids in (("train", perm[:tr]), ("valid", perm[tr:tr + va]), ("test", perm[tr + va:tr + va + te])):
             f[f"splits/{name}"] = np.sort(ids)
-        write_root_attrs(f, "gnnprep.features", 1, {"command": "scripts/bench_train.py"}, hops=K, operator="sym",
+        write_root_attrs(f, "gnnprep.features", 1, {"command": command}, hops=K, operator="sym",
                          operators=json.dumps(["sym"]), graph_fingerprint="bench", num_classes=classes, rows="all")
     tmp.replace(path)
 
@@ -244,34 +246,9 @@ def main() -> None:
 def make_large_features(path: Path, train_rows: int, d: int, K: int, classes: int, seed: int = 0) -> None:
     """A large-regime artifact: ``train_rows`` training rows, valid 0.1× and test 0.18× as many (the
     ratios of ogbn-papers100M's splits), plus 4% unlabeled rows; hops as in ``make_features``."""
-    if path.exists():
-        return
-    rng = np.random.default_rng(seed)
     nv, nt = train_rows // 10, int(train_rows * 0.18)
-    n = int((train_rows + nv + nt) * 1.04)
-    chunk = max(1, (1 << 20) // (d * 4))
-    centers = rng.standard_normal((classes, d)).astype(np.float32)
-    y = rng.integers(0, classes, n)
-    tmp = path.with_name(path.name + ".tmp")
-    with h5py.File(tmp, "w") as f:
-        f["rows"] = np.arange(n, dtype=np.int64)
-        prev = None
-        for k in range(K + 1):
-            ds = f.create_dataset(f"channels/sym/{k}", (n, d), dtype=np.float32, chunks=(chunk, d))
-            cur = (centers[y] + 2.0 * rng.standard_normal((n, d)).astype(np.float32) if k == 0
-                   else 0.5 * prev + 0.5 * prev[rng.permutation(n)])
-            ds[:] = cur
-            prev = cur
-            f[f"hops/{k}"] = ds
-        f["labels"] = y.astype(np.int64)
-        perm = rng.permutation(n)
-        a, b, c = train_rows, train_rows + nv, train_rows + nv + nt
-        for name, ids in (("train", perm[:a]), ("valid", perm[a:b]), ("test", perm[b:c])):
-            f[f"splits/{name}"] = np.sort(ids)
-        write_root_attrs(f, "gnnprep.features", 1, {"command": "scripts/bench_train.py --throughput"}, hops=K,
-                         operator="sym", operators=json.dumps(["sym"]), graph_fingerprint="bench",
-                         num_classes=classes, rows="all")
-    tmp.replace(path)
+    make_features(path, int((train_rows + nv + nt) * 1.04), d, K, classes, seed, splits=(train_rows, nv, nt),
+                  command="scripts/bench_train.py --throughput")
 
 
 def compute_bound(n_train: int, n_eval: list, batch: int, eval_batch: int, views: int, dims: list) -> tuple:
