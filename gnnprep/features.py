@@ -72,10 +72,10 @@ def disk_bytes(rows: int, n: int, d: int, hops: int, operators: int, dtype: str,
     return int(hop_bytes + channel_bytes + 24 * rows + (1 << 20))
 
 
-def _create_hops(f: h5py.File, shape: tuple, hops: int, operators: tuple[str, ...], dtype: str,
-                 chunks: tuple | None) -> h5py.Group:
-    """``/channels/<op>/<k>`` of ``shape`` for every operator and hop (hop 0 allocated once, hard
-    linked into every operator: it is X for all), ``/hops/<k>`` linked to the first operator's."""
+def _create_hops(f: h5py.File, hops: int, operators: tuple[str, ...], make) -> h5py.Group:
+    """``/channels/<op>/<k>`` for every operator and hop, each made by ``make(group, op, k)`` (hop 0
+    made once and hard linked into every operator: it is X for all), ``/hops/<k>`` linked to the
+    first operator's."""
     channels = f.create_group("channels")
     first = operators[0]
     for op in operators:
@@ -83,13 +83,18 @@ def _create_hops(f: h5py.File, shape: tuple, hops: int, operators: tuple[str, ..
         for k in range(hops + 1):
             if k == 0 and op != first:
                 continue
-            create_early(g, str(k), shape, dtype, chunks)
+            make(g, op, k)
     for op in operators[1:]:
         channels[op]["0"] = channels[first]["0"]
     hop_group = f.create_group("hops")
     for k in range(hops + 1):
         hop_group[str(k)] = channels[first][str(k)]
     return channels
+
+
+def _allocated(shape: tuple, dtype: str, chunks: tuple | None):
+    """A ``make`` for :func:`_create_hops`: every hop an early-allocated dataset of ``shape``."""
+    return lambda g, op, k: create_early(g, str(k), shape, dtype, chunks)
 
 
 def create_layout(f: h5py.File, store: GraphStore, out_rows: np.ndarray | None, hops: int,
@@ -99,7 +104,7 @@ def create_layout(f: h5py.File, store: GraphStore, out_rows: np.ndarray | None, 
     channels (all rows), labels and splits of the stored rows."""
     n, d = store.features.shape
     r = n if out_rows is None else len(out_rows)
-    channels = _create_hops(f, (r, d), hops, operators, dtype, _hop_chunks(r, width, c, dtype))
+    channels = _create_hops(f, hops, operators, _allocated((r, d), dtype, _hop_chunks(r, width, c, dtype)))
     chunks = _hop_chunks(n, width, c, dtype)
     for ch in hdg_channels:
         g = channels.create_group(ch)
@@ -252,7 +257,7 @@ def create_shard_layout(f: h5py.File, rows: int, columns: int, hops: int, operat
     """Allocate a shard's hop datasets: ``/channels/<op>/<k>`` [rows, columns] (hop 0 shared by
     the operators, ``/hops/<k>`` links to the first operator's), in ``c`` column blocks of
     ``width`` (one block: contiguous, written with O_DIRECT like a one-process artifact)."""
-    _create_hops(f, (rows, columns), hops, operators, dtype, _hop_chunks(rows, width, c, dtype))
+    _create_hops(f, hops, operators, _allocated((rows, columns), dtype, _hop_chunks(rows, width, c, dtype)))
 
 
 def write_shard_root(f: h5py.File, provenance: dict, shard: dict) -> None:
@@ -296,24 +301,16 @@ def create_virtual_layout(f: h5py.File, store: GraphStore, out_rows: np.ndarray 
     n, d = store.features.shape
     r = n if out_rows is None else len(out_rows)
     _rows_labels_splits(f, store, out_rows)
-    channels = f.create_group("channels")
-    first = operators[0]
-    for op in operators:
-        g = channels.create_group(op)
-        for k in range(hops + 1):
-            if k == 0 and op != first:
-                continue
-            layout = h5py.VirtualLayout(shape=(r, d), dtype=np.dtype(dtype))
-            for s in shards:
-                c0, c1 = s["columns"]
-                layout[:, c0:c1] = h5py.VirtualSource(s["file"], f"channels/{first if k == 0 else op}/{k}",
-                                                      shape=(r, c1 - c0), dtype=np.dtype(dtype))
-            g.create_virtual_dataset(str(k), layout, fillvalue=np.nan)
-    for op in operators[1:]:
-        channels[op]["0"] = channels[first]["0"]
-    hop_group = f.create_group("hops")
-    for k in range(hops + 1):
-        hop_group[str(k)] = channels[first][str(k)]
+
+    def virtual(g, op, k):
+        layout = h5py.VirtualLayout(shape=(r, d), dtype=np.dtype(dtype))
+        for s in shards:
+            c0, c1 = s["columns"]
+            layout[:, c0:c1] = h5py.VirtualSource(s["file"], f"channels/{op}/{k}", shape=(r, c1 - c0),
+                                                  dtype=np.dtype(dtype))
+        g.create_virtual_dataset(str(k), layout, fillvalue=np.nan)
+
+    _create_hops(f, hops, operators, virtual)
 
 
 def merge_shards(f: h5py.File, store: GraphStore, out_rows: np.ndarray | None, hops: int, operators: tuple[str, ...],
