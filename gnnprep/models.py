@@ -134,12 +134,6 @@ def _keep_mask(shape, p: float, device) -> tuple[torch.Tensor, float]:
     return _bits16(shape, device) >= q - 32768, scale
 
 
-def _drop_mask(shape, p: float, device) -> tuple[torch.Tensor, float]:
-    """The complement of ``_keep_mask`` (same draws, same generator state): True where a unit is dropped."""
-    q, scale = _drop_threshold(p)
-    return _bits16(shape, device) < q - 32768, scale
-
-
 # ---------------------------------------------------------------------------------------------------
 # CPU kernels: one pass over the activations instead of four or five torch ops (each a full pass over
 # a [B·views, hidden] tensor that does not fit the cache). Every element gets exactly the float32
