@@ -47,7 +47,19 @@ def _features_lines(d: dict) -> list[str]:
         f"  size on disk   {size(d['size_bytes'])}" + (f" + {size(d['shards_bytes'])} in {len(d['shards'])} shards"
                                                      if d.get("shards") is not None else ""),
     ] + [f"  shard          {s['file']} (rank {s['rank']}, columns {s['columns'][0]}..{s['columns'][1] - 1}, "
-         f"{size(s['bytes_on_disk'])}, present)" for s in d.get("shards") or []]
+         f"{size(s['bytes_on_disk'])}, present)" for s in d.get("shards") or []] + _operator_source_lines(d)
+
+
+def _operator_source_lines(d: dict) -> list[str]:
+    """Each --operator-file operator: where it came from, what the planner made of it, its source."""
+    lines = []
+    for name, o in (d.get("operator_sources") or {}).items():
+        if not isinstance(o, dict):
+            continue
+        lines.append(f"  operator {name}: {o.get('function')} from {o.get('file')} (sha256 {str(o.get('sha256'))[:16]}..., "
+                     f"reduce {o.get('reduce')}, loop {o.get('loop')}); {o.get('plan')}")
+        lines += ["    | " + line for line in str(o.get("source", "")).rstrip("\n").splitlines()]
+    return lines
 
 
 @click.command()

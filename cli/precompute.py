@@ -37,7 +37,11 @@ def _parse_operators(text: str) -> tuple[str, ...]:
 @click.argument("dataset")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Features artifact to write.")
 @click.option("--hops", type=click.IntRange(min=0), default=3, show_default=True, help="K: write S^k X for k = 0..K.")
-@click.option("--operator", "operators", default="sym", show_default=True, callback=parsed_by(_parse_operators), help="sym, rw, sym-noloop, norm:a=A,b=B,loop=L (D̃^-a (A + L I) D̃^-b), comma-separated for several channels.")
+@click.option("--operator", "operators", default=None, callback=parsed_by(_parse_operators), help="sym, rw, sym-noloop, norm:a=A,b=B,loop=L (D̃^-a (A + L I) D̃^-b), comma-separated for several channels. Default: sym, or none when --operator-file is given.")
+@click.option("--operator-file", "operator_files", multiple=True, metavar="FILE.py:NAME",
+              help="A user operator: NAME(src_deg, dst_deg, w) returns each edge's coefficient (vectorised numpy; "
+                   "optional NAME.reduce = sum|mean|max, NAME.loop = self-loop weight); the channel is NAME. "
+                   "Repeat for several.")
 @click.option("--blocks", default="auto", show_default=True, callback=parsed_by(parse_blocks), help="auto, or a,b,c (normalisation, edge and column blocks).")
 @budget_option("Memory for S and X blocks (default: free device memory, or half the free RAM on CPU).")
 @click.option("--rows", type=click.Choice(["all", "labeled"]), default="all", show_default=True, help="Store every node, or the union of the splits.")
@@ -51,8 +55,8 @@ def _parse_operators(text: str) -> tuple[str, ...]:
                    "<store>.hag.h5 beside the graph store when the predicted saving pays for it.")
 @click.option("--hdg", "hdg_path", default=None, type=click.Path(dir_okay=False),
               help="Also write this HDG's channels of every hop, /channels/<channel>/<k> (from gnnprep hdg; --rows all).")
-@click.option("--hdg-reduce", type=click.Choice(["mean", "sum"]), default="mean", show_default=True,
-              help="Reduction at the HDG's instance levels.")
+@click.option("--hdg-reduce", type=click.Choice(["mean", "sum", "max"]), default="mean", show_default=True,
+              help="Reduction at the HDG's levels: mean, sum or max (elementwise; an empty parent gives 0).")
 @click.option("--reorder", type=click.Choice(["auto", "none", "community", "bfs"]), default="auto", show_default=True,
               help="Node order of the computation: community (label-propagation groups), bfs, or none; auto "
                    "uses community order when the planner predicts it pays (output stays in stored order).")
@@ -64,11 +68,14 @@ def _parse_operators(text: str) -> tuple[str, ...]:
 @click.option("--root", default=None, help="Folder holding ogbn_<name>/ data sets.")
 @json_option
 @quiet_option
-def precompute(dataset, output, hops, operators, blocks, memory_budget, rows, dtype, normalize_features, device,
+def precompute(dataset, output, hops, operators, operator_files, blocks, memory_budget, rows, dtype, normalize_features, device,
                hag_path, hdg_path, hdg_reduce, reorder, merge, dry_run, cache_dir, root, as_json, quiet):
     """Write hop features S^k X (k = 0..K) of DATASET, block-wise within a memory budget."""
     from gnnprep.distributed import Dist, RankFailed
 
+    if operators is None:
+        operators = () if operator_files else ("sym",)
+    operators = (operators, tuple(operator_files))  # (built-ins, files): one argument on to _precompute
     dist = Dist.from_env()  # torchrun's environment; None for a plain run (torch is not imported then)
     if dist is None:  # (--merge: a plain run writes one file anyway)
         return _precompute(dataset, output, hops, operators, blocks, memory_budget, rows, dtype, normalize_features,
@@ -102,7 +109,8 @@ def _precompute(dataset, output, hops, operators, blocks, memory_budget, rows, d
 
         # under torchrun rank 0 ingests a dataset spec into the (shared) cache first; the others find it there
         store = ensure() if dist is None else dist.root_first(ensure)
-        config = PrecomputeConfig(hops=hops, operators=operators, rows=rows, dtype=dtype, device=device,
+        operators, operator_files = operators
+        config = PrecomputeConfig(hops=hops, operators=operators, operator_files=operator_files, rows=rows, dtype=dtype, device=device,
                                   memory_budget=memory_budget, blocks=blocks, dry_run=dry_run, hag=hag_path,
                                   reorder=reorder, hdg=hdg_path, hdg_reduce=hdg_reduce,
                                   normalize_features=normalize_features)

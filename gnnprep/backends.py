@@ -69,6 +69,7 @@ class HopGraph:
         self._spare_shape, self._spare = spare, None
         self._force = force
         self._indices = None
+        self._op_values = None  # (operator, its values over the resident CSR)
         if self.resident:
             from gnnprep import reorder
 
@@ -165,25 +166,53 @@ class HopGraph:
         return empty_pages(shape)
 
     def operator(self, op: Operator) -> Operator:
-        """``op`` with its scalings in the computation's node order."""
+        """``op`` with its scalings (and a user operator's per-entry degrees) in the computation's
+        node order."""
         if self.order is None:
             return op
-        return dataclasses.replace(op, left=op.left[self.order], right=op.right[self.order])
+        edge = op.edge.permuted(self.order) if op.edge is not None else None
+        return dataclasses.replace(op, left=op.left[self.order], right=op.right[self.order], edge=edge)
 
     def blocks(self):
         for r0, r1 in zip(self.row_bounds[:-1], self.row_bounds[1:]):
             yield int(r0), int(r1)
 
-    def block(self, r0: int, r1: int):
+    def block(self, r0: int, r1: int, op: Operator | None = None):
+        """(indptr[r0..r1], indices, values) of rows r0..r1-1: the values the kernel reads for ``op``
+        (the stored weights, none, or a user operator's: computed once with a resident S, per
+        block as it is read otherwise)."""
         p0, p1 = int(self.indptr[r0]), int(self.indptr[r1])
+        values = "stored" if op is None else op.values
+        ip = self.indptr[r0:r1 + 1]
         if self.resident:
             idx = self._indices[p0:p1]
-            w = self._weights[p0:p1] if self._weights is not None else None
-        else:
-            idx = self.store.f["adj/indices"][p0:p1]
-            check_ids(idx, self.n, f"{self.store.path}: /adj/indices", offset=p0)
-            w = self.store.f["adj/weights"][p0:p1] if self.weighted else None
-        return self.indptr[r0:r1 + 1], idx, w
+            if values == "edge":
+                return ip, idx, self.values(op)[p0:p1]
+            w = self._weights[p0:p1] if self._weights is not None and values == "stored" else None
+            return ip, idx, w
+        idx = self.store.f["adj/indices"][p0:p1]
+        check_ids(idx, self.n, f"{self.store.path}: /adj/indices", offset=p0)
+        w = self.store.f["adj/weights"][p0:p1] if self.weighted and values != "none" else None
+        if values == "edge":
+            w = op.edge.values(ip, idx, w, r0)
+        return ip, idx, w
+
+    def values(self, op: Operator) -> np.ndarray | None:
+        """The whole resident CSR's values for ``op`` (computed once per operator; the previous
+        operator's are dropped)."""
+        if op.values == "stored":
+            return self._weights
+        if op.values == "none":
+            return None
+        if self._op_values is None or self._op_values[0] is not op:
+            self._op_values = None
+            out = np.empty(len(self._indices), dtype=np.float32)
+            for r0, r1 in self.blocks():
+                p0, p1 = int(self.indptr[r0]), int(self.indptr[r1])
+                w = self._weights[p0:p1] if self._weights is not None else None
+                out[p0:p1] = op.edge.values(self.indptr[r0:r1 + 1], self._indices[p0:p1], w, r0)
+            self._op_values = (op, out)
+        return self._op_values[1]
 
     def degree(self, a: int) -> np.ndarray:
         """Row sums of A (edge counts, or weight sums) computed over ``a`` row blocks, in stored order."""
@@ -224,25 +253,26 @@ class NumbaBackend:
         return self.graph.spare(cur.shape)
 
     def hop_block(self, r0, r1, cur, nxt):
-        ip, idx, w = self.graph.block(r0, r1)
-        self.k.spmm_rows_numba(ip, idx, w, r0, self.op.left, self.op.right, self.op.loop, cur, nxt[r0:r1])
+        ip, idx, w = self.graph.block(r0, r1, self.op)
+        kernel = self.k.spmm_rows_max if self.op.reduce == "max" else self.k.spmm_rows_numba
+        kernel(ip, idx, w, r0, self.op.left, self.op.right, self.op.loop, cur, nxt[r0:r1])
 
     @property
     def selects_rows(self) -> bool:
-        """Whether :meth:`hop_rows` can compute arbitrary rows (the whole CSR is resident)."""
-        return self.graph.resident
+        """Whether :meth:`hop_rows` can compute arbitrary rows (the whole CSR is resident; sum rows)."""
+        return self.graph.resident and self.op.reduce != "max" and not self.op.restart
 
     def hop_rows_in_place(self, rows, cur, nxt):
         """nxt[v] = row v (computation order) of S·cur for v in ``rows``; other rows untouched."""
         g = self.graph
-        self.k.spmm_rows_in_place(g.indptr, g._indices, g._weights, rows, self.op.left, self.op.right, self.op.loop,
-                                  cur, nxt)
+        self.k.spmm_rows_in_place(g.indptr, g._indices, g.values(self.op), rows, self.op.left, self.op.right,
+                                  self.op.loop, cur, nxt)
 
     def hop_rows(self, rows, cur, out):
         """out[i] = row rows[i] (computation order) of S·cur."""
         g = self.graph
-        self.k.spmm_selected(g.indptr, g._indices, g._weights, rows, self.op.left, self.op.right, self.op.loop, cur,
-                             out)
+        self.k.spmm_selected(g.indptr, g._indices, g.values(self.op), rows, self.op.left, self.op.right,
+                             self.op.loop, cur, out)
 
     def to_host(self, arr, rows):
         # a slice is a view; selected rows are gathered lazily in the writer thread, so at most one
@@ -295,7 +325,7 @@ class TorchBackend:
     def _block(self, r0, r1):
         if (r0, r1) in self.cache:
             return self.cache[(r0, r1)]
-        ip, idx, w = self.graph.block(r0, r1)
+        ip, idx, w = self.graph.block(r0, r1, self.op)
         blk = self.TorchBlock(ip, idx, w, r0, self.graph.n, self.op.left, self.op.right, self.op.loop, self.device)
         if self.graph.resident:  # moved to the device once for the whole run
             self.cache[(r0, r1)] = blk

@@ -27,8 +27,8 @@ order, so a child's parent is implied by position and no destination array is st
 
 P (the number of parents) is n below the root and the parent level's child count below that. An
 inner level's ``combine`` says how its instances reach the node above: ``"slots"`` (fixed fanout;
-slot i of every parent is its own output channel, named ``slots[i]``) or ``"reduce"`` (mean or sum
-over the instances into one channel named after the level). A leaf directly under the root is one
+slot i of every parent is its own output channel, named ``slots[i]``) or ``"reduce"`` (mean, sum or
+max over the instances into one channel named after the level). A leaf directly under the root is one
 channel named after the level. Group attrs of each level: ``kind``, ``parent``, ``fanout`` (0 when
 variable), ``num_parents``, ``num_children``. Root attrs: ``num_nodes``, ``selector``, ``spec``,
 ``seed``, ``graph_fingerprint``, ``graph_store_bytes`` (the store's file size when the HDG was built),
@@ -49,6 +49,12 @@ by the row sums of M for ``mean`` (an empty parent gives 0); a fixed-fanout inne
 child's [P·F, d] result to [P, F, d] — no index arrays at all — and takes slot i as channel i
 (``slots``) or the mean/sum over the F instances (``reduce``); a variable-fanout inner level is one
 more sparse product with its 0/1 offsets matrix.
+
+``max`` replaces each Σ by a max: a vertex level gives h[p] = max_{c ∈ children(p)} w_c · X[ids[c]]
+(elementwise; an empty parent gives 0) through the fused max-reduce row kernel
+(:func:`gnnprep.kernels.spmm_rows_max`, again no per-member messages), a fixed-fanout reduce level
+the max over its F instances, a variable-fanout one the max over each parent's instances (an empty
+parent gives 0). A NaN is skipped as by ``np.fmax`` (NaN only where every member is NaN).
 """
 
 from __future__ import annotations
@@ -67,6 +73,7 @@ from gnnprep.meta import FORMAT_VERSIONS, json_attr
 if TYPE_CHECKING:
     from gnnprep.store import GraphStore
 
+REDUCES = ("mean", "sum", "max")   # how instance levels (and vertex levels) combine their children
 FORMAT = "gnnprep.hdg"
 FORMAT_VERSION = FORMAT_VERSIONS[FORMAT]
 
@@ -127,12 +134,29 @@ class Hdg:
 
 
 # -- aggregation ------------------------------------------------------------------------------------------
+def _segment_max(offsets: np.ndarray, ids: np.ndarray, w: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """out[p] = max_{c ∈ offsets[p] .. offsets[p+1]-1} w[c] · x[ids[c]] (elementwise), 0 for an empty
+    segment: the max-reduce row kernel with l = r = 1 and no self-loop (numba, imported when used)."""
+    from gnnprep.kernels import spmm_rows_max
+
+    if x.dtype not in (np.float32, np.float64):
+        x = x.astype(np.float32)   # float16: numba computes in float32 (mean/sum do the same in scipy)
+    p = len(offsets) - 1
+    out = np.empty((p, x.shape[1]), dtype=x.dtype)
+    ones = np.ones(max(p, len(x)), dtype=x.dtype)
+    spmm_rows_max(np.ascontiguousarray(offsets, dtype=np.int64), np.ascontiguousarray(ids, dtype=np.int64),
+                  np.ascontiguousarray(w, dtype=x.dtype), 0, ones, ones, 0.0, np.ascontiguousarray(x), out)
+    return out
+
+
 def _aggregate_level(lvl: Level, x: np.ndarray, reduce: str) -> np.ndarray | list[tuple[str, np.ndarray]]:
     """[num_parents, d] for the level's parents (or the slot channels of a slots level)."""
     p = lvl.num_parents
     if lvl.kind == "vertices":
         offsets = lvl.offsets if lvl.offsets is not None else np.arange(p + 1, dtype=np.int64) * lvl.fanout
         w = lvl.weights if lvl.weights is not None else np.ones(len(lvl.ids), dtype=x.dtype)
+        if reduce == "max":
+            return _segment_max(offsets, lvl.ids, w, x)
         m = sp.csr_matrix((w.astype(x.dtype, copy=False), lvl.ids, offsets), shape=(p, len(x)))
         out = np.asarray(m @ x)
         if reduce == "mean":
@@ -145,7 +169,11 @@ def _aggregate_level(lvl: Level, x: np.ndarray, reduce: str) -> np.ndarray | lis
         h = h.reshape(p, lvl.fanout, d)
         if lvl.combine == "slots":
             return [(name, np.ascontiguousarray(h[:, i])) for i, name in enumerate(lvl.slots)]
+        if reduce == "max":
+            return np.fmax.reduce(h, axis=1)   # NaN as in the kernel: skipped unless all are
         return h.mean(axis=1) if reduce == "mean" else h.sum(axis=1)
+    if reduce == "max":
+        return _segment_max(lvl.offsets, np.arange(len(h), dtype=np.int64), np.ones(len(h), dtype=h.dtype), h)
     ind = sp.csr_matrix((np.ones(len(h), dtype=x.dtype), np.arange(len(h)), lvl.offsets), shape=(p, len(h)))
     out = np.asarray(ind @ h)
     if reduce == "mean":
@@ -156,9 +184,10 @@ def _aggregate_level(lvl: Level, x: np.ndarray, reduce: str) -> np.ndarray | lis
 
 def aggregate(hdg: Hdg, x: np.ndarray, reduce: str = "mean") -> dict[str, np.ndarray]:
     """Bottom-up hierarchical aggregation of node features ``x`` [n, d] over the HDG: one [n, d]
-    array per channel (see :mod:`gnnprep.hdgselect` for the formulas per selector)."""
-    if reduce not in ("mean", "sum"):
-        raise GnnprepError(f"reduce {reduce!r}: expected mean or sum")
+    array per channel (see :mod:`gnnprep.hdgselect` for the formulas per selector); ``reduce`` is
+    mean, sum or max (module docstring)."""
+    if reduce not in REDUCES:
+        raise GnnprepError(f"reduce {reduce!r}: expected mean, sum or max")
     x = np.asarray(x)
     if x.ndim != 2 or len(x) != hdg.num_nodes:
         raise GnnprepError(f"features of shape {x.shape}; expected [{hdg.num_nodes}, d]")
@@ -346,12 +375,12 @@ def read_graph(path, typed: bool = False) -> GraphInput:
 def load_for(path, store: GraphStore, operators: tuple[str, ...], rows: str, reduce: str) -> tuple[Hdg, list[str]]:
     """The HDG at ``path`` for ``precompute --hdg`` over ``store``, and its channel names: refused
     unless every row is written (an HDG aggregates hop features of nodes outside the splits too),
-    ``reduce`` is mean or sum, it was built for this graph, and no channel is named like one of
+    ``reduce`` is mean, sum or max, it was built for this graph, and no channel is named like one of
     ``operators``."""
     if rows != "all":
         raise GnnprepError("--hdg needs --rows all: an HDG aggregates hop features of nodes outside the splits too")
-    if reduce not in ("mean", "sum"):
-        raise GnnprepError(f"--hdg-reduce {reduce!r}: expected mean or sum")
+    if reduce not in REDUCES:
+        raise GnnprepError(f"--hdg-reduce {reduce!r}: expected mean, sum or max")
     h, attrs = read_hdg(path)
     store.check_built_for(path, "HDG", attrs.get("graph_fingerprint"), h.num_nodes)
     channels = h.channels()

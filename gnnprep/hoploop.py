@@ -50,6 +50,7 @@ class Job:
     hdg_channels: tuple[str, ...] = ()
     baseline: int = 0
     profile: object = None             # gnnprep.plan.Profile the plan was made with
+    user: dict = dataclasses.field(default_factory=dict)  # --operator-file: {name: (UserFunction, Factors)}
 
 
 
@@ -85,6 +86,7 @@ class HopRun:
         self.units_total = len(self.cols) * (1 + k * ops) + (len(self.cols) * (k + 1) if job.hdg is not None else 0)
         self._parts = None
         self._inputs = None  # rows hop K-1 computes for --rows labeled (_last_hop_inputs)
+        self._spare_buffer = None  # a diffusion operator's third column-block buffer
         self.graph = HopGraph(store, self.plan, "bfs" if self.config.reorder == "bfs" else "community",
                               force=self.config.reorder in ("community", "bfs"),
                               spare=(self.n, min(self.d, self.plan.width)) if self.plan.reorder else None)
@@ -104,9 +106,11 @@ class HopRun:
                 fa.create_layout(self.f, self.store, self.job.out_rows, config.hops, tuple(config.operators),
                                  config.dtype, self.plan.c, self.plan.width, self.job.hdg_channels)
                 self.f.flush()
+            job_user = self.job.user
             with self.timer("normalise"):
                 deg = self.graph.degree(self.plan.a)
-                self.ops = {name: make_operator(name, deg, self.store.symmetric) for name in config.operators}
+                self.ops = {name: self._user_operator(name) if name in job_user else
+                            make_operator(name, deg, self.store.symmetric) for name in config.operators}
             # page-cache-free writes, unless the HDG pass reads the hops back right after
             self.writer = HopWriter(config.dtype, self.out.partial if self.job.hdg is None else None)
             self.progress("units", len(self.done), self.units_total)
@@ -140,6 +144,13 @@ class HopRun:
                 self._row_parts()  # the node order is known from here on
                 be = make_backend(self.job.backend, self.graph, self.ops[name], self.job.device, self.job.hag)
             self._column_block(be, name, j, c0, c1, todo, x_block, hop0)
+
+    def _user_operator(self, name: str):
+        """A ``--operator-file`` operator compiled to scalings, loop and CSR values (:mod:`gnnprep.udf`)."""
+        from gnnprep.udf import compile_operator, degrees
+
+        fn, factors = self.job.user[name]
+        return compile_operator(fn, factors, degrees(self.store, fn.loop, self.plan.a))
 
     def _hop0(self, j: int, c0: int, c1: int):
         """Read X[:, c0:c1] and queue it as hop 0 (in stored order, while the node order may still be
@@ -181,7 +192,9 @@ class HopRun:
             write = (name, j, k) not in self.done
             ds = self.f[f"channels/{name}/{k}"]
             pruned = self.job.out_rows is not None and be.selects_rows
-            if pruned and k == self.config.hops:
+            if be.op.restart:
+                seq = self._diffusion_hop(be, ds, write, cur, nxt, c0, c1)
+            elif pruned and k == self.config.hops:
                 seq = self._stored_rows_hop(be, ds, write, cur, c0, c1)
             elif pruned and k == self.config.hops - 1:
                 seq = self._hop(be, ds, write, cur, nxt, c0, c1, only=self._last_hop_inputs())
@@ -200,10 +213,29 @@ class HopRun:
             self._finish(pending)
         self.writer.wait()
 
-    def _hop(self, be, ds, write: bool, cur, nxt, c0: int, c1: int, only=None) -> int:
+    def _diffusion_hop(self, be, ds, write: bool, cur, nxt, c0: int, c1: int) -> int:
+        """nxt = P cur for a diffusion operator (``ppr``): K passes z ← (1-α) Ŝ z + α cur (the
+        (1-α) is in the operator's row scaling), through nxt and one more buffer, alternating so
+        that no pass reads the buffer it writes and the last pass (the written one) lands in nxt."""
+        steps, alpha = be.op.steps, be.op.restart
+        if steps > 1 and (self._spare_buffer is None or tuple(self._spare_buffer.shape) != tuple(cur.shape)):
+            self._spare_buffer = None
+            self._spare_buffer = be.empty_like(cur)
+        z = cur
+        for t in range(steps - 1):
+            out = self._spare_buffer if (steps - 1 - t) % 2 == 1 else nxt
+            be.begin_hop(z)
+            for r0, r1 in self.graph.blocks():
+                be.hop_block(r0, r1, z, out)
+                out[r0:r1] += alpha * cur[r0:r1]
+            z = out
+        return self._hop(be, ds, write, z, nxt, c0, c1, restart=(alpha, cur))
+
+    def _hop(self, be, ds, write: bool, cur, nxt, c0: int, c1: int, only=None, restart=None) -> int:
         """nxt = S cur, edge block by edge block, each block's finished rows queued for writing (or,
         with a node order, all rows gathered back to stored order after the hop); the last write's seq.
-        With ``only`` (rows in computation order, sorted) only those rows of nxt are computed."""
+        With ``only`` (rows in computation order, sorted) only those rows of nxt are computed; with
+        ``restart`` = (α, h), each block's rows get α h added before they are written."""
         row_parts, write_parts = self._row_parts()
         seq = self.writer.issued
         c0, c1 = c0 - self.col0, c1 - self.col0  # the output's columns
@@ -214,6 +246,8 @@ class HopRun:
             else:
                 a, z = np.searchsorted(only, [r0, r1])
                 be.hop_rows_in_place(only[a:z], cur, nxt)
+            if restart is not None:
+                nxt[r0:r1] += restart[0] * restart[1][r0:r1]
             if write and write_parts is None:
                 be.sync()
                 for rows, p0, p1 in writes:
@@ -340,6 +374,10 @@ class HopRun:
         fa.write_root(self.f, provenance, self.store, config.hops, tuple(config.operators), job.hdg_channels,
                       self.plan.to_dict(), config.rows, config.dtype)
         self.f.attrs["normalize_features"] = config.normalize_features
+        if job.user:
+            import json
+
+            self.f.attrs["operator_sources"] = json.dumps(self.operator_sources())
 
     def provenance(self) -> dict:
         """The run's provenance (the artifact's ``provenance`` attribute)."""
@@ -351,7 +389,14 @@ class HopRun:
             "plan": self.plan.to_dict(),
             "timings": {**self.timer.timings, "hop_seconds": [round(s, 4) for s in self.hop_seconds]},
             "reorder": self.graph.reorder_info,
+            **({"operator_sources": self.operator_sources()} if self.job.user else {}),
         }
+
+    def operator_sources(self) -> dict:
+        """What each ``--operator-file`` operator is: its file, hash, source text, reduce, loop, and
+        the factors the planner found (:mod:`gnnprep.udf`)."""
+        return {name: {**fn.provenance(), "factors": factors.to_dict(), "plan": factors.describe()}
+                for name, (fn, factors) in self.job.user.items()}
 
     def _report(self) -> PrecomputeReport:
         config = self.config

@@ -192,6 +192,7 @@ def describe_features(path: Path) -> dict:
             "created_utc": _attr(f.attrs.get("created_utc")),
             "shards": shards,
             "shards_bytes": sum(s["bytes_on_disk"] for s in shards) if shards is not None else None,
+            "operator_sources": json_attr(f.attrs, "operator_sources", path, dict, {}, "attribute"),
         }
 
 

@@ -136,6 +136,8 @@ class Problem:
     # stored entries each hop 1..K reads (empty: all of them, every hop); ``--rows labeled`` prunes
     # hops K and K-1 (see :func:`pruned_hop_entries`)
     hop_entries: tuple = ()
+    passes: int = 0               # kernel passes per hop over all operators (0: one each; ppr: K)
+    buffers: int = 2              # column-block buffers of n rows (a diffusion operator needs 3)
 
 
 @dataclass(frozen=True)
@@ -157,6 +159,11 @@ class Plan:
         return asdict(self)
 
 
+def _passes(p: Problem) -> int:
+    """Kernel passes per hop over all operators."""
+    return p.passes or p.operators
+
+
 def _s_bytes(p: Problem) -> int:
     per = p.index_bytes + (4 if p.weighted else 0) + (12 if p.device.startswith("cuda") else 0)
     return per * p.num_entries
@@ -167,7 +174,7 @@ def memory(p: Problem, b: int, c: int) -> int:
     w = math.ceil(d / c) if d else 0
     vectors = 16 * n
     s_part = math.ceil(_s_bytes(p) / b) + (8 * math.ceil(n / b) if b > 1 else 0)
-    cols = 2 * 4 * n * w
+    cols = p.buffers * 4 * n * w
     # one write in flight: a gathered copy (selected rows) and/or a float16 conversion of at most
     # one edge block's rows, capped at the writer's 32 MiB chunks
     rows_b = min(math.ceil(max(p.out_rows, 1) / b), max(1, (32 << 20) // max(1, 4 * w)))
@@ -217,14 +224,14 @@ def predict_seconds(p: Problem, prof: Profile, b: int, c: int) -> float:
     n, m, d, K = p.num_nodes, p.num_entries, p.num_features, p.hops
     w = math.ceil(d / c) if d else 0
     widths = _widths(d, w)
-    compute = p.operators * sum(prof.spmm_seconds(e, n, wj) for e in _hop_entries(p, b) for wj in widths)
-    s_reads = 1 if b == 1 else p.operators * K * len(widths)
+    compute = _passes(p) * sum(prof.spmm_seconds(e, n, wj) for e in _hop_entries(p, b) for wj in widths)
+    s_reads = 1 if b == 1 else _passes(p) * K * len(widths)
     stream = s_reads * _s_bytes(p) / prof.read_bytes_per_s
     if p.device.startswith("cuda"):
         stream += s_reads * _s_bytes(p) / prof.copy_bytes_per_s + p.operators * 2 * K * n * d * 4 / prof.copy_bytes_per_s
     io = len(widths) * n * d * p.in_itemsize / prof.read_bytes_per_s  # chunks span all columns
     io += (p.operators * K + 1) * p.out_rows * d * p.out_itemsize / prof.write_bytes_per_s
-    overhead = p.operators * K * b * len(widths) * prof.block_overhead_s
+    overhead = _passes(p) * K * b * len(widths) * prof.block_overhead_s
     fresh = 0.0 if p.device.startswith("cuda") else 2 * n * w * 4 / prof.fault_bytes_per_s
     return compute + stream + io + overhead + fresh
 
@@ -296,7 +303,7 @@ def _ordered(plan: Plan, p: Problem, prof: Profile) -> tuple[Plan, bool]:
     column block of X larger than the last-level cache (else every gather hits it anyway) and a
     kernel saving (``reorder_speedup``) above the order's cost."""
     widths = _widths(p.num_features, plan.width)
-    kernel = p.operators * sum(prof.spmm_seconds(e, p.num_nodes, wj) for e in _hop_entries(p, 1) for wj in widths)
+    kernel = _passes(p) * sum(prof.spmm_seconds(e, p.num_nodes, wj) for e in _hop_entries(p, 1) for wj in widths)
     cost = (p.num_entries + p.num_nodes) * (prof.relabel_ns_per_entry if p.order_known else prof.reorder_ns_per_entry) * 1e-9
     # found and relabelled in a background thread while the first column block of X is read
     # (whole row chunks: every column's bytes)
@@ -371,7 +378,7 @@ def choose_hag(plan: Plan, p: Problem, prof: Profile, cached: dict | None, budge
     widths = _widths(p.num_features, w)
 
     def kernel(entries: int) -> float:
-        return p.operators * p.hops * sum(prof.spmm_seconds(entries, p.num_nodes, wj) for wj in widths)
+        return _passes(p) * p.hops * sum(prof.spmm_seconds(entries, p.num_nodes, wj) for wj in widths)
 
     plain = kernel(p.num_entries)
     if cached is None:

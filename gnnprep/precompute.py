@@ -56,14 +56,44 @@ from gnnprep.store import GraphStore
 
 
 # -- the plan and the inputs ------------------------------------------------------------------------
-def _hag_unsupported(backend: str, store: GraphStore) -> str | None:
+def _hag_unsupported(backend: str, store: GraphStore, user: dict | None = None) -> str | None:
     """Why a HAG cannot be used for this run (None: it can). The one place that decides it: the
     HAG executor is the CPU kernel, and a HAG shares sums of unweighted in-lists."""
     if backend != "numba":
         return "the HAG executor runs on the CPU kernel"
     if "adj/weights" in store.f:
         return "a HAG shares sums over unweighted in-lists, and this graph store is weighted"
+    for name, (fn, factors) in (user or {}).items():
+        if fn.reduce == "max" or factors.values == "entry" or (factors.values == "weight" and factors.edge):
+            return f"a HAG shares plain sums over in-lists, and operator {name} has per-entry values or reduce max"
     return None
+
+
+def _user_operators(store: GraphStore, config: PrecomputeConfig, backend: str) -> dict:
+    """``--operator-file`` functions, loaded, checked and classified on this graph's degrees and
+    weights: {name: (UserFunction, Factors)} (:mod:`gnnprep.udf`)."""
+    from gnnprep import udf
+    from gnnprep.operators import OPERATORS
+
+    user = {}
+    for spec in config.operator_files:
+        fn = udf.load(spec, OPERATORS)
+        if fn.name in user:
+            raise GnnprepError(f"--operator-file {spec!r}: the channel {fn.name!r} is named twice")
+        if fn.reduce == "max" and backend != "numba":
+            raise GnnprepError(f"{fn.path}: {fn.name}.reduce = 'max' runs on the CPU kernel; use --device cpu")
+        factors = udf.classify(fn, udf.degrees(store, fn.loop), udf.weight_sample(store))
+        if factors.values == "entry" and fn.loop > 0:
+            raise udf.unsupported_loop(fn)
+        user[fn.name] = (fn, factors)
+    return user
+
+
+def _steps(name: str) -> int:
+    """Kernel passes per hop of operator ``name`` (ppr: its K)."""
+    from gnnprep.operators import PPR, spec_values
+
+    return int(spec_values(name)["k"]) if name.startswith(PPR + ":") else 1
 
 
 def _problem(store: GraphStore, config: PrecomputeConfig, device: str, backend: str, out_rows) -> Problem:
@@ -74,6 +104,8 @@ def _problem(store: GraphStore, config: PrecomputeConfig, device: str, backend: 
     return Problem(num_nodes=n, num_entries=store.num_edges, num_features=d, hops=config.hops,
                    operators=len(config.operators), out_rows=n if out_rows is None else len(out_rows),
                    hop_entries=entries,
+                   passes=sum(_steps(name) for name in config.operators),
+                   buffers=3 if any(_steps(name) > 1 for name in config.operators) else 2,
                    index_bytes=store.f["adj/indices"].dtype.itemsize, weighted="adj/weights" in store.f,
                    out_itemsize=np.dtype(config.dtype).itemsize, in_itemsize=store.features.dtype.itemsize,
                    device=device if backend == "torch" else "cpu")
@@ -105,7 +137,7 @@ def _choose_hag(job: Job, store: GraphStore, profile, budget: int) -> None:
     config = job.config
     if config.hag is None:
         return
-    unsupported = _hag_unsupported(job.backend, store)
+    unsupported = _hag_unsupported(job.backend, store, job.user)
     if config.hag == "auto":
         if unsupported is not None:
             job.hag_info = {"mode": "auto", "used": False, "path": None, "reason": unsupported}
@@ -132,16 +164,25 @@ def _prepare(store: GraphStore, config: PrecomputeConfig, device: str, backend: 
     out_rows = fa.select_rows(store, config.rows)
     n = store.num_nodes
     budget = config.memory_budget or devices.default_budget(device)
+    user = _user_operators(store, config, backend)
+    missing = [name for name in user if name not in config.operators]
+    if missing:  # a file's function is a channel of its own, after the named operators
+        config = dataclasses.replace(config, operators=tuple(config.operators) + tuple(missing))
     problem = _problem(store, config, device, backend, out_rows)
+    if any(factors.values != "none" and (factors.values == "entry" or factors.edge) for _, factors in user.values()):
+        # a user operator's per-entry values: held like weights (and no node order, as with weights)
+        problem = dataclasses.replace(problem, weighted=True)
     index_dtype = store.f["adj/indices"].dtype
     if backend == "numba":  # only the variants this run uses (each costs seconds on a fresh install)
         from gnnprep import kernels
 
-        kernels.warm_up((index_dtype,), (problem.weighted,), hag=False, gather=False, selected=out_rows is not None)
+        variants = {problem.weighted} | ({False} if user else set())
+        kernels.warm_up((index_dtype,), tuple(variants), hag=False, gather=False, selected=out_rows is not None,
+                        **({"max_reduce": True} if any(fn.reduce == "max" for fn, _ in user.values()) else {}))
     profile = load_profile(device)
     baseline = rss()
     job = Job(config, device, backend, choose_plan(problem, budget, profile, baseline, config.blocks), problem,
-               out_rows, baseline=baseline, profile=profile)
+               out_rows, baseline=baseline, profile=profile, user=user)
     _choose_hag(job, store, profile, budget)
     if job.hag is None and backend == "numba":
         from gnnprep import reorder
@@ -185,6 +226,8 @@ def _run_key(store: GraphStore, job: Job) -> str:
              [identity(c.hdg), c.hdg_reduce] if c.hdg else None]
     if c.normalize_features != "none":
         parts.append(c.normalize_features)   # (absent when none: keys of earlier partial outputs still match)
+    if job.user:
+        parts.append(sorted((name, fn.sha256) for name, (fn, _) in job.user.items()))
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
 
@@ -225,13 +268,15 @@ def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeCon
     refuse_input_as_output(output, inputs)
     with GraphStore(graph_path) as store:
         job = _prepare(store, config, device, backend)
+        config = job.config  # with the --operator-file channels named
         if config.dry_run:
             return PrecomputeReport(str(output), job.plan.to_dict(), config.hops, tuple(config.operators),
                                     job.problem.out_rows, config.dtype, (), 0.0, job.plan.predicted_peak, None,
                                     job.baseline, 0, dry_run=True, hag=job.hag_info,
                                     hop_entries=tuple(job.problem.hop_entries))
         for name in config.operators:  # refuse before anything is written
-            make_operator(name, np.zeros(1), store.symmetric)
+            if name not in job.user:
+                make_operator(name, np.zeros(1), store.symmetric)
         meter = PeakMeter().start()
         job.baseline = meter.baseline
         out = ResumableOutput(output, _run_key(store, job), inputs)

@@ -11,7 +11,7 @@ from gnnprep.errors import GnnprepError
 REORDER_MODES = ("auto", "none", "community", "bfs")
 ROWS = ("all", "labeled")
 DTYPES = ("float32", "float16")
-HDG_REDUCE = ("mean", "sum")
+HDG_REDUCE = ("mean", "sum", "max")
 NORMALIZE_X = ("none", "row")
 
 
@@ -20,7 +20,8 @@ class PrecomputeConfig:
     """Everything that defines a precompute run (:func:`gnnprep.precompute.precompute`)."""
 
     hops: int = 3
-    operators: tuple[str, ...] = ("sym",)
+    operators: tuple[str, ...] = ("sym",)  # channel names: built-ins, and the functions of operator_files
+    operator_files: tuple[str, ...] = ()   # "path:name": user operators (gnnprep.udf), named in operators too
     rows: str = "all"                      # all | labeled (the union of the splits)
     dtype: str = "float32"                 # output dtype: float32 | float16
     device: str = "auto"                   # auto | cpu | cuda[:i]
@@ -30,7 +31,7 @@ class PrecomputeConfig:
     reorder: str = "auto"                  # auto | none | community | bfs: node order of the computation
     hag: str | None = None                 # a hag.h5 for the graph, or auto (see plan.choose_hag); CPU
     hdg: str | None = None                 # an hdg.h5 for the graph: its channels of every hop
-    hdg_reduce: str = "mean"               # mean | sum at the HDG's instance levels
+    hdg_reduce: str = "mean"               # mean | sum | max at the HDG's levels
     normalize_features: str = "none"       # row: X_i / sum_j |X_ij| before propagation (SGC, GCN, PyG)
     dry_run: bool = False
 
@@ -47,7 +48,7 @@ class PrecomputeConfig:
         if self.normalize_features not in NORMALIZE_X:
             raise GnnprepError(f"--normalize-features {self.normalize_features!r}: expected none or row")
         if self.hdg is not None and self.hdg_reduce not in HDG_REDUCE:
-            raise GnnprepError(f"--hdg-reduce {self.hdg_reduce!r}: expected mean or sum")
+            raise GnnprepError(f"--hdg-reduce {self.hdg_reduce!r}: expected mean, sum or max")
 
     def backend_for(self, device: str) -> str:
         """numba (the CPU kernels) or torch (torch.sparse, the CUDA path) on the resolved ``device``."""

@@ -48,7 +48,7 @@ BAD_OPTIONS = {
     "precompute": [["--blocks", "x"], ["--blocks", "1,0,2"], ["--blocks", "1,2"], ["--memory-budget", "lots"],
                    ["--memory-budget", "0"], ["--operator", "bogus"], ["--operator", "sym,sym"], ["--device", "tpu"],
                    ["--device", "cuda:x"], ["--hops", "-1"], ["--rows", "some"], ["--dtype", "float64"],
-                   ["--reorder", "random"], ["--hdg-reduce", "max"]],
+                   ["--reorder", "random"], ["--hdg-reduce", "median"]],
     "hag": [["--capacity", "abc"], ["--capacity", "inf"], ["--capacity", "nan"], ["--capacity", "-3"],
             ["--memory-budget", "lots"], ["--method", "greedy"], ["--min-share", "1"]],
     "hdg": [["--select", "bogus"], ["--select", "random-walk:walks=0,length=2,topk=3"], ["--seed", "-1"]],

@@ -93,3 +93,56 @@ def test_cli_precomputes_a_norm_channel_and_trains_on_it(tmp_path, rng):
     trained = run_json(["train", "sign", feats, "-o", tmp_path / "run", "--operator", "sym,norm:a=1,b=0",
                         "--epochs", "2"])
     assert trained["runs"] == 1
+
+
+def ppr_reference(store_path, alpha, k, hops):
+    """P^j X with P = Σ_{i<K} α(1-α)^i Ŝ^i + (1-α)^K Ŝ^K built densely (float64), Ŝ = D̃^-1/2 (A + I) D̃^-1/2."""
+    with h5py.File(store_path) as f:
+        indptr, indices = f["adj/indptr"][:], f["adj/indices"][:].astype(np.int64)
+        x = f["nodes/features"][:].astype(np.float64)
+    n = len(indptr) - 1
+    a = np.zeros((n, n))
+    a[np.repeat(np.arange(n), np.diff(indptr)), indices] = 1.0
+    s = (a + np.eye(n)) / np.sqrt(a.sum(1) + 1)[:, None] / np.sqrt(a.sum(1) + 1)[None, :]
+    p = sum(alpha * (1 - alpha) ** i * np.linalg.matrix_power(s, i) for i in range(k))
+    p = p + (1 - alpha) ** k * np.linalg.matrix_power(s, k)
+    out = [x]
+    for _ in range(hops):
+        out.append(p @ out[-1])
+    return out
+
+
+@pytest.mark.parametrize("spec,alpha,k", [("ppr:", 0.1, 10), ("ppr:alpha=0.25,k=3", 0.25, 3),
+                                          ("ppr:k=1,alpha=1", 1.0, 1), ("ppr:k=2", 0.1, 2)])
+@pytest.mark.parametrize("blocks", [(1, 1, 1), (2, 3, 3)])
+def test_ppr_matches_the_dense_truncated_diffusion(tmp_path, rng, spec, alpha, k, blocks):
+    store = make_store(tmp_path, rng, n=70, d=5)[0]   # isolated nodes, loops and duplicates in the input
+    out = tmp_path / "f.h5"
+    (name,) = parse_operators(spec)
+    precompute(store, out, PrecomputeConfig(hops=3, operators=("sym", name), blocks=blocks, device="cpu"))
+    ref = ppr_reference(store, alpha, k, 3)
+    with FeatureStore(out) as fs:
+        for h in range(4):
+            np.testing.assert_allclose(fs.hop(h, name)[:], ref[h], rtol=2e-5, atol=2e-6)
+
+
+def test_ppr_rows_labeled_and_the_torch_path_agree(tmp_path, rng):
+    store = make_store(tmp_path, rng, n=60, d=4)[0]
+    a, b, c = tmp_path / "a.h5", tmp_path / "b.h5", tmp_path / "c.h5"
+    cfg = dict(hops=2, operators=("ppr:alpha=0.2,k=4",), device="cpu")
+    precompute(store, a, PrecomputeConfig(**cfg))
+    precompute(store, b, PrecomputeConfig(rows="labeled", **cfg))
+    precompute(store, c, PrecomputeConfig(backend="torch", **cfg))
+    with FeatureStore(a) as fa_, FeatureStore(b) as fb, FeatureStore(c) as fc:
+        rows = fb.f["rows"][:]
+        for h in range(3):
+            np.testing.assert_array_equal(fb.hop(h)[:], fa_.hop(h)[:][rows])
+            np.testing.assert_allclose(fc.hop(h)[:], fa_.hop(h)[:], rtol=1e-5, atol=1e-6)
+
+
+def test_ppr_specs_are_checked():
+    assert parse_operators("ppr:alpha=0.2") == ("ppr:alpha=0.2,k=10",)
+    for bad, what in [("ppr:alpha=0", "restart probability"), ("ppr:k=0.5", "whole number"),
+                      ("ppr:beta=1", "expected alpha= or k=")]:
+        with pytest.raises(GnnprepError, match=what):
+            parse_operators(bad)
