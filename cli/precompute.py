@@ -57,6 +57,9 @@ def _parse_operators(text: str) -> tuple[str, ...]:
               help="Also write this HDG's channels of every hop, /channels/<channel>/<k> (from gnnprep hdg; --rows all).")
 @click.option("--hdg-reduce", type=click.Choice(["mean", "sum", "max"]), default="mean", show_default=True,
               help="Reduction at the HDG's levels: mean, sum or max (elementwise; an empty parent gives 0).")
+@click.option("--hdg-weight", "hdg_weight", default=None, metavar="FILE.py:NAME",
+              help="Re-weight the HDG's members: NAME(member_deg, root_deg, w) returns each member's weight "
+                   "(the --operator-file contract; w is the selector's weight, 1 where it has none).")
 @click.option("--reorder", type=click.Choice(["auto", "none", "community", "bfs"]), default="auto", show_default=True,
               help="Node order of the computation: community (label-propagation groups), bfs, or none; auto "
                    "uses community order when the planner predicts it pays (output stays in stored order).")
@@ -68,24 +71,25 @@ def _parse_operators(text: str) -> tuple[str, ...]:
 @click.option("--root", default=None, help="Folder holding ogbn_<name>/ data sets.")
 @json_option
 @quiet_option
-def precompute(dataset, output, hops, operators, operator_files, blocks, memory_budget, rows, dtype, normalize_features, device,
-               hag_path, hdg_path, hdg_reduce, reorder, merge, dry_run, cache_dir, root, as_json, quiet):
+def precompute(dataset, output, hops, operators, operator_files, blocks, memory_budget, rows, dtype,
+               normalize_features, device, hag_path, hdg_path, hdg_reduce, hdg_weight, reorder, merge, dry_run, cache_dir,
+               root, as_json, quiet):
     """Write hop features S^k X (k = 0..K) of DATASET, block-wise within a memory budget."""
     from gnnprep.distributed import Dist, RankFailed
 
     if operators is None:
         operators = () if operator_files else ("sym",)
-    operators = (operators, tuple(operator_files))  # (built-ins, files): one argument on to _precompute
+    # the run's configuration (a PrecomputeConfig, built once the library is imported)
+    options = dict(hops=hops, operators=operators, operator_files=tuple(operator_files), rows=rows, dtype=dtype,
+                   device=device, memory_budget=memory_budget, blocks=blocks, dry_run=dry_run, hag=hag_path,
+                   reorder=reorder, hdg=hdg_path, hdg_reduce=hdg_reduce, hdg_weight=hdg_weight,
+                   normalize_features=normalize_features)
     dist = Dist.from_env()  # torchrun's environment; None for a plain run (torch is not imported then)
     if dist is None:  # (--merge: a plain run writes one file anyway)
-        return _precompute(dataset, output, hops, operators, blocks, memory_budget, rows, dtype, normalize_features,
-                           device, hag_path, hdg_path, hdg_reduce, reorder, False, dry_run, cache_dir, root, as_json,
-                           quiet, None)
+        return _precompute(dataset, output, options, False, cache_dir, root, as_json, quiet, None)
     try:
         dist.start()
-        _precompute(dataset, output, hops, operators, blocks, memory_budget, rows, dtype, normalize_features,
-                    device, hag_path, hdg_path, hdg_reduce, reorder, merge, dry_run, cache_dir, root, as_json,
-                    quiet, dist)
+        _precompute(dataset, output, options, merge, cache_dir, root, as_json, quiet, dist)
     except RankFailed:
         dist.close()
         if not dist.is_root:  # the same error on every rank; rank 0 prints it
@@ -95,8 +99,7 @@ def precompute(dataset, output, hops, operators, operator_files, blocks, memory_
     dist.close()
 
 
-def _precompute(dataset, output, hops, operators, blocks, memory_budget, rows, dtype, normalize_features, device,
-                hag_path, hdg_path, hdg_reduce, reorder, merge, dry_run, cache_dir, root, as_json, quiet, dist):
+def _precompute(dataset, output, options: dict, merge, cache_dir, root, as_json, quiet, dist):
     from gnnprep.ingest import IngestConfig, ensure_graph_store
     from gnnprep.precompute import precompute as run_precompute
     from gnnprep.precomputeconfig import PrecomputeConfig
@@ -109,11 +112,7 @@ def _precompute(dataset, output, hops, operators, blocks, memory_budget, rows, d
 
         # under torchrun rank 0 ingests a dataset spec into the (shared) cache first; the others find it there
         store = ensure() if dist is None else dist.root_first(ensure)
-        operators, operator_files = operators
-        config = PrecomputeConfig(hops=hops, operators=operators, operator_files=operator_files, rows=rows, dtype=dtype, device=device,
-                                  memory_budget=memory_budget, blocks=blocks, dry_run=dry_run, hag=hag_path,
-                                  reorder=reorder, hdg=hdg_path, hdg_reduce=hdg_reduce,
-                                  normalize_features=normalize_features)
+        config = PrecomputeConfig(**options)
         command, say = " ".join(["gnnprep"] + sys.argv[1:]), (lambda message: warn(quiet, message))
         if dist is None:
             report = run_precompute(store, output, config, progress, command=command, warn=say)

@@ -59,6 +59,7 @@ parent gives 0). A NaN is skipped as by ``np.fmax`` (NaN only where every member
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass
@@ -131,6 +132,25 @@ class Hdg:
 
     def nbytes(self) -> int:
         return sum(a.nbytes for lvl in self.levels() for a in (lvl.offsets, lvl.ids, lvl.weights) if a is not None)
+
+
+def reweighted(hdg: Hdg, weight) -> Hdg:
+    """The HDG with every vertex level's member weights replaced by ``weight(ids, roots, w)``: the
+    member's graph node id, the id of the node whose channel it feeds (the root of its tree), and
+    its stored weight (1 where the level is unweighted), each an array over the level's members;
+    it returns one weight per member (``precompute --hdg-weight``, a user function, see
+    :mod:`gnnprep.udf`)."""
+
+    def walk(lvl: Level, parent_roots: np.ndarray) -> Level:
+        counts = np.full(lvl.num_parents, lvl.fanout) if lvl.fanout else np.diff(lvl.offsets)
+        roots = np.repeat(parent_roots, counts)          # the root of each child of this level
+        if lvl.kind == "vertices":
+            w = lvl.weights.astype(np.float64) if lvl.weights is not None else np.ones(len(lvl.ids))
+            new = np.asarray(weight(lvl.ids, roots, w), dtype=np.float32)
+            return dataclasses.replace(lvl, weights=new)
+        return dataclasses.replace(lvl, child=walk(lvl.child, roots))
+
+    return Hdg(hdg.num_nodes, tuple(walk(r, np.arange(hdg.num_nodes)) for r in hdg.roots))
 
 
 # -- aggregation ------------------------------------------------------------------------------------------

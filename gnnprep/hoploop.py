@@ -51,6 +51,7 @@ class Job:
     baseline: int = 0
     profile: object = None             # gnnprep.plan.Profile the plan was made with
     user: dict = dataclasses.field(default_factory=dict)  # --operator-file: {name: (UserFunction, Factors)}
+    hdg_weight: tuple | None = None    # --hdg-weight: (UserFunction, the re-weighted HDG)
 
 
 
@@ -360,7 +361,8 @@ class HopRun:
                 if ("hdg", j, k) in self.done:
                     continue
                 x = self.f[f"hops/{k}"][:, c0:c1].astype(np.float32, copy=False)
-                for ch, arr in aggregate(self.job.hdg, x, config.hdg_reduce).items():
+                hdg = self.job.hdg if self.job.hdg_weight is None else self.job.hdg_weight[1]
+                for ch, arr in aggregate(hdg, x, config.hdg_reduce).items():
                     self.f[f"channels/{ch}/{k}"][:, c0:c1] = arr.astype(config.dtype, copy=False)
                 self.f.flush()
                 self._mark(("hdg", j, k))
@@ -374,7 +376,7 @@ class HopRun:
         fa.write_root(self.f, provenance, self.store, config.hops, tuple(config.operators), job.hdg_channels,
                       self.plan.to_dict(), config.rows, config.dtype)
         self.f.attrs["normalize_features"] = config.normalize_features
-        if job.user:
+        if job.user or job.hdg_weight is not None:
             import json
 
             self.f.attrs["operator_sources"] = json.dumps(self.operator_sources())
@@ -389,14 +391,19 @@ class HopRun:
             "plan": self.plan.to_dict(),
             "timings": {**self.timer.timings, "hop_seconds": [round(s, 4) for s in self.hop_seconds]},
             "reorder": self.graph.reorder_info,
-            **({"operator_sources": self.operator_sources()} if self.job.user else {}),
+            **({"operator_sources": self.operator_sources()} if self.job.user or self.job.hdg_weight else {}),
         }
 
     def operator_sources(self) -> dict:
         """What each ``--operator-file`` operator is: its file, hash, source text, reduce, loop, and
         the factors the planner found (:mod:`gnnprep.udf`)."""
-        return {name: {**fn.provenance(), "factors": factors.to_dict(), "plan": factors.describe()}
-                for name, (fn, factors) in self.job.user.items()}
+        out = {name: {**fn.provenance(), "factors": factors.to_dict(), "plan": factors.describe()}
+               for name, (fn, factors) in self.job.user.items()}
+        if self.job.hdg_weight is not None:
+            fn = self.job.hdg_weight[0]
+            out[f"hdg-weight:{fn.name}"] = {**fn.provenance(), "plan": "the weight of every member of the HDG's "
+                                            "vertex levels, evaluated once"}
+        return out
 
     def _report(self) -> PrecomputeReport:
         config = self.config

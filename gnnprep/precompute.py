@@ -89,6 +89,22 @@ def _user_operators(store: GraphStore, config: PrecomputeConfig, backend: str) -
     return user
 
 
+def _hdg_weight(store: GraphStore, spec: str, hdg):
+    """``--hdg-weight path:name``: the user function (:mod:`gnnprep.udf`) evaluated once on every
+    member of the HDG's vertex levels, as c(d_member, d_root, w) with the graph's (weighted) degrees
+    and the selector's weight; returns (UserFunction, the re-weighted HDG)."""
+    from gnnprep import udf
+    from gnnprep.hdg import reweighted
+    from gnnprep.operators import OPERATORS
+
+    fn = udf.load(spec, OPERATORS)
+    if fn.reduce != "sum" or fn.loop != 0:
+        raise GnnprepError(f"{fn.path}: {fn.name}.reduce/.loop do not apply to --hdg-weight (a member's weight); "
+                           "the HDG's levels reduce by --hdg-reduce")
+    deg = udf.degrees(store, 0.0)
+    return fn, reweighted(hdg, lambda ids, roots, w: udf.member_weights(fn, deg.src[ids], deg.dst[roots], w))
+
+
 def _steps(name: str) -> int:
     """Kernel passes per hop of operator ``name`` (ppr: its K)."""
     from gnnprep.operators import PPR, spec_values
@@ -162,7 +178,6 @@ def _prepare(store: GraphStore, config: PrecomputeConfig, device: str, backend: 
     if store.features is None:
         raise GnnprepError(f"{store.path}: the graph store has no /nodes/features to propagate")
     out_rows = fa.select_rows(store, config.rows)
-    n = store.num_nodes
     budget = config.memory_budget or devices.default_budget(device)
     user = _user_operators(store, config, backend)
     missing = [name for name in user if name not in config.operators]
@@ -205,6 +220,10 @@ def _prepare(store: GraphStore, config: PrecomputeConfig, device: str, backend: 
 
         job.hdg, channels = load_for(config.hdg, store, tuple(config.operators), config.rows, config.hdg_reduce)
         job.hdg_channels = tuple(channels)
+        if config.hdg_weight is not None:
+            job.hdg_weight = _hdg_weight(store, config.hdg_weight, job.hdg)
+    elif config.hdg_weight is not None:
+        raise GnnprepError("--hdg-weight re-weights the members of an HDG's levels; give --hdg too")
     return job
 
 
@@ -228,6 +247,8 @@ def _run_key(store: GraphStore, job: Job) -> str:
         parts.append(c.normalize_features)   # (absent when none: keys of earlier partial outputs still match)
     if job.user:
         parts.append(sorted((name, fn.sha256) for name, (fn, _) in job.user.items()))
+    if job.hdg_weight is not None:
+        parts.append(["hdg-weight", job.hdg_weight[0].name, job.hdg_weight[0].sha256])
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
 

@@ -32,6 +32,7 @@ class PrecomputeConfig:
     hag: str | None = None                 # a hag.h5 for the graph, or auto (see plan.choose_hag); CPU
     hdg: str | None = None                 # an hdg.h5 for the graph: its channels of every hop
     hdg_reduce: str = "mean"               # mean | sum | max at the HDG's levels
+    hdg_weight: str | None = None          # "path:name": a user function re-weighting the HDG's members
     normalize_features: str = "none"       # row: X_i / sum_j |X_ij| before propagation (SGC, GCN, PyG)
     dry_run: bool = False
 

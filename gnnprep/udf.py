@@ -239,6 +239,11 @@ def weight_sample(store, slices: int = 64, width: int = 4096) -> np.ndarray | No
     return np.concatenate([ds[int(p):int(p) + width] for p in starts]).astype(np.float64) if m else np.ones(0)
 
 
+def member_weights(fn: UserFunction, member_deg: np.ndarray, root_deg: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``fn`` on an HDG level's members (``--hdg-weight``): c(d_member, d_root, w) in chunks."""
+    return _per_node(fn, member_deg, root_deg, w)
+
+
 # -- the plan: which factors, hoisted where -------------------------------------------------------------
 @dataclass(frozen=True)
 class Factors:

@@ -287,3 +287,72 @@ def _scatter(store_path, fn, loop, h):
     out = np.zeros_like(h)
     np.add.at(out, dst, h[src] * fn(dout[src], din[dst], w)[:, None])
     return out
+
+
+AFFINITY = "import numpy as np\ndef affinity(member_deg, root_deg, w):\n    return w * np.exp(-np.abs(member_deg - root_deg) / 4)\n"
+
+
+def _affinity(m, r, w):
+    return w * np.exp(-np.abs(m - r) / 4)
+
+
+@pytest.mark.parametrize("kind", ["walks", "anchors"])
+@pytest.mark.parametrize("reduce", ["mean", "sum", "max"])
+def test_hdg_weight_re_weights_the_members_of_every_vertex_level(tmp_path, rng, kind, reduce):
+    """precompute --hdg H --hdg-weight ops.py:affinity: each member's weight becomes
+    c(d_member, d_root, w); checked by a plain loop over the nodes (walks: members of node v;
+    anchors: members of anchor set i of node i // S, then the reduce over the S sets)."""
+    from gnnprep.hdg import read_hdg, write_hdg
+    from gnnprep.hdgselect import AnchorsSelect, RandomWalkSelect, select, select_spec
+    from gnnprep.store import GraphStore
+
+    store = make_store(tmp_path, rng, n=50, d=3)[0]
+    ops = write_ops(tmp_path, AFFINITY)
+    sel = RandomWalkSelect(6, 3, 4) if kind == "walks" else AnchorsSelect(3, 4)
+    with GraphStore(store) as g:
+        h = select(g.indptr(), g.indices(), sel, seed=5)
+        write_hdg(h, tmp_path / "h.h5", {"command": "test"}, sel.name, select_spec(sel), 5, g.fingerprint, 0, 0)
+        deg = np.diff(g.indptr()).astype(np.float64)
+    out = tmp_path / "f.h5"
+    r = run(["precompute", str(store), "-o", str(out), "--hops", "1", "--hdg", str(tmp_path / "h.h5"),
+             "--hdg-reduce", reduce, "--hdg-weight", f"{ops}:affinity"])
+    assert r.exit_code == 0, r.output
+    h, _ = read_hdg(tmp_path / "h.h5")
+    lvl = h.roots[0]
+    with FeatureStore(out) as fs:
+        x = fs.hop(1)[:].astype(np.float64)
+        got = fs.hop(1, lvl.name)[:]
+        assert json.loads(fs.f.attrs["operator_sources"])["hdg-weight:affinity"]["function"] == "affinity"
+
+    def combine(ids, w, root):
+        w2 = _affinity(deg[ids], deg[root], w)
+        if not len(ids):
+            return np.zeros(x.shape[1])
+        if reduce == "max":
+            return (w2[:, None] * x[ids]).max(0)
+        s = (w2[:, None] * x[ids]).sum(0)
+        return s / (w2.sum() if w2.sum() else 1) if reduce == "mean" else s
+
+    ref = np.zeros_like(x)
+    for v in range(h.num_nodes):
+        if kind == "walks":
+            a, b = lvl.offsets[v], lvl.offsets[v + 1]
+            w = lvl.weights[a:b].astype(np.float64) if lvl.weights is not None else np.ones(b - a)
+            ref[v] = combine(lvl.ids[a:b], w, v)
+        else:
+            members = lvl.child
+            sets = []
+            for i in range(v * lvl.fanout, (v + 1) * lvl.fanout):
+                a, b = members.offsets[i], members.offsets[i + 1]
+                w = members.weights[a:b].astype(np.float64) if members.weights is not None else np.ones(b - a)
+                sets.append(combine(members.ids[a:b], w, v))
+            sets = np.array(sets)
+            ref[v] = sets.max(0) if reduce == "max" else sets.mean(0) if reduce == "mean" else sets.sum(0)
+    assert_close(got, ref, rtol=1e-5)
+
+
+def test_hdg_weight_needs_an_hdg_and_no_reduce_or_loop(tmp_path, rng):
+    store = make_store(tmp_path, rng, n=30)[0]
+    ops = write_ops(tmp_path)
+    r = run(["precompute", str(store), "-o", str(tmp_path / "f.h5"), "--hdg-weight", f"{ops}:gcn"])
+    assert r.exit_code == 1 and "give --hdg too" in r.output
