@@ -356,3 +356,16 @@ def test_hdg_weight_needs_an_hdg_and_no_reduce_or_loop(tmp_path, rng):
     ops = write_ops(tmp_path)
     r = run(["precompute", str(store), "-o", str(tmp_path / "f.h5"), "--hdg-weight", f"{ops}:gcn"])
     assert r.exit_code == 1 and "give --hdg too" in r.output
+
+
+def test_train_reads_a_user_operators_channel(tmp_path):
+    assert run(["ingest", "sample", "-o", str(tmp_path / "s.h5")]).exit_code == 0
+    ops = write_ops(tmp_path)
+    r = run(["precompute", str(tmp_path / "s.h5"), "-o", str(tmp_path / "f.h5"), "--hops", "2", "--operator",
+             "sym,ppr:alpha=0.1,k=3", "--operator-file", f"{ops}:max_gcn"])
+    assert r.exit_code == 0, r.output
+    d = run_json(["train", "sign", str(tmp_path / "f.h5"), "-o", str(tmp_path / "run"), "--operator",
+                  "sym,max_gcn,ppr:alpha=0.1,k=3", "--epochs", "3", "--json"])
+    assert d["epochs_run"] == 3 and 0 <= d["test_acc"] <= 1
+    with open(tmp_path / "run" / "metrics.json") as f:
+        assert json.load(f)["config"]["operators"] == ["sym", "max_gcn", "ppr:alpha=0.1,k=3"]
