@@ -52,6 +52,7 @@ class Job:
     profile: object = None             # gnnprep.plan.Profile the plan was made with
     user: dict = dataclasses.field(default_factory=dict)  # --operator-file: {name: (UserFunction, Factors)}
     hdg_weight: tuple | None = None    # --hdg-weight: (UserFunction, the re-weighted HDG)
+    degrees: object = None             # gnnprep.udf.Degrees of the graph (loop 0), for compiling user operators
 
 
 
@@ -107,11 +108,12 @@ class HopRun:
                 fa.create_layout(self.f, self.store, self.job.out_rows, config.hops, tuple(config.operators),
                                  config.dtype, self.plan.c, self.plan.width, self.job.hdg_channels)
                 self.f.flush()
-            job_user = self.job.user
             with self.timer("normalise"):
-                deg = self.graph.degree(self.plan.a)
-                self.ops = {name: self._user_operator(name) if name in job_user else
+                builtin = [name for name in config.operators if name not in self.job.user]
+                deg = self.graph.degree(self.plan.a) if builtin else None
+                self.ops = {name: self._user_operator(name) if deg is None or name not in builtin else
                             make_operator(name, deg, self.store.symmetric) for name in config.operators}
+                self.job.degrees = None  # compiled: no longer needed
             # page-cache-free writes, unless the HDG pass reads the hops back right after
             self.writer = HopWriter(config.dtype, self.out.partial if self.job.hdg is None else None)
             self.progress("units", len(self.done), self.units_total)
@@ -151,7 +153,9 @@ class HopRun:
         from gnnprep.udf import compile_operator, degrees
 
         fn, factors = self.job.user[name]
-        return compile_operator(fn, factors, degrees(self.store, fn.loop, self.plan.a))
+        if self.job.degrees is None:
+            self.job.degrees = degrees(self.store, 0.0, self.plan.a)
+        return compile_operator(fn, factors, self.job.degrees.with_loop(fn.loop))
 
     def _hop0(self, j: int, c0: int, c1: int):
         """Read X[:, c0:c1] and queue it as hop 0 (in stored order, while the node order may still be

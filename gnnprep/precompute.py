@@ -64,7 +64,7 @@ def _hag_unsupported(backend: str, store: GraphStore, user: dict | None = None) 
     if "adj/weights" in store.f:
         return "a HAG shares sums over unweighted in-lists, and this graph store is weighted"
     for name, (fn, factors) in (user or {}).items():
-        if fn.reduce == "max" or factors.values == "entry" or (factors.values == "weight" and factors.edge):
+        if fn.reduce == "max" or factors.values in ("entry", "weight"):
             return f"a HAG shares plain sums over in-lists, and operator {name} has per-entry values or reduce max"
     return None
 
@@ -76,20 +76,22 @@ def _user_operators(store: GraphStore, config: PrecomputeConfig, backend: str) -
     from gnnprep.operators import OPERATORS
 
     user = {}
+    deg = None
     for spec in config.operator_files:
         fn = udf.load(spec, OPERATORS)
         if fn.name in user:
             raise GnnprepError(f"--operator-file {spec!r}: the channel {fn.name!r} is named twice")
         if fn.reduce == "max" and backend != "numba":
             raise GnnprepError(f"{fn.path}: {fn.name}.reduce = 'max' runs on the CPU kernel; use --device cpu")
-        factors = udf.classify(fn, udf.degrees(store, fn.loop), udf.weight_sample(store))
+        deg = deg or udf.degrees(store, 0.0)
+        factors = udf.classify(fn, deg.with_loop(fn.loop), udf.weight_sample(store))
         if factors.values == "entry" and fn.loop > 0:
             raise udf.unsupported_loop(fn)
         user[fn.name] = (fn, factors)
-    return user
+    return user, deg
 
 
-def _hdg_weight(store: GraphStore, spec: str, hdg):
+def _hdg_weight(store: GraphStore, spec: str, hdg, deg=None):
     """``--hdg-weight path:name``: the user function (:mod:`gnnprep.udf`) evaluated once on every
     member of the HDG's vertex levels, as c(d_member, d_root, w) with the graph's (weighted) degrees
     and the selector's weight; returns (UserFunction, the re-weighted HDG)."""
@@ -101,7 +103,7 @@ def _hdg_weight(store: GraphStore, spec: str, hdg):
     if fn.reduce != "sum" or fn.loop != 0:
         raise GnnprepError(f"{fn.path}: {fn.name}.reduce/.loop do not apply to --hdg-weight (a member's weight); "
                            "the HDG's levels reduce by --hdg-reduce")
-    deg = udf.degrees(store, 0.0)
+    deg = deg or udf.degrees(store, 0.0)
     return fn, reweighted(hdg, lambda ids, roots, w: udf.member_weights(fn, deg.src[ids], deg.dst[roots], w))
 
 
@@ -179,12 +181,12 @@ def _prepare(store: GraphStore, config: PrecomputeConfig, device: str, backend: 
         raise GnnprepError(f"{store.path}: the graph store has no /nodes/features to propagate")
     out_rows = fa.select_rows(store, config.rows)
     budget = config.memory_budget or devices.default_budget(device)
-    user = _user_operators(store, config, backend)
+    user, user_degrees = _user_operators(store, config, backend)
     missing = [name for name in user if name not in config.operators]
     if missing:  # a file's function is a channel of its own, after the named operators
         config = dataclasses.replace(config, operators=tuple(config.operators) + tuple(missing))
     problem = _problem(store, config, device, backend, out_rows)
-    if any(factors.values != "none" and (factors.values == "entry" or factors.edge) for _, factors in user.values()):
+    if any(factors.values in ("entry", "weight") for _, factors in user.values()):
         # a user operator's per-entry values: held like weights (and no node order, as with weights)
         problem = dataclasses.replace(problem, weighted=True)
     index_dtype = store.f["adj/indices"].dtype
@@ -197,7 +199,7 @@ def _prepare(store: GraphStore, config: PrecomputeConfig, device: str, backend: 
     profile = load_profile(device)
     baseline = rss()
     job = Job(config, device, backend, choose_plan(problem, budget, profile, baseline, config.blocks), problem,
-               out_rows, baseline=baseline, profile=profile, user=user)
+               out_rows, baseline=baseline, profile=profile, user=user, degrees=user_degrees)
     _choose_hag(job, store, profile, budget)
     if job.hag is None and backend == "numba":
         from gnnprep import reorder
@@ -221,7 +223,7 @@ def _prepare(store: GraphStore, config: PrecomputeConfig, device: str, backend: 
         job.hdg, channels = load_for(config.hdg, store, tuple(config.operators), config.rows, config.hdg_reduce)
         job.hdg_channels = tuple(channels)
         if config.hdg_weight is not None:
-            job.hdg_weight = _hdg_weight(store, config.hdg_weight, job.hdg)
+            job.hdg_weight = _hdg_weight(store, config.hdg_weight, job.hdg, job.degrees)
     elif config.hdg_weight is not None:
         raise GnnprepError("--hdg-weight re-weights the members of an HDG's levels; give --hdg too")
     return job

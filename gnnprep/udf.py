@@ -187,6 +187,14 @@ class Degrees:
     out_count: np.ndarray  # [n] entries naming u
     loop: float
 
+    def with_loop(self, loop: float) -> Degrees:
+        """The same graph's degrees for an operator with self-loop weight ``loop`` (these have none)."""
+        if loop == self.loop:
+            return self
+        dst = self.dst + (loop - self.loop)
+        src = dst if self.src is self.dst else self.src + (loop - self.loop)
+        return Degrees(dst, src, self.in_count, self.out_count, loop)
+
     @property
     def dst_used(self) -> np.ndarray:
         """Nodes that are the destination of an entry (or of the self-loop)."""
@@ -259,27 +267,33 @@ class Factors:
     d0: float = 1.0
     w0: float = 1.0
     g0: float = 1.0
+    scale: float | None = None    # κ when the edge factor is κ·w: the stored weights serve as they are
 
     @property
     def values(self) -> str:
-        """The CSR values the kernel reads: none (scalings only), weight (e(w) per stored weight),
-        or entry (the whole coefficient per entry)."""
+        """The CSR values the kernel reads: none (scalings only), stored (the store's weights: the
+        edge factor is κ·w, κ folded into the row scaling), weight (e(w) per stored weight), or
+        entry (the whole coefficient per entry)."""
         if not self.separable:
             return "entry"
-        return "weight" if self.edge else "none"
+        if not self.edge:
+            return "none"
+        return "stored" if self.scale is not None else "weight"
 
     def describe(self) -> str:
         if not self.separable:
             return "not a product of source, destination and edge factors: the coefficient is computed per entry"
         parts = [p for p, used in (("destination", self.destination), ("source", self.source), ("edge", self.edge))
                  if used]
-        hoist = {"destination": "row scaling", "source": "column scaling", "edge": "CSR values e(w)"}
+        hoist = {"destination": "row scaling", "source": "column scaling",
+                 "edge": "the stored weights" if self.scale is not None else "CSR values e(w)"}
         return ("constant" if not parts else
                 " × ".join(f"{p} ({hoist[p]})" for p in parts))
 
     def to_dict(self) -> dict:
         return {"source": self.source, "destination": self.destination, "edge": self.edge,
-                "separable": self.separable, "values": self.values, "reference": [self.s0, self.d0, self.w0]}
+                "separable": self.separable, "values": self.values, "reference": [self.s0, self.d0, self.w0],
+                "weight_scale": self.scale}
 
 
 def _probe_values(values: np.ndarray, k: int) -> np.ndarray:
@@ -365,7 +379,13 @@ def _classify(fn: UserFunction, deg: Degrees, weights: np.ndarray | None, rng_se
         ts, td, tw = S[rng.integers(len(S), size=m)], D[rng.integers(len(D), size=m)], W[rng.integers(len(W), size=m)]
         ia, ib, ie = (np.searchsorted(S, ts), np.searchsorted(D, td), np.searchsorted(W, tw))
         separable = _close(fn(ts, td, tw), a[ia] * b[ib] * e[ie] / (g * g), scale)
-    return Factors(source, destination, edge, separable, float(s0), float(d0), float(w0), float(g))
+    scale = None
+    if separable and edge and W.min() >= 0:
+        # e(w) = κ w (a weighted GCN, say): no new CSR values, the kernel reads the stored weights
+        k = float(e @ W / (W @ W))
+        if _close(e, k * W, float(np.abs(e).max())):
+            scale = k
+    return Factors(source, destination, edge, separable, float(s0), float(d0), float(w0), float(g), scale)
 
 
 def _grid(fn: UserFunction, S: np.ndarray, D: np.ndarray, w0: float | None, W: np.ndarray | None = None):
@@ -449,7 +469,10 @@ def compile_operator(fn: UserFunction, factors: Factors, deg: Degrees):
     edge = None
     if f.separable and f.g0 != 0:
         right = _on(deg.src_used, fn, deg.src, f.d0, f.w0) / f.g0
-        if f.edge:
+        if f.edge and f.scale is not None:  # c = l r κ w: κ into l, the stored weights as they are
+            left = _on(deg.dst_used, fn, f.s0, deg.dst, f.w0) / f.g0 * f.scale
+            loop = fn.loop
+        elif f.edge:
             left = _on(deg.dst_used, fn, f.s0, deg.dst, f.w0) / f.g0
             loop = float(_per_node(fn, f.s0, f.d0, np.full(1, fn.loop))[0]) if fn.loop > 0 else 0.0
             edge = EdgeValues(fn, False, f.s0, f.d0, None, None)
@@ -468,8 +491,9 @@ def compile_operator(fn: UserFunction, factors: Factors, deg: Degrees):
     if fn.reduce == "mean":
         c = deg.in_count + (1 if loop else 0)
         left = np.where(c > 0, left / np.maximum(c, 1), 0.0)
+    values = "edge" if edge is not None else ("stored" if f.separable and f.edge and f.scale is not None else "none")
     return Operator(fn.name, left.astype(np.float32), right.astype(np.float32), loop,
-                    values="none" if edge is None else "edge", edge=edge, reduce=fn.reduce)
+                    values=values, edge=edge, reduce=fn.reduce)
 
 
 def unsupported_loop(fn: UserFunction) -> GnnprepError:

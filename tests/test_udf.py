@@ -34,6 +34,9 @@ def mean_src(src_deg, dst_deg, w):
 mean_src.reduce = "mean"
 mean_src.loop = 2.0
 
+def log_weight(src_deg, dst_deg, w):
+    return np.log1p(w) / dst_deg
+
 def constant(src_deg, dst_deg, w):
     return np.full(len(w), 0.5)
 
@@ -100,7 +103,7 @@ def user_function(tmp_path, name):
     return udf.load(f"{write_ops(tmp_path)}:{name}")
 
 
-NAMES = ["gcn", "harmonic", "mean_src", "constant", "max_gcn", "max_negative"]
+NAMES = ["gcn", "harmonic", "mean_src", "log_weight", "constant", "max_gcn", "max_negative"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -152,11 +155,14 @@ def test_classification(tmp_path, rng, weighted):
         add_weights(store, rng)
     f = _classify(tmp_path, store, "gcn")
     assert (f.source, f.destination, f.separable) == (True, True, True)
-    assert f.edge == weighted and f.values == ("weight" if weighted else "none")
+    # w / sqrt(d̃_u d̃_v): the edge factor is the stored weight itself
+    assert f.edge == weighted and f.values == ("stored" if weighted else "none")
     f = _classify(tmp_path, store, "harmonic")
     assert not f.separable and f.values == "entry"
     f = _classify(tmp_path, store, "mean_src")
     assert (f.source, f.destination, f.separable) == (True, False, True)
+    f = _classify(tmp_path, store, "log_weight")
+    assert f.values == ("weight" if weighted else "none")   # e(w) = log(1 + w): CSR values of its own
     f = _classify(tmp_path, store, "constant")
     assert (f.source, f.destination, f.edge, f.values) == (False, False, False, "none")
 
