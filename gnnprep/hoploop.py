@@ -56,6 +56,19 @@ class Job:
 
 
 
+def operator_sources(job: Job) -> dict:
+    """The artifact's ``operator_sources``: each ``--operator-file`` operator's (and the
+    ``--hdg-weight`` function's) file, hash, source text, reduce, loop, and the factors the planner
+    found (:mod:`gnnprep.udf`); empty without them."""
+    out = {name: {**fn.provenance(), "factors": factors.to_dict(), "plan": factors.describe()}
+           for name, (fn, factors) in job.user.items()}
+    if job.hdg_weight is not None:
+        fn = job.hdg_weight[0]
+        out[f"hdg-weight:{fn.name}"] = {**fn.provenance(), "plan": "the weight of every member of the HDG's "
+                                        "vertex levels, evaluated once"}
+    return out
+
+
 class HopRun:
     """One run over an open resumable output: layout → for every operator and column block, hop 0
     (X itself) and hops 1..K → HDG channels → root attributes → commit.
@@ -399,15 +412,7 @@ class HopRun:
         }
 
     def operator_sources(self) -> dict:
-        """What each ``--operator-file`` operator is: its file, hash, source text, reduce, loop, and
-        the factors the planner found (:mod:`gnnprep.udf`)."""
-        out = {name: {**fn.provenance(), "factors": factors.to_dict(), "plan": factors.describe()}
-               for name, (fn, factors) in self.job.user.items()}
-        if self.job.hdg_weight is not None:
-            fn = self.job.hdg_weight[0]
-            out[f"hdg-weight:{fn.name}"] = {**fn.provenance(), "plan": "the weight of every member of the HDG's "
-                                            "vertex levels, evaluated once"}
-        return out
+        return operator_sources(self.job)
 
     def _report(self) -> PrecomputeReport:
         config = self.config

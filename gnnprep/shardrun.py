@@ -13,11 +13,15 @@ Scaling model (checked by ``scripts/bench_distributed.py``): with P ranks, w = d
 n nodes, m stored entries and r output rows, every rank reads S once, (n+1)·8 + m·4 bytes (resident;
 streamed per hop and column block when its budget cannot hold it), and its slice of X, n·w·4 bytes
 (the file I/O under it is all of X: the store's chunks span every column); per hop it writes
-r·w·4 bytes and gathers m·w·4 (at least one 64-byte cache line per entry once w·4 < 64), so the
-compute per hop is ∝ m·d/P. On N machines, T(N) = T_fixed + T_hops(1)/N: T_fixed (torchrun and torch
-starting, every rank loading S and the node order, the publish) does not shrink with N, so
-distributing pays only once one machine's hop time is several times T_fixed minus a plain run's
-fixed cost (on the 1M-node bench graph, ~6 s of the fixed cost is torchrun's own start and exit).
+r·w·4 bytes and gathers m·w·4 (at least one 64-byte cache line per entry once w·4 < 64). The hops
+are bound by that memory traffic, not by cores: on the 2-core bench machines 2 ranks (or 2 threads)
+take 1.0-1.1x one worker's hop time, because together they move the same bytes over one memory bus.
+N machines divide the traffic, so T(N) = T_fixed + T_hops(1)/N (until the cache-line floor):
+T_fixed (torchrun and torch starting, every rank loading S and the node order, the publish) does
+not shrink with N, so distributing pays only once one machine's hop time is several times T_fixed
+minus a plain run's fixed cost (on the 1M-node bench graph, ~3.5 s of the fixed cost is torchrun's
+agent importing torch, the ranks importing torch, and the agent's exit; a rank itself skips torch's
+teardown at exit, :func:`gnnprep.distributed.exit_now`).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from gnnprep.atomic import (ResumableOutput, atomic_output, check_free_space, ch
                             is_disk_full, refuse_input_as_output)
 from gnnprep.distributed import RankFailed
 from gnnprep.errors import GnnprepError
-from gnnprep.hoploop import HopRun
+from gnnprep.hoploop import HopRun, operator_sources
 from gnnprep.memory import PeakMeter
 from gnnprep.operators import make_operator
 from gnnprep.plan import column_blocks, keep_columns
@@ -162,8 +166,9 @@ def precompute_sharded(graph_path, output, config: PrecomputeConfig, dist, merge
             check_output_path(output)
             store = stack.enter_context(GraphStore(graph_path))
             job = _prepare(store, cfg, device, backend)
-            for name in cfg.operators:  # refuse before anything is written
-                make_operator(name, np.zeros(1), store.symmetric)
+            for name in job.config.operators:  # refuse before anything is written
+                if name not in job.user:
+                    make_operator(name, np.zeros(1), store.symmetric)
             return store, job, _run_key(store, job)
 
         store, job, key = dist.step(prepare)
@@ -265,6 +270,7 @@ def precompute_sharded(graph_path, output, config: PrecomputeConfig, dist, merge
                                                          "measured_peak_bytes", "resumed_units", "skipped")}
                                       for i in infos]},
                 "reorder": reorder_info,
+                **({"operator_sources": operator_sources(job)} if job.user else {}),
             }
             ops = tuple(cfg.operators)
             with atomic_output(output, [graph_path]) as tmp:
@@ -276,6 +282,8 @@ def precompute_sharded(graph_path, output, config: PrecomputeConfig, dist, merge
                         fa.create_virtual_layout(f, store, job.out_rows, cfg.hops, ops, cfg.dtype, shards)
                     fa.write_root(f, provenance, store, cfg.hops, ops, (), plan, cfg.rows, cfg.dtype)
                     f.attrs["normalize_features"] = cfg.normalize_features
+                    if job.user:
+                        f.attrs["operator_sources"] = json.dumps(operator_sources(job))
                     if not merge:
                         f.attrs["shards"] = json.dumps(shards)
             fa.sweep_shards(output, keep=() if merge else {s["file"] for s in shards})

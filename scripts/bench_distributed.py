@@ -13,7 +13,19 @@ features), generated and ingested once and cached in --workdir (or given with --
                               with NUMBA_NUM_THREADS=1 OMP_NUM_THREADS=1
   (c) 1 process x 1 thread:   as (a) with 1 thread (the model's single-worker figure)
   (L) the launcher alone:     torchrun --standalone --nproc-per-node 2 on a script that only joins the
-                              gloo group, passes a barrier and leaves (what torchrun itself costs)
+                              gloo group, passes a barrier and leaves the way a gnnprep rank does
+                              (gnnprep.distributed.exit_now): what torchrun itself costs
+
+The job: K = --hops 5 on d = 128 columns, the shape our users' target has (ogbn-papers100M:
+d = 128, and the mission precomputes 5 hops), on the issue's 1M-node bench graph. Each round also
+runs (a) and (b) with --also-hops 3 (the figure measured before) and prints their overhead, so that
+the default is not chosen for its ratio: the launcher's cost is fixed (torchrun's agent imports torch,
+the ranks import torch, the agent tears torch down at exit: ~3 s here), so the overhead is that
+cost over the job's length, and it shrinks as the job grows (more hops, more columns, more nodes).
+Of that launcher cost gnnprep controls only its ranks: they import torch (all of it: 1.3 s, the two
+ranks in parallel) only to join the group, and leave without the interpreter's teardown of torch
+(gnnprep.distributed.exit_now: ~0.9 s less per job here). torchrun's --monitor-interval already
+defaults to 0.1 s in this torch (2.13), so there is nothing to gain from passing a smaller one.
 
 B = --memory-budget (default 2GiB: S resident, one column block of width 128 for (a) and (c); each
 rank of (b) gets 1GiB, which plans one block of width 64, i.e. exactly its half). Every output is
@@ -46,21 +58,26 @@ d columns, K hops, w = d/P columns per rank, r output rows):
       T_hops(1) = the column-proportional time on one 2-core machine (2 ranks): loading X's slice,
                   the K hop products and writing the shard, slowest rank (sum of its hop_seconds)
 
-The model's terms are first predicted from the 1-worker run (c) and the launcher probe (L) only:
-  (c) 1 x 1:  t_start(c) + t_setup(c) + H(c)               (H: summed hop_seconds, all d columns)
-  (a) 1 x 2:  t_start(c) + t_setup(c) + H(c)/2             (setup taken as not sped up by threads)
-  (b) 2 x 1:  t_launch(L) + t_import + t_setup(c) + H(c)/2 (t_import: gnnprep's own start, from (c))
-and printed against the measured walls (the gap for (b) is what two ranks sharing one machine's
-memory bandwidth and disk cost beyond halving the work). The N-machine projection then uses (b)'s
-measured phases (T_fixed = wall(b) - H(b), T_hops(1) = H(b)) for N = 1, 2, 4, 8, 16 machines, with
-the speed-up against (b) and against (a); a second column keeps the cache-line floor (per-rank
-gathered bytes no longer halve once a rank's row slice is narrower than 64 bytes) and S's per-hop
-index stream, which every rank repeats.
+The model's terms are first predicted from the 1-worker run (c) and the launcher probe (L) only,
+each with two bounds for the hops of W = 2 workers on one machine: cores-bound (H/W: the compute
+splits) and bytes-bound (H times the machine's bytes per hop at that layout over one worker's:
+the workers share one memory bus; 2 ranks of w = 64 move the same bytes as 1 process of w = 128):
+  (c) 1 x 1:  t_start(c) + t_setup(c) + H(c)                 (H: summed hop_seconds, all d columns)
+  (a) 1 x 2:  t_start(c) + t_setup(c) + H(c)/2 .. H(c)       (setup taken as not sped up by threads)
+  (b) 2 x 1:  t_launch(L) + t_start(c) + t_setup(c) + H(c)/2 .. H(c)*2*bytes(2)/bytes(1)
+and printed against the measured walls with where each falls between its bounds. Measured on these
+machines: 2 workers' hops take 0.9-1.1x one worker's, i.e. the hops are bound by memory traffic
+(10.6 GiB moved per hop at d = 128, 9.6 GiB of it gathered rows: ~8 GiB/s), not by cores, so (a) and (b) gain nothing over (c)
+in the hops on one machine. N machines divide that traffic (each machine's 2 ranks gather
+m*(d/N)*4 bytes per hop), so the N-machine projection uses (b)'s measured phases (T_fixed = wall(b) - H(b),
+T_hops(1) = H(b)) for N = 1, 2, 4, 8, 16 machines, with the speed-up against (b) and against (a); a
+second column keeps the cache-line floor (per-rank gathered bytes no longer halve once a rank's row
+slice is narrower than 64 bytes) and S's per-hop index stream, which every rank repeats.
 
 Timings on a shared 2-core machine are noisy (other jobs): the load average before and after each
 round is printed, and every figure is given as a median with the range over the rounds.
 
-    .venv/bin/python scripts/bench_distributed.py                   # 3 rounds, ~2.5-4 min (+1 min to generate the graph once)
+    .venv/bin/python scripts/bench_distributed.py                   # 3 rounds, ~3-5 min (+1 min to generate the graph once)
     .venv/bin/python scripts/bench_distributed.py --rounds 5
     .venv/bin/python scripts/bench_distributed.py --graph /tmp/bw/plaw_n1000000_nnz20000000_d128_c2000_p0.85_a1.5_s0/graph.h5
     .venv/bin/python scripts/bench_distributed.py --quick           # 100k nodes, 1 round: smoke run
@@ -88,18 +105,22 @@ ROOT = Path(__file__).resolve().parents[1]
 MiB, GiB = 1024**2, 1024**3
 CACHE_LINE = 64
 
-# the launcher probe: what torchrun + torch + a gloo rendezvous cost with no work (one file, run by torchrun)
+# the launcher probe: what torchrun + torch + a gloo rendezvous + a rank's exit cost with no work (one file, run
+# by torchrun; the ranks join, pass a barrier and leave the way gnnprep's ranks do)
 PROBE = """\
 import json, os, sys, time
 t_start = time.time()
-import torch.distributed as td
+from gnnprep.distributed import Dist, exit_now
+d = Dist.from_env()
+import torch.distributed
 t_import = time.time()
-td.init_process_group("gloo")
-td.barrier()
+d.start()
+d.barrier()
 t_join = time.time()
-td.destroy_process_group()
+d.close()
 with open(f"{sys.argv[1]}.rank{os.environ['RANK']}.json", "w") as f:
     json.dump({"start": t_start, "import": t_import, "join": t_join, "done": time.time()}, f)
+exit_now(0)  # as a gnnprep rank leaves (python -m gnnprep)
 """
 
 VARIANTS = {
@@ -165,9 +186,11 @@ def clear(work: Path, name: str) -> None:
             p.unlink()
 
 
-def run_variant(v: str, graph: Path, work: Path, args, logs: Path, tag: str) -> dict:
+def run_variant(v: str, graph: Path, work: Path, args, logs: Path, tag: str, hops: int | None = None) -> dict:
+    """Run variant ``v`` once (``hops``: another number of hops than --hops, outputs named apart)."""
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(args.ranks)]
-    common = ["--hops", str(args.hops), "--json", "--quiet"]
+    hops = args.hops if hops is None else hops
+    common = ["--hops", str(hops), "--json", "--quiet"]
     if v == "L":
         probe = work / "launcher_probe.py"
         probe.write_text(PROBE)
@@ -176,7 +199,7 @@ def run_variant(v: str, graph: Path, work: Path, args, logs: Path, tag: str) -> 
             old.unlink()
         cmd, env, name = torchrun + [str(probe), str(stamps)], thread_env(1), None
     else:
-        name = {"a": "A.h5", "b": "B.h5", "c": "C.h5"}[v]
+        name = {"a": "A", "b": "B", "c": "C"}[v] + ("" if hops == args.hops else f"{hops}") + ".h5"
         clear(work, name)
         budget = args.budget if v != "b" else max(1, args.budget // args.ranks)
         tail = [str(graph), "-o", str(work / name), "--memory-budget", str(budget)] + common
@@ -254,13 +277,17 @@ def bytes_per_rank(n: int, m: int, d: int, rows: int, P: int, itemsize: int = 4)
             "gathered_per_hop": m * w * itemsize, "gathered_line_floor_per_hop": m * max(w * itemsize, CACHE_LINE)}
 
 
+def hop_bytes(n: int, m: int, d: int, rows: int, P: int) -> float:
+    """Bytes one of P ranks moves per hop: S's index stream, the gathered rows of the previous hop
+    (cache-line floor), the hop's rows written and read back as the next hop's input."""
+    b = bytes_per_rank(n, m, d, rows, P)
+    return b["S_stream_per_hop"] + b["gathered_line_floor_per_hop"] + 2 * b["written_per_hop"]
+
+
 def line_factor(n: int, m: int, d: int, rows: int, P: int, P_ref: int) -> float:
     """Per-rank hop bytes at P ranks over those at P_ref, with the cache-line floor and S's index
     stream (both repeated by every rank): how much less than 1/P the hop time may shrink."""
-    def hop_bytes(p):
-        b = bytes_per_rank(n, m, d, rows, p)
-        return b["S_stream_per_hop"] + b["gathered_line_floor_per_hop"] + 2 * b["written_per_hop"]
-    return hop_bytes(P) / hop_bytes(P_ref)
+    return hop_bytes(n, m, d, rows, P) / hop_bytes(n, m, d, rows, P_ref)
 
 
 # -- output helpers --------------------------------------------------------------------------------
@@ -288,7 +315,10 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=None, help="default 1,000,000 (quick 100,000)")
     ap.add_argument("--nnz", type=int, default=None, help="at least this many stored entries (default 20,000,000)")
     ap.add_argument("--dim", type=int, default=128)
-    ap.add_argument("--hops", type=int, default=3)
+    ap.add_argument("--hops", type=int, default=5, help="the job's hops (default 5: the papers100M mission's)")
+    ap.add_argument("--also-hops", default="3",
+                    help="comma-separated other hop counts whose (a) and (b) also run in every round, for their "
+                         "overhead alone (default 3; '' for none)")
     ap.add_argument("--rounds", type=int, default=None, help="default 3 (quick 1)")
     ap.add_argument("--memory-budget", default="2GiB",
                     help="budget of (a) and (c); each rank of (b) gets it divided by the ranks")
@@ -309,6 +339,7 @@ def main() -> None:
     args.nodes = args.nodes or (100_000 if args.quick else 1_000_000)
     args.nnz = args.nnz or (2_000_000 if args.quick else 20_000_000)
     args.rounds = args.rounds or (1 if args.quick else 3)
+    args.also = [int(h) for h in args.also_hops.split(",") if h.strip() and int(h) != args.hops]
 
     sys.path.insert(0, str(ROOT))
     from gnnprep.sizes import parse_size
@@ -347,12 +378,15 @@ def main() -> None:
 
     order = ["a", "b"] + ([] if args.no_single else ["c"]) + ([] if args.no_probe else ["L"])
     results = {v: [] for v in order}
+    also = {h: {"a": [], "b": []} for h in args.also}  # the other hop counts: (a) and (b) only
     verify = None
     print()
-    print(f"{'round':>5} {'load avg':>14}  " + "  ".join(f"({v}) wall" for v in order) + "   overhead b/a-1")
+    print(f"{'round':>5} {'load avg':>14}  " + "  ".join(f"({v}) wall" for v in order) + f"   overhead b/a-1 (K={K})"
+          + "".join(f"   K={h}: (a), (b) wall, overhead" for h in args.also))
     for i in range(args.rounds):
         la = load_avg()
-        seq = (["a", "b"] if i % 2 == 0 else ["b", "a"]) + order[2:]
+        pair = ["a", "b"] if i % 2 == 0 else ["b", "a"]
+        seq = pair + order[2:]
         got = {}
         for v in seq:
             got[v] = run_variant(v, graph, work, args, logs, f"r{i + 1}_{v}")
@@ -364,9 +398,16 @@ def main() -> None:
         if not args.keep or i < args.rounds - 1:
             clear(work, "A.h5")
             clear(work, "B.h5")
+        cols = ""
+        for h in args.also:
+            for v in pair:
+                also[h][v].append(run_variant(v, graph, work, args, logs, f"r{i + 1}_{v}{h}", hops=h))
+                clear(work, f"{v.upper()}{h}.h5")
+            wa, wb = also[h]["a"][-1]["wall"], also[h]["b"][-1]["wall"]
+            cols += f"   {wa:6.2f} {wb:6.2f} {(wb / wa - 1) * 100:+6.1f}%"
         ov = got["b"]["wall"] / got["a"]["wall"] - 1
         print(f"{i + 1:>5} {la:>14}  " + "  ".join(f"{got[v]['wall']:9.2f}" for v in order)
-              + f"   {ov * 100:+6.1f}%   (order {','.join(seq)})", flush=True)
+              + f"   {ov * 100:+6.1f}%" + cols + f"   (order {','.join(pair)} first)", flush=True)
     print(f"load average after the rounds: {load_avg()}")
 
     A, B = results["a"], results["b"]
@@ -403,6 +444,17 @@ def main() -> None:
           f"{'PASS' if med(ov) <= 0.15 else 'MISS'}")
     print(f"  inside the command (JSON seconds, without process start and imports): median {med(ov_in) * 100:+.1f}% "
           f"[{rng([x * 100 for x in ov_in], '{:+.1f}')}%]")
+    also_summary = {}
+    for h in args.also:
+        Ah, Bh = also[h]["a"], also[h]["b"]
+        ovh = [b["wall"] / a["wall"] - 1 for a, b in zip(Ah, Bh)]
+        ovh_in = [b["seconds"] / a["seconds"] - 1 for a, b in zip(Ah, Bh)]
+        print(f"  the same job with --hops {h}: (a) {med([r['wall'] for r in Ah]):.2f} s, (b) "
+              f"{med([r['wall'] for r in Bh]):.2f} s; wall overhead median {med(ovh) * 100:+.1f}% "
+              f"[{rng([x * 100 for x in ovh], '{:+.1f}')}%], inside the command {med(ovh_in) * 100:+.1f}% "
+              f"[{rng([x * 100 for x in ovh_in], '{:+.1f}')}%]")
+        also_summary[h] = {"walls": {v: [round(r["wall"], 3) for r in also[h][v]] for v in "ab"},
+                           "overhead_median": med(ovh), "overhead_rounds": ovh, "overhead_inside_median": med(ovh_in)}
     if L:
         lw = [r["wall"] for r in L]
         start_b = [r["wall"] - r["seconds"] for r in B]
@@ -446,19 +498,33 @@ def main() -> None:
         print()
         print(f"terms from (c) alone: t_start {start_c:.2f} s, t_setup {setup_c:.2f} s, H {h_c:.2f} s (one worker, "
               f"all {d} columns)" + (f"; t_launch from (L) {launch:.2f} s" if launch is not None else ""))
-        preds = [("c", "(c) 1 x 1  = t_start + t_setup + H", start_c + setup_c + h_c),
-                 ("a", f"(a) 1 x {args.threads}  = t_start + t_setup + H/{args.threads}", start_c + setup_c + h_c / args.threads)]
+        # two bounds for the hops of W workers on one machine: cores-bound (H/W: the compute splits) and
+        # bytes-bound (H * the machine's bytes per hop at that layout / at one worker: the workers share one
+        # memory bus, and one process's W threads move the same bytes as one thread)
+        one = hop_bytes(n, m, d, rows, 1)
+        bw = one * K / h_c
+        print(f"  bytes moved per hop by one worker (all columns): {one / GiB:.1f} GiB; at H(c) that is {bw / GiB:.1f} "
+              f"GiB/s ({K} hops)")
+        preds = [("c", "(c) 1 x 1  = t_start + t_setup + H", h_c, h_c, 0.0),
+                 ("a", f"(a) 1 x {args.threads}  = t_start + t_setup + H/{args.threads} .. H", h_c / args.threads, h_c, 0.0)]
         if launch is not None:
-            preds.append(("b", f"(b) {P} x 1  = t_launch + t_start + t_setup + H/{P}", launch + start_c + setup_c + h_c / P))
-        print(f"{'prediction':<48} {'predicted s':>11} {'measured s (range)':>22} {'error':>7}")
-        for v, label, pred in preds:
+            preds.append(("b", f"(b) {P} x 1  = t_launch + t_start + t_setup + H/{P} .. H*{P}b({P})/b(1)",
+                          h_c / P, h_c * P * hop_bytes(n, m, d, rows, P) / one, launch))
+        print(f"{'prediction (hops: cores-bound .. bytes-bound)':<64} {'cores s':>7} {'bytes s':>7} "
+              f"{'measured s (range)':>22} {'where':>6}")
+        for v, label, h_cores, h_bytes, extra in preds:
             meas = [r["wall"] for r in results[v]]
-            print(f"{label:<48} {pred:11.2f} {med(meas):9.2f} [{rng(meas)}] {(pred / med(meas) - 1) * 100:+6.1f}%")
-            model[f"predicted_{v}"] = pred
-        hb = [r["hops"] for r in B]
-        print(f"  hops of one rank of (b): predicted H/{P} = {h_c / P:.2f} s, measured {med(hb):.2f} s [{rng(hb)}] "
-              f"(efficiency {h_c / P / med(hb) * 100:.0f}%: two ranks share the machine's memory bandwidth and disk, "
-              "and here its 2 cores with whatever else runs)")
+            lo, hi = extra + start_c + setup_c + h_cores, extra + start_c + setup_c + h_bytes
+            where = (med(meas) - lo) / (hi - lo) if hi > lo else float("nan")
+            print(f"{label:<64} {lo:7.2f} {hi:7.2f} {med(meas):9.2f} [{rng(meas)}] {where * 100:5.0f}%")
+            model[f"predicted_{v}"] = [lo, hi]
+        print("  where: 0% = at the cores-bound prediction, 100% = at the bytes-bound one")
+        ha, hb = [r["hops"] for r in A], [r["hops"] for r in B]
+        print(f"  hops: (c) 1 worker {h_c:.2f} s, (a) {args.threads} threads {med(ha):.2f} s [{rng(ha)}], (b) slowest of "
+              f"{P} ranks {med(hb):.2f} s [{rng(hb)}]: {args.threads} workers on one machine are "
+              f"{h_c / med(ha):.2f}x (threads) and {h_c / med(hb):.2f}x (ranks) one worker, so the hops are bound by "
+              "the machine's memory traffic, not its cores; N machines divide that traffic (2 ranks of d/2N columns "
+              "each), until a rank's rows are narrower than a cache line")
         model.update(t_start=start_c, t_setup=setup_c, H=h_c, t_launch=launch)
     t_fixed = med([r["wall"] - r["hops"] for r in B])
     t_hops1 = med([r["hops"] for r in B])
@@ -493,7 +559,7 @@ def main() -> None:
         "budget": args.budget, "rounds": args.rounds,
         "walls": {v: [round(r["wall"], 3) for r in results[v]] for v in order},
         "overhead_median": med(ov), "overhead_rounds": ov, "overhead_inside_median": med(ov_in),
-        "overhead_ok": med(ov) <= 0.15, "verify": verify, "model": model,
+        "overhead_ok": med(ov) <= 0.15, "also_hops": also_summary, "verify": verify, "model": model,
         "T_fixed": t_fixed, "T_hops_1": t_hops1, "projection": proj, "total_seconds": round(total, 1),
     }
     print(json.dumps(summary))

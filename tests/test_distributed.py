@@ -157,6 +157,27 @@ def test_sigkill_of_one_rank_fails_the_job_then_rerun_resumes(tmp_path, victim):
         sorted(["f.h5"] + [s["file"] for s in report["shards"]])
 
 
+def test_torchrun_user_operators_and_ppr_equal_one_process(tmp_path):
+    """--operator-file (a max-reduce operator and one with per-entry values) and ppr under torchrun:
+    the same bytes as one process, and the operators' sources in the published artifact."""
+    store, *_ = make_store(tmp_path, np.random.default_rng(6))
+    ops = tmp_path / "ops.py"
+    ops.write_text("import numpy as np\n"
+                   "def peak(s, d, w):\n    return w / np.sqrt(s * d)\npeak.reduce = 'max'\npeak.loop = 1.0\n"
+                   "def harmonic(s, d, w):\n    return 2.0 / (s + d)\n")
+    files = (f"{ops}:peak", f"{ops}:harmonic")
+    names = ("sym", "ppr:alpha=0.2,k=3", "peak", "harmonic")
+    ref, out = tmp_path / "ref.h5", tmp_path / "f.h5"
+    precompute(store, ref, PrecomputeConfig(hops=2, operators=names[:2], operator_files=files, blocks=(1, 1, 3),
+                                            device="cpu"))
+    r = torchrun(["precompute", store, "-o", out, "--hops", 2, "--operator", "sym,ppr:alpha=0.2,k=3",
+                  "--operator-file", files[0], "--operator-file", files[1], "--blocks", "1,1,3", "--device", "cpu"])
+    assert r.returncode == 0, r.stderr
+    assert_same_artifact(ref, out, operators=names, hops=2)
+    with h5py.File(out, "r") as f:
+        assert sorted(json.loads(f.attrs["operator_sources"])) == ["harmonic", "peak"]
+
+
 def test_refused_option_is_one_error_from_rank_0(tmp_path):
     store, *_ = make_store(tmp_path, np.random.default_rng(8))
     (tmp_path / "hdg.h5").write_bytes(b"")
@@ -199,3 +220,29 @@ def test_overflow_error_names_the_column_of_x():
     assert str(_global_column(e, 3)).startswith("hop 2 of rw: row 5, column 4 is inf in float16")
     other = GnnprepError("x.h5: something else")
     assert _global_column(other, 3) is other
+
+
+def test_fast_exit_only_for_a_rank_that_left_cleanly_with_nothing_open(tmp_path):
+    """exit_now: no-op in a plain run and while a file is open for writing (HDF5 or not); else the
+    command's exit status at once, with stdout flushed and the atexit handlers run."""
+    code = """if True:
+        import atexit, sys
+        import h5py
+        import gnnprep.distributed as d
+        d.exit_now(0)  # a plain run: returns
+        d._left_cleanly = True
+        f = open(sys.argv[1] + ".txt", "w")
+        f.write("kept")
+        d.exit_now(3)  # returns: a file open for writing
+        f.close()
+        h = h5py.File(sys.argv[1] + ".h5", "w")
+        d.exit_now(3)  # returns: an HDF5 file open
+        h.close()
+        atexit.register(lambda: open(sys.argv[1] + ".atexit", "w").close())
+        print("left", end="")
+        d.exit_now(3)
+        print("not reached")
+    """
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "f")], capture_output=True, text=True)
+    assert (r.returncode, r.stdout) == (3, "left"), r.stderr
+    assert (tmp_path / "f.txt").read_text() == "kept" and (tmp_path / "f.atexit").exists()
