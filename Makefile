@@ -28,6 +28,15 @@ demo: install
 	rm -rf $(OUT)/sample-run
 	$(BIN)/gnnprep train lc-gprgnn $(OUT)/sample-features.h5 -o $(OUT)/sample-run --epochs 100 --patience 30 \
 		--hidden 64 --normalize-features row
+	@echo "== your own operators (examples/operators.py) and ppr beside sym, then sign over the four channels =="
+	$(BIN)/gnnprep precompute $(OUT)/sample.h5 --hops 2 --operator sym,ppr:alpha=0.1,k=10 \
+		--operator-file examples/operators.py:degree_similarity --operator-file examples/operators.py:max_pool \
+		-o $(OUT)/sample-operators.h5
+	$(BIN)/gnnprep info $(OUT)/sample-operators.h5
+	rm -rf $(OUT)/sample-operators-run
+	$(BIN)/gnnprep train sign $(OUT)/sample-operators.h5 -o $(OUT)/sample-operators-run \
+		--operator sym,ppr:alpha=0.1,k=10,degree_similarity,max_pool --epochs 100 --patience 30 --hidden 64 \
+		--normalize-features row
 	@echo "== the same sample typed (authors, papers): a metapath HDG channel, precomputed and trained on =="
 	$(BIN)/gnnprep ingest sample_data/hetero -o $(OUT)/hetero.h5
 	$(BIN)/gnnprep hdg $(OUT)/hetero.h5 --select metapath:APA=author-paper-author,cap=32 -o $(OUT)/hetero-apa.h5

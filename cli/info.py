@@ -58,7 +58,8 @@ def _operator_source_lines(d: dict) -> list[str]:
             continue
         lines.append(f"  operator {name}: {o.get('function')} from {o.get('file')} (sha256 {str(o.get('sha256'))[:16]}..., "
                      f"reduce {o.get('reduce')}, loop {o.get('loop')}); {o.get('plan')}")
-        lines += ["    | " + line for line in str(o.get("source", "")).rstrip("\n").splitlines()]
+        text = o.get("function_source", o.get("source", ""))  # (the whole file is in the attribute)
+        lines += ["    | " + line for line in str(text).rstrip("\n").splitlines()]
     return lines
 
 

@@ -80,8 +80,13 @@ class UserFunction:
     fn: object = field(compare=False, repr=False)
 
     def provenance(self) -> dict:
+        """The file (path, sha256, whole text) and the function's own lines, with its reduce and loop."""
+        try:
+            own = inspect.getsource(self.fn)
+        except (OSError, TypeError):
+            own = self.source
         return {"file": self.path, "function": self.name, "sha256": self.sha256, "reduce": self.reduce,
-                "loop": self.loop, "source": self.source}
+                "loop": self.loop, "source": self.source, "function_source": own}
 
     def __call__(self, src, dst, w, finite: bool = True) -> np.ndarray:
         """The coefficients for one batch of edges, checked: one line naming the file and the
