@@ -14,7 +14,8 @@ def _graph_lines(d: dict) -> list[str]:
     lines = [
         f"{d['file']}: gnnprep graph store (format version {d['format_version']}, source {d['source']})",
         f"  nodes          {d['num_nodes']:,}",
-        f"  stored edges   {d['num_edges']:,} ({'symmetric' if d['symmetric'] else 'directed'})",
+        f"  stored edges   {d['num_edges']:,} ({'symmetric' if d['symmetric'] else 'directed'}"
+        + (", weighted: /adj/weights)" if d.get("weighted") else ")"),
         f"  features       {d['num_features']} ({d['feature_dtype'] or 'none'})",
         f"  classes        {d['num_classes']} ({d['labeled_nodes']:,} labeled nodes)",
         f"  splits         {splits}",

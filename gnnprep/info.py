@@ -125,6 +125,7 @@ def describe_graph(path: Path, block: int = 1 << 22) -> dict:
             "num_nodes": n,
             "num_edges": g.num_edges,
             "symmetric": g.symmetric,
+            "weighted": "adj/weights" in g.f,
             "undirected_edges": g.num_edges // 2 if g.symmetric else None,
             "num_features": int(feats.shape[1]) if feats is not None else 0,
             "feature_dtype": str(feats.dtype) if feats is not None else None,

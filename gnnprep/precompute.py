@@ -247,6 +247,12 @@ def _run_key(store: GraphStore, job: Job) -> str:
              [identity(c.hdg), c.hdg_reduce] if c.hdg else None]
     if c.normalize_features != "none":
         parts.append(c.normalize_features)   # (absent when none: keys of earlier partial outputs still match)
+    if "adj/weights" in store.f:
+        # the store's fingerprint covers the pattern (indptr, indices) only: weights added or changed
+        # later must not resume an output computed with other ones (a sample: 64 slices of 4,096)
+        from gnnprep.udf import weight_sample
+
+        parts.append(hashlib.sha256(weight_sample(store).astype(np.float32).tobytes()).hexdigest()[:16])
     if job.user:
         parts.append(sorted((name, fn.sha256) for name, (fn, _) in job.user.items()))
     if job.hdg_weight is not None:

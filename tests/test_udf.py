@@ -375,3 +375,22 @@ def test_train_reads_a_user_operators_channel(tmp_path):
     assert d["epochs_run"] == 3 and 0 <= d["test_acc"] <= 1
     with open(tmp_path / "run" / "metrics.json") as f:
         assert json.load(f)["config"]["operators"] == ["sym", "max_gcn", "ppr:alpha=0.1,k=3"]
+
+
+def test_changed_weights_change_the_run_key_and_info_says_weighted(tmp_path, rng):
+    from gnnprep.precompute import _prepare, _run_key
+    from gnnprep.store import GraphStore
+
+    store = make_store(tmp_path, rng, n=40)[0]
+    add_weights(store, rng)
+    cfg = PrecomputeConfig(hops=1, device="cpu")
+
+    def key():
+        with GraphStore(store) as s:
+            return _run_key(s, _prepare(s, cfg, "cpu", "numba"))
+
+    before = key()
+    with h5py.File(store, "r+") as f:
+        f["adj/weights"][0] *= 2
+    assert key() != before
+    assert "weighted" in run(["info", str(store)]).output
