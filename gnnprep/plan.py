@@ -137,6 +137,7 @@ class Problem:
     # hops K and K-1 (see :func:`pruned_hop_entries`)
     hop_entries: tuple = ()
     passes: int = 0               # kernel passes per hop over all operators (0: one each; ppr: K)
+    value_bytes: int = 0          # per entry, beside the stored weights: a user operator's CSR values
     buffers: int = 2              # column-block buffers of n rows (a diffusion operator needs 3)
 
 
@@ -165,7 +166,7 @@ def _passes(p: Problem) -> int:
 
 
 def _s_bytes(p: Problem) -> int:
-    per = p.index_bytes + (4 if p.weighted else 0) + (12 if p.device.startswith("cuda") else 0)
+    per = p.index_bytes + (4 if p.weighted else 0) + p.value_bytes + (12 if p.device.startswith("cuda") else 0)
     return per * p.num_entries
 
 
