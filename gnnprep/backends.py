@@ -128,6 +128,8 @@ class HopGraph:
                                                        self.store.f["adj/indices"].dtype)
                 else:
                     csr = reorder.permute_csr(self.indptr, self._indices, order)
+                if self._weights is not None:  # the weights move with their entries
+                    csr = (*csr, reorder.permute_values(self.indptr, self._weights, order, csr[0]))
             elif self._indices is None:  # computed in stored order after all
                 self._indices = self._load_indices()
             self._found = (order, inv, info, csr)
@@ -152,7 +154,9 @@ class HopGraph:
         self.reorder_info = {**info, "used": csr is not None}
         if csr is not None:
             self.order = order
-            self.indptr, self._indices, self.inv = csr
+            self.indptr, self._indices, self.inv = csr[:3]
+            if len(csr) > 3:
+                self._weights = csr[3]
             self.row_bounds = balanced_rows(self.indptr, max(self.b, 8))
 
     def _use(self, info: dict) -> bool:

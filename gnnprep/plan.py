@@ -313,8 +313,10 @@ def _ordered(plan: Plan, p: Problem, prof: Profile) -> tuple[Plan, bool]:
     # order, inverse, stored indptr kept, new indptr; then either (order to find) labels, counts and
     # the relabelled indices beside the old, or (order known) one block of the stored ids streamed
     # into the relabelled copy, which replaces S's
-    extra = 8 * p.num_nodes * 4 + (p.index_bytes * (1 << 24) if p.order_known else
+    extra = 8 * p.num_nodes * 4 + (p.index_bytes * (1 << 24) if p.order_known and not p.weighted else
                                    (p.index_bytes + 4) * p.num_nodes + p.index_bytes * p.num_entries)
+    if p.weighted:  # the stored weights moved with their entries: a copy beside the old while it is made
+        extra += 4 * p.num_entries
     large = p.num_nodes * 4 * min(plan.width, p.num_features) > REORDER_MIN_BLOCK_BYTES
     ordered = Plan(**{**plan.to_dict(), "reorder": True, "predicted_peak": plan.predicted_peak + int(SLACK * extra),
                       "predicted_seconds": round(plan.predicted_seconds + cost - gain, 3)})
@@ -331,7 +333,7 @@ def with_reorder(plan: Plan, p: Problem, prof: Profile, locality: float, mode: s
     (S resident), and the plan with the least predicted time that fits wins, the unordered ``plan``
     included. ``mode`` community or bfs forces an order (the fastest plan that fits with one);
     column counts the user gave (``--blocks``) are kept."""
-    if mode == "none" or p.device != "cpu" or p.weighted:
+    if mode == "none" or p.device != "cpu":
         return plan
     forced = mode in ("bfs", "community")
     counts = [plan.c] if plan.source == "user" else [c for c in _column_counts(max(1, p.num_features)) if c >= plan.c]

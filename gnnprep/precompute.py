@@ -187,7 +187,7 @@ def _prepare(store: GraphStore, config: PrecomputeConfig, device: str, backend: 
         config = dataclasses.replace(config, operators=tuple(config.operators) + tuple(missing))
     problem = _problem(store, config, device, backend, out_rows)
     if any(factors.values in ("entry", "weight") for _, factors in user.values()):
-        # a user operator's per-entry values: held like weights (and no node order, as with weights);
+        # a user operator's per-entry values: held like weights (computed in the node order, if any);
         # on a weighted store beside the stored weights (one operator's values at a time)
         problem = dataclasses.replace(problem, weighted=True, value_bytes=4 if problem.weighted else 0)
     index_dtype = store.f["adj/indices"].dtype

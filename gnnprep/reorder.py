@@ -235,6 +235,24 @@ def permute_csr(indptr: np.ndarray, indices: np.ndarray, order: np.ndarray) -> t
 
 
 @njit(parallel=True, cache=True, nogil=True)
+def _move_values(indptr, values, order, new_indptr, new_values):
+    for i in prange(len(order)):
+        v = order[i]
+        q = new_indptr[i]
+        for p in range(indptr[v], indptr[v + 1]):
+            new_values[q] = values[p]
+            q += 1
+
+
+def permute_values(indptr: np.ndarray, values: np.ndarray, order: np.ndarray, new_indptr: np.ndarray) -> np.ndarray:
+    """Per-entry values (edge weights) moved with their entries into :func:`permute_csr`'s layout:
+    each row's entries keep their stored order, so every row sums the same terms in the same order."""
+    new_values = np.empty_like(values)
+    _move_values(indptr, values, order, new_indptr, new_values)
+    return new_values
+
+
+@njit(parallel=True, cache=True, nogil=True)
 def _scatter_rows(indptr_block, indices_block, r0, inv, new_indptr, new_indices):
     """Old rows r0.. (entries ``indices_block`` from global offset ``indptr_block[0]``) written, with
     their ids mapped through ``inv``, at their new rows' places in ``new_indices``."""

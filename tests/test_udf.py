@@ -394,3 +394,25 @@ def test_changed_weights_change_the_run_key_and_info_says_weighted(tmp_path, rng
         f["adj/weights"][0] *= 2
     assert key() != before
     assert "weighted" in run(["info", str(store)]).output
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_a_node_order_moves_the_weights_and_values_with_their_entries_bitwise(tmp_path, rng, weighted):
+    """--reorder community on a weighted store (the weights permuted with their entries) and for user
+    operators with CSR values: the same bits as the stored order (each row sums the same terms in the
+    same order)."""
+    store = make_store(tmp_path, rng, n=90, d=5)[0]
+    if weighted:
+        add_weights(store, rng)
+    ops = write_ops(tmp_path)
+    files = tuple(f"{ops}:{name}" for name in ("harmonic", "log_weight", "max_gcn"))
+    outs = {}
+    for order in ("none", "community"):
+        outs[order] = tmp_path / f"{order}.h5"
+        r = precompute(store, outs[order], PrecomputeConfig(hops=3, operators=("sym", "rw"), operator_files=files,
+                                                            reorder=order, device="cpu"))
+        assert (r.reorder is not None and r.reorder["used"]) == (order == "community")
+    with FeatureStore(outs["none"]) as a, FeatureStore(outs["community"]) as b:
+        for name in ("sym", "rw", "harmonic", "log_weight", "max_gcn"):
+            for k in range(4):
+                assert a.hop(k, name)[:].tobytes() == b.hop(k, name)[:].tobytes(), (name, k)
