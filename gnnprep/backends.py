@@ -18,6 +18,7 @@ import dataclasses
 import threading
 import time
 
+import numba
 import numpy as np
 
 from gnnprep import kernels  # numba: compiled on first use, loaded from its cache afterwards
@@ -209,12 +210,23 @@ class HopGraph:
         if op.values == "none":
             return None
         if self._op_values is None or self._op_values[0] is not op:
+            from concurrent.futures import ThreadPoolExecutor
+
+            from gnnprep.udf import CHUNK
+
             self._op_values = None
             out = np.empty(len(self._indices), dtype=np.float32)
-            for r0, r1 in self.blocks():
+
+            def part(rows):
+                r0, r1 = int(rows[0]), int(rows[1])
                 p0, p1 = int(self.indptr[r0]), int(self.indptr[r1])
                 w = self._weights[p0:p1] if self._weights is not None else None
-                out[p0:p1] = op.edge.values(self.indptr[r0:r1 + 1], self._indices[p0:p1], w, r0)
+                op.edge.values(self.indptr[r0:r1 + 1], self._indices[p0:p1], w, r0, out=out[p0:p1])
+
+            # the user's function is pure (its contract) and numpy releases the GIL: one part per core
+            bounds = balanced_rows(self.indptr, max(1, len(out) // CHUNK))
+            with ThreadPoolExecutor(numba.get_num_threads()) as pool:
+                list(pool.map(part, zip(bounds[:-1], bounds[1:])))
             self._op_values = (op, out)
         return self._op_values[1]
 

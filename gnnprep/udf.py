@@ -436,10 +436,12 @@ class EdgeValues:
         return EdgeValues(self.fn, True, self.s0, self.d0, self.src_deg[order], self.dst_deg[order])
 
     def values(self, indptr_block: np.ndarray, indices_block: np.ndarray, weights_block: np.ndarray | None,
-               r0: int) -> np.ndarray:
-        """float32 values of the entries of rows r0.. (``indptr_block``: global offsets)."""
+               r0: int, out: np.ndarray | None = None) -> np.ndarray:
+        """float32 values of the entries of rows r0.. (``indptr_block``: global offsets), into ``out``
+        when given."""
         m = len(indices_block)
-        out = np.empty(m, dtype=np.float32)
+        if out is None:
+            out = np.empty(m, dtype=np.float32)
         base = int(indptr_block[0])
         rows = len(indptr_block) - 1
         for i in range(0, m, CHUNK):
