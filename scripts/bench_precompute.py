@@ -505,6 +505,15 @@ def budget_mode(args, work: Path) -> dict:
     }
 
 
+def add_generator_args(ap) -> None:
+    """The bench graph generator's options (shared by the other bench scripts that make this graph)."""
+    ap.add_argument("--community", type=int, default=2000, help="nodes per community")
+    ap.add_argument("--p-in", type=float, default=0.85, help="share of edges inside the community")
+    ap.add_argument("--alpha", type=float, default=1.5, help="Pareto shape of the node weights")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--ingest-budget", default="2GiB")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mode", choices=["speed", "budget"], default="speed")
@@ -523,11 +532,7 @@ def main() -> None:
                     help="budget: nodes (default: so that S + X = --budget-factor x the budget)")
     ap.add_argument("--budget-factor", type=float, default=4.2)
     ap.add_argument("--budget-degree", type=int, default=12, help="budget: stored nonzeros per node")
-    ap.add_argument("--community", type=int, default=2000, help="nodes per community")
-    ap.add_argument("--p-in", type=float, default=0.85, help="share of edges inside the community")
-    ap.add_argument("--alpha", type=float, default=1.5, help="Pareto shape of the node weights")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--ingest-budget", default="2GiB")
+    add_generator_args(ap)
     ap.add_argument("--reorder", choices=["auto", "none", "bfs"], default=None,
                     help="passed to PrecomputeConfig(reorder=...) (default: the library's default)")
     ap.add_argument("--no-torch", action="store_true", help="speed: skip (ii)")
