@@ -28,15 +28,16 @@ with Message Passing Data Flow Graph", MLSys 2022) compile the user's functions 
 that depends only on the source or only on the destination is broadcast per node, not per edge,
 and message creation is fused into the aggregation. Here the planner (:func:`classify`) finds the
 factors by evaluating the function on probes — every distinct degree value (a quantile sample of
-2,048 when there are more) against each other and against a sample of the stored weights — and
+1,024 when there are more) against each other and against a sample of the stored weights — and
 checks that the function is the product of them:
 
     c(s, d, w) = c(s, d0, w0) · c(s0, d, w0) · c(s0, d0, w) / c(s0, d0, w0)²
 
 When it is (within 1e-5 relative), the destination factor becomes the row scaling l, the source
-factor the column scaling r, and the edge factor e(w) (when the function reads w at all) the CSR
-values, computed once per stored weight: S = diag(l) (E ∘ A + λ I) diag(r), the form every kernel of
-:mod:`gnnprep.kernels` runs. When it is not, the whole coefficient is the CSR value of each entry
+factor the column scaling r, and the edge factor e(w), when the function reads w at all, the CSR
+values: the stored weights themselves when e(w) = κ·w (κ goes into l), else e(w) computed once per
+stored entry (on every core: the function is pure). S = diag(l) (E ∘ A + λ I) diag(r), the form
+every kernel of :mod:`gnnprep.kernels` runs. When it is not, the whole coefficient is the CSR value of each entry
 (l = r = 1), computed once per run (resident S) or per edge block as it is read (streamed S), and
 a self-loop is refused: the kernels' loop term is l[v] λ r[v]. ``mean`` divides l by the number
 of in-entries (with the loop); ``max`` runs its own kernel, with the destination factor hoisted
@@ -60,7 +61,7 @@ from gnnprep.errors import GnnprepError
 
 REDUCES = ("sum", "mean", "max")
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*\Z")
-PROBES = 2048          # distinct degree values probed per side (a quantile sample beyond)
+PROBES = 1024          # distinct degree values probed per side (a quantile sample beyond)
 WEIGHT_PROBES = 64     # distinct weights probed
 RTOL = 1e-5            # separability tolerance (relative to the largest coefficient compared)
 CHUNK = 1 << 20        # entries (or nodes) per call of the user's function
@@ -394,15 +395,16 @@ def _classify(fn: UserFunction, deg: Degrees, weights: np.ndarray | None, rng_se
 
 
 def _grid(fn: UserFunction, S: np.ndarray, D: np.ndarray, w0: float | None, W: np.ndarray | None = None):
-    """c on the grid S × D at weight w0, or S × D × W."""
+    """c on the grid S × D at weight w0 (evaluated a few rows of S at a time: no |S|·|D| index
+    grids), or S × D × W (small: one side of it has one value)."""
     if W is None:
-        ss, dd = np.meshgrid(S, D, indexing="ij")
-        out = np.empty(ss.size)
-        flat_s, flat_d = ss.ravel(), dd.ravel()
-        for i in range(0, len(out), CHUNK):
-            j = min(len(out), i + CHUNK)
-            out[i:j] = fn(flat_s[i:j], flat_d[i:j], np.full(j - i, w0))
-        return out.reshape(ss.shape)
+        out = np.empty((len(S), len(D)))
+        rows = max(1, CHUNK // max(1, len(D)))
+        for i in range(0, len(S), rows):
+            j = min(len(S), i + rows)
+            k = (j - i) * len(D)
+            out[i:j] = fn(np.repeat(S[i:j], len(D)), np.tile(D, j - i), np.full(k, w0)).reshape(j - i, len(D))
+        return out
     ss, dd, ww = np.meshgrid(S, D, W, indexing="ij")
     return fn(ss.ravel(), dd.ravel(), ww.ravel()).reshape(ss.shape)
 
