@@ -85,8 +85,6 @@ def _user_operators(store: GraphStore, config: PrecomputeConfig, backend: str) -
             raise GnnprepError(f"{fn.path}: {fn.name}.reduce = 'max' runs on the CPU kernel; use --device cpu")
         deg = deg or udf.degrees(store, 0.0)
         factors = udf.classify(fn, deg.with_loop(fn.loop), udf.weight_sample(store))
-        if factors.values == "entry" and fn.loop > 0:
-            raise udf.unsupported_loop(fn)
         user[fn.name] = (fn, factors)
     return user, deg
 

@@ -37,9 +37,11 @@ When it is (within 1e-5 relative), the destination factor becomes the row scalin
 factor the column scaling r, and the edge factor e(w), when the function reads w at all, the CSR
 values: the stored weights themselves when e(w) = κ·w (κ goes into l), else e(w) computed once per
 stored entry (on every core: the function is pure). S = diag(l) (E ∘ A + λ I) diag(r), the form
-every kernel of :mod:`gnnprep.kernels` runs. When it is not, the whole coefficient is the CSR value of each entry
-(l = r = 1), computed once per run (resident S) or per edge block as it is read (streamed S), and
-a self-loop is refused: the kernels' loop term is l[v] λ r[v]. ``mean`` divides l by the number
+every kernel of :mod:`gnnprep.kernels` runs. When it is not, the whole coefficient is the CSR value
+of each entry (l = r = 1), computed once per run (resident S) or per edge block as it is read
+(streamed S). With a self-loop then r[v] = c(d̃_v, d̃_v, loop) and λ = 1, so the kernels' loop term
+l[v] λ r[v] is the loop's coefficient, and the entries' values are c / r[u] (refused only where
+some r[v] is 0). ``mean`` divides l by the number
 of in-entries (with the loop); ``max`` runs its own kernel, with the destination factor hoisted
 out of the max only where it is non-negative (else the whole coefficient is per entry). No
 per-edge message tensor exists at any point.
@@ -431,11 +433,13 @@ class EdgeValues:
     d0: float
     src_deg: np.ndarray | None    # [n] float64 (whole only)
     dst_deg: np.ndarray | None
+    divisor: np.ndarray | None = None  # [n]: values c / divisor[u] (the column scaling carries the loop's terms)
 
     def permuted(self, order: np.ndarray) -> EdgeValues:
         if not self.whole:
             return self
-        return EdgeValues(self.fn, True, self.s0, self.d0, self.src_deg[order], self.dst_deg[order])
+        return EdgeValues(self.fn, True, self.s0, self.d0, self.src_deg[order], self.dst_deg[order],
+                          None if self.divisor is None else self.divisor[order])
 
     def values(self, indptr_block: np.ndarray, indices_block: np.ndarray, weights_block: np.ndarray | None,
                r0: int, out: np.ndarray | None = None) -> np.ndarray:
@@ -453,7 +457,9 @@ class EdgeValues:
                 # the destination of entries i..j: the row whose range holds them
                 dst = r0 + np.searchsorted(indptr_block[1:] - base, np.arange(i, j), side="right")
                 dst = np.minimum(dst, r0 + rows - 1)
-                out[i:j] = self.fn(self.src_deg[indices_block[i:j]], self.dst_deg[dst], w)
+                src = indices_block[i:j]
+                c = self.fn(self.src_deg[src], self.dst_deg[dst], w)
+                out[i:j] = c if self.divisor is None else c / self.divisor[src]
             else:
                 out[i:j] = self.fn(np.full(j - i, self.s0), np.full(j - i, self.d0), w)
         return out
@@ -493,10 +499,15 @@ def compile_operator(fn: UserFunction, factors: Factors, deg: Degrees):
     elif f.separable:  # zero wherever probed: still evaluated on the entries, where it must be finite
         f = Factors(False, False, False, False)
     if not f.separable:
+        left, right, loop, divisor = np.ones(n), np.ones(n), 0.0, None
         if fn.loop > 0:
-            raise unsupported_loop(fn)
-        left, right, loop = np.ones(n), np.ones(n), 0.0
-        edge = EdgeValues(fn, True, f.s0, f.d0, deg.src, deg.dst)
+            # the loop term is l[v] λ r[v] x[v]: with l = 1, λ = 1 and r[v] = c(d̃_v, d̃_v, loop) it is the
+            # self-loop's coefficient, and the entries' values are c / r[u] (w_p r[u] = c again)
+            right = _per_node(fn, deg.src, deg.dst, np.full(n, fn.loop))
+            if (right == 0).any():
+                raise unsupported_loop(fn)
+            loop, divisor = 1.0, right.astype(np.float32).astype(np.float64)
+        edge = EdgeValues(fn, True, f.s0, f.d0, deg.src, deg.dst, divisor)
     if fn.reduce == "mean":
         c = deg.in_count + (1 if loop else 0)
         left = np.where(c > 0, left / np.maximum(c, 1), 0.0)
@@ -507,5 +518,5 @@ def compile_operator(fn: UserFunction, factors: Factors, deg: Degrees):
 
 def unsupported_loop(fn: UserFunction) -> GnnprepError:
     return GnnprepError(f"{fn.path}: {fn.name}.loop = {fn.loop:g} with a coefficient that is not a product of source, "
-                        "destination and edge factors (or, for max, has a negative destination factor): "
-                        "unsupported; add the self-loop's term in the function's own terms and set loop = 0")
+                        "destination and edge factors and is 0 for some node's self-loop: unsupported; give the "
+                        "self-loop a non-zero coefficient or set loop = 0")

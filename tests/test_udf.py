@@ -29,6 +29,11 @@ def harmonic(src_deg, dst_deg, w):
     """not a product of factors: computed per entry"""
     return 2.0 / (src_deg + dst_deg)
 
+def similar_loop(src_deg, dst_deg, w):
+    """not a product of factors, with a self-loop: the loop's coefficient in the column scaling"""
+    return w * np.exp(-np.abs(np.log(src_deg) - np.log(dst_deg))) + 0.1
+similar_loop.loop = 1.5
+
 def mean_src(src_deg, dst_deg, w):
     return np.log1p(src_deg) * w
 mean_src.reduce = "mean"
@@ -44,6 +49,12 @@ def max_gcn(src_deg, dst_deg, w):
     return w / np.sqrt(src_deg * dst_deg)
 max_gcn.reduce = "max"
 max_gcn.loop = 1.0
+
+def max_negative_loop(src_deg, dst_deg, w):
+    """max, a negative destination factor and a self-loop: per entry, the loop in the column scaling"""
+    return -(dst_deg ** -0.5) * src_deg * w
+max_negative_loop.reduce = "max"
+max_negative_loop.loop = 1.0
 
 def max_negative(src_deg, dst_deg, w):
     """a negative destination factor cannot leave the max: per entry"""
@@ -103,7 +114,8 @@ def user_function(tmp_path, name):
     return udf.load(f"{write_ops(tmp_path)}:{name}")
 
 
-NAMES = ["gcn", "harmonic", "mean_src", "log_weight", "constant", "max_gcn", "max_negative"]
+NAMES = ["gcn", "harmonic", "similar_loop", "mean_src", "log_weight", "constant", "max_gcn", "max_negative",
+         "max_negative_loop"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -202,6 +214,8 @@ BAD = [
     ("def f(s, d, w):\n    return w\nf.loop = -1\n", "f", "expected a finite number >= 0"),
     ("x = 1 / 0\n", "f", "running the operator file raised ZeroDivisionError"),
     ("def sym(s, d, w):\n    return w\n", "sym", "built-in operator's name"),
+    ("import numpy as np\ndef f(s, d, w):\n    return (w != 2) / (s + d)\nf.loop = 2.0\n", "f",
+     "is 0 for some node's self-loop"),
 ]
 
 
