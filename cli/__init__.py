@@ -67,6 +67,9 @@ def main() -> None:
     sys.stdout.flush()
     if late:
         click.echo("Error: interrupted as the command finished (its output, if any, is complete)", err=True)
+    from gnnprep.distributed import exit_now
+
+    exit_now(code)  # a torchrun rank that left its group cleanly ends here, without torch's teardown
     sys.exit(code)
 
 

@@ -29,7 +29,7 @@ Design choices (issue 15):
 - Exit: a Python interpreter that has imported torch spends 0.3-1 s tearing it down at exit (the
   finalizer's garbage collection over torch's ~170k objects), and torchrun waits for the slowest
   rank's exit before it can exit itself. A rank that left its group cleanly (:meth:`Dist.close`)
-  therefore ends with :func:`exit_now` (``python -m gnnprep``'s last step): stdout/stderr flushed,
+  therefore ends with :func:`exit_now` (the ``gnnprep`` command's last step): stdout/stderr flushed,
   the ``atexit`` handlers run, then ``os._exit`` with the command's exit status, but only when
   nothing is left that a normal exit would still have to finish: no HDF5 file open, no live
   non-daemon thread or child process, no unflushed writable file object. Otherwise (and in every
