@@ -430,3 +430,25 @@ def test_a_node_order_moves_the_weights_and_values_with_their_entries_bitwise(tm
         for name in ("sym", "rw", "harmonic", "log_weight", "max_gcn"):
             for k in range(4):
                 assert a.hop(k, name)[:].tobytes() == b.hop(k, name)[:].tobytes(), (name, k)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_the_torch_path_runs_user_operators_like_the_cpu_kernel(tmp_path, rng, weighted):
+    """The torch backend (the CUDA path, here on the CPU) reads the same CSR values: the stored
+    weights, none, or a user operator's (per entry, with a self-loop in the column scaling)."""
+    store = make_store(tmp_path, rng, n=70, d=4)[0]
+    if weighted:
+        add_weights(store, rng)
+    ops = write_ops(tmp_path)
+    files = tuple(f"{ops}:{name}" for name in ("gcn", "harmonic", "similar_loop", "log_weight", "constant"))
+    a, b = tmp_path / "numba.h5", tmp_path / "torch.h5"
+    precompute(store, a, PrecomputeConfig(hops=2, operators=(), operator_files=files, device="cpu"))
+    precompute(store, b, PrecomputeConfig(hops=2, operators=(), operator_files=files, device="cpu", backend="torch"))
+    with FeatureStore(a) as fa_, FeatureStore(b) as fb:
+        for name in ("gcn", "harmonic", "similar_loop", "log_weight", "constant"):
+            for k in range(3):
+                assert_close(fb.hop(k, name)[:], fa_.hop(k, name)[:], rtol=1e-5)
+    ops_max = write_ops(tmp_path, "def m(s, d, w):\n    return w\nm.reduce = 'max'\n", "max.py")
+    with pytest.raises(GnnprepError, match="runs on the CPU kernel"):
+        precompute(store, tmp_path / "c.h5", PrecomputeConfig(hops=1, operators=(), operator_files=(f"{ops_max}:m",),
+                                                              device="cpu", backend="torch"))
