@@ -452,3 +452,21 @@ def test_the_torch_path_runs_user_operators_like_the_cpu_kernel(tmp_path, rng, w
     with pytest.raises(GnnprepError, match="runs on the CPU kernel"):
         precompute(store, tmp_path / "c.h5", PrecomputeConfig(hops=1, operators=(), operator_files=(f"{ops_max}:m",),
                                                               device="cpu", backend="torch"))
+
+
+def test_a_hag_runs_a_separable_user_operator_and_refuses_per_entry_values(tmp_path, rng):
+    store = make_store(tmp_path, rng, n=80, d=4)[0]
+    ops = write_ops(tmp_path)
+    assert run(["hag", str(store), "-o", str(tmp_path / "hag.h5")]).exit_code == 0
+    plain, through = tmp_path / "plain.h5", tmp_path / "hag-out.h5"
+    files = (f"{ops}:gcn", f"{ops}:mean_src")
+    precompute(store, plain, PrecomputeConfig(hops=2, operators=(), operator_files=files, device="cpu"))
+    precompute(store, through, PrecomputeConfig(hops=2, operators=(), operator_files=files, device="cpu",
+                                                hag=str(tmp_path / "hag.h5")))
+    with FeatureStore(plain) as a, FeatureStore(through) as b:
+        for name in ("gcn", "mean_src"):
+            for k in range(3):
+                assert_close(b.hop(k, name)[:], a.hop(k, name)[:], rtol=1e-5)
+    r = run(["precompute", str(store), "-o", str(tmp_path / "x.h5"), "--operator-file", f"{ops}:harmonic",
+             "--hag", str(tmp_path / "hag.h5")])
+    assert r.exit_code == 1 and "per-entry values or reduce max" in r.output
