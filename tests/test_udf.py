@@ -470,3 +470,22 @@ def test_a_hag_runs_a_separable_user_operator_and_refuses_per_entry_values(tmp_p
     r = run(["precompute", str(store), "-o", str(tmp_path / "x.h5"), "--operator-file", f"{ops}:harmonic",
              "--hag", str(tmp_path / "hag.h5")])
     assert r.exit_code == 1 and "per-entry values or reduce max" in r.output
+
+
+def test_an_interrupted_run_with_user_operators_and_ppr_resumes_to_the_same_bytes(tmp_path, rng, monkeypatch):
+    from helpers import interrupted_precompute
+
+    store = make_store(tmp_path, rng, n=70, d=5)[0]
+    add_weights(store, rng)
+    ops = write_ops(tmp_path)
+    cfg = dict(hops=3, operators=("ppr:alpha=0.2,k=3",), operator_files=(f"{ops}:harmonic", f"{ops}:max_gcn"),
+               blocks=(1, 2, 3), device="cpu")
+    whole, resumed = tmp_path / "whole.h5", tmp_path / "resumed.h5"
+    precompute(store, whole, PrecomputeConfig(**cfg))
+    interrupted_precompute(monkeypatch, store, resumed, **cfg)
+    r = precompute(store, resumed, PrecomputeConfig(**cfg))
+    assert r.resumed_units >= 1
+    with FeatureStore(whole) as a, FeatureStore(resumed) as b:
+        for name in ("ppr:alpha=0.2,k=3", "harmonic", "max_gcn"):
+            for k in range(4):
+                assert a.hop(k, name)[:].tobytes() == b.hop(k, name)[:].tobytes(), (name, k)
