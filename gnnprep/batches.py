@@ -493,3 +493,13 @@ def open_data(path, config: TrainConfig, progress=None, device=None, budget_shar
     return Data(loader=loader, splits=splits, spec=spec, views=model_views, fingerprint=fingerprint,
                 evaluator=evaluator, feature_bytes=feature_bytes, budget=budget, config=config, regime=regime,
                 defaults=defaults)
+
+
+def normalize_rows(x: torch.Tensor, how: str) -> torch.Tensor:
+    """Scale each row of each hop: ``row`` to unit L1 norm, ``l2`` to unit L2 norm (zero rows stay
+    zero). Applied after propagation, row by row, so it needs no graph."""
+    if how == "row":
+        return x / x.abs().sum(-1, keepdim=True).clamp_min(1e-12)
+    if how == "l2":
+        return x / x.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    return x

@@ -28,8 +28,10 @@ import numpy as np
 import torch
 
 from gnnprep import device as devices
-from gnnprep.batches import Data, _take, global_batches, open_data, rank_slice  # noqa: F401 (re-exported)
+from gnnprep.batches import Data, _take, global_batches, normalize_rows, open_data, rank_slice  # noqa: F401 (re-exported)
+from gnnprep.ddp import evaluate_shared, rank_rng, rank_seed, set_rank_rng, train_epoch_shared
 from gnnprep.errors import GnnprepError
+from gnnprep.memory import keep_freed_memory
 from gnnprep.models import ModelSpec, build_model
 from gnnprep.runfolder import (CHECKPOINT_FORMAT, CHECKPOINT_VERSION, check_resumable, check_run_dir, config_dict,
                                cpu_state, load_checkpoint, make_run_dir, plot_curves, rng_state, save_torch,
@@ -118,50 +120,11 @@ def _plain_accuracy(y_true: np.ndarray, y_pred: np.ndarray) -> float:
 # one epoch, evaluation
 
 
-def normalize_rows(x: torch.Tensor, how: str) -> torch.Tensor:
-    """Scale each row of each hop: ``row`` to unit L1 norm, ``l2`` to unit L2 norm (zero rows stay
-    zero). Applied after propagation, row by row, so it needs no graph."""
-    if how == "row":
-        return x / x.abs().sum(-1, keepdim=True).clamp_min(1e-12)
-    if how == "l2":
-        return x / x.norm(dim=-1, keepdim=True).clamp_min(1e-12)
-    return x
-
-
-_ALLOCATOR_TUNED = False
-
-
-def _keep_freed_memory() -> None:
-    """Let glibc keep freed activation buffers for the next batch instead of unmapping them.
-
-    One batch's layer outputs and gradients are tens of MiB each (4,096 rows × 5 hops × 256 floats:
-    21 MiB); glibc returns blocks above its mmap threshold (at most 32 MiB) and a heap top above the
-    trim threshold to the OS at once, so every batch page-faults its buffers in again: ~70,000-200,000
-    minor faults (0.3-1 GiB zeroed by the kernel) per epoch of the large regime. Raising both
-    thresholds (once per process, Linux/glibc only) keeps the memory mapped: peak memory is unchanged,
-    the resident size just stays at the peak. Nothing else changes.
-    """
-    global _ALLOCATOR_TUNED
-    if _ALLOCATOR_TUNED:
-        return
-    _ALLOCATOR_TUNED = True
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-3, 1 << 30)      # M_MMAP_THRESHOLD: blocks below 1 GiB come from the heap
-        libc.mallopt(-1, 1 << 30)      # M_TRIM_THRESHOLD: keep up to 1 GiB of free heap top
-    except (OSError, AttributeError):  # not glibc (musl, ...): its allocator, as it is
-        pass
-
-
 def train_epoch(model, optimizer, data: Data, config: TrainConfig, rng: np.random.Generator) -> float:
     """One pass over the training rows in a fresh random order; the mean training loss."""
     model.train()
     if next(model.parameters()).device.type == "cpu":
-        _keep_freed_memory()
+        keep_freed_memory()
     total, n = 0.0, 0
     for x, y in data.loader.batches(data.splits["train"], config.batch_size, True, rng):
         x = normalize_rows(x, config.normalize_features)
@@ -197,88 +160,6 @@ def _evaluate(model, data: Data, config: TrainConfig, accuracy) -> dict:
         if name == "valid":
             out["valid_loss"] = loss_sum / max(len(y_true), 1)
     return out
-
-
-# ---------------------------------------------------------------------------------------------------
-# the same under torchrun (DistributedDataParallel)
-
-
-def train_epoch_shared(model, optimizer, data: Data, config: TrainConfig, rng: np.random.Generator, dist,
-                       device) -> tuple[float, int, int]:
-    """One epoch as rank ``dist.rank`` of ``dist.world``: (this rank's summed training loss, its
-    rows, the optimizer steps taken); the caller sums loss and rows over the ranks.
-
-    Every rank draws the same permutation (``rng`` is seeded alike on every rank) and takes its
-    :func:`rank_slice` of each global batch of ``batch_size · world`` rows, so the steps per epoch
-    are those of one process with that batch. The loss of a slice is its summed cross entropy
-    times ``world / global batch length``: DDP averages the gradients over the ranks, which gives
-    the gradient of the global batch's mean loss. A rank whose slice is empty (the last global
-    batch has fewer rows than ranks) runs the batch's first row with weight 0, so it still takes
-    the step and joins DDP's all-reduce."""
-    model.train()
-    if device.type == "cpu":
-        _keep_freed_memory()
-    split = data.splits["train"]
-    lengths = global_batches(len(split), config.batch_size, dist.world)
-    total, n, steps = 0.0, 0, 0
-    for length, (x, y) in zip(lengths, data.loader.batches(split, config.batch_size, True, rng,
-                                                            share=(dist.rank, dist.world))):
-        lo, hi = rank_slice(length, dist.rank, dist.world)
-        x = normalize_rows(x, config.normalize_features)
-        optimizer.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.cross_entropy(model(x), y, reduction="sum")
-        (loss * ((dist.world / length) if hi > lo else 0.0)).backward()
-        optimizer.step()
-        if hi > lo:
-            total += float(loss.detach())
-            n += hi - lo
-        steps += 1
-    if steps != len(lengths):
-        raise GnnprepError(f"rank {dist.rank}: the loader gave {steps} batches for {len(lengths)} global batches")
-    return total, n, steps
-
-
-@torch.inference_mode()
-def _evaluate_shared(model, data: Data, config: TrainConfig, dist, comm_device) -> dict:
-    """Like :func:`_evaluate`, each rank scoring its contiguous share of the valid and test rows;
-    the loss sums and correct counts are summed over the ranks, so every rank gets the same
-    numbers (and takes the same early-stopping decision). Accuracy is correct / rows: what ogb's
-    Evaluator computes for an ``acc`` data set."""
-    model.eval()
-    sums = []
-    for name in ("valid", "test"):
-        loss_sum, correct, count = 0.0, 0, 0
-        if name in data.splits:
-            split = data.splits[name]
-            lo, hi = rank_slice(len(split), dist.rank, dist.world)
-            if hi > lo:
-                for x, y in data.loader.batches(split[lo:hi], config.eval_batch_size, False):
-                    logits = model(normalize_rows(x, config.normalize_features))
-                    loss_sum += float(torch.nn.functional.cross_entropy(logits, y, reduction="sum"))
-                    correct += int((logits.argmax(1) == y).sum())
-                    count += len(y)
-        sums += [loss_sum, correct, count]
-    vl, vc, vn, _, tc, tn = dist.all_sum(sums, comm_device)
-    return {"valid_acc": vc / vn if vn else float("nan"), "valid_loss": vl / max(vn, 1),
-            "test_acc": (tc / tn if tn else float("nan")) if "test" in data.splits else None}
-
-
-def _rank_seed(seed: int, rank: int) -> int:
-    """The torch seed of rank ``rank`` ≥ 1 after the (identical) model init: its own dropout masks."""
-    return int(np.random.SeedSequence([seed, rank]).generate_state(1, np.uint64)[0])
-
-
-def _rank_rng(device) -> dict:
-    state = {"torch": torch.get_rng_state()}
-    if device.type == "cuda":
-        state["cuda"] = torch.cuda.get_rng_state(device)
-    return state
-
-
-def _set_rank_rng(state: dict, device) -> None:
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and device.type == "cuda":
-        torch.cuda.set_rng_state(state["cuda"], device)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -463,7 +344,7 @@ def _train_run(r, data: Data, config: TrainConfig, device, accuracy, run_dir, do
     """Run r from its start, or from ``cur`` (a saved state): (result, best state, end state).
 
     Under torchrun (``dist``): every rank builds the same model (same seed) and draws the same
-    permutations; rank r ≥ 1 then reseeds torch (:func:`_rank_seed`: its own dropout masks). The
+    permutations; rank r ≥ 1 then reseeds torch (:func:`rank_seed`: its own dropout masks). The
     model is wrapped in DistributedDataParallel; states saved are the unwrapped model's."""
     seed = config.seed + r
     torch.manual_seed(seed)
@@ -484,9 +365,9 @@ def _train_run(r, data: Data, config: TrainConfig, device, accuracy, run_dir, do
         from torch.nn.parallel import DistributedDataParallel
 
         if cur is not None:
-            _set_rank_rng(cur["rank_rng"][dist.rank], device)
+            set_rank_rng(cur["rank_rng"][dist.rank], device)
         elif dist.rank:
-            torch.manual_seed(_rank_seed(seed, dist.rank))
+            torch.manual_seed(rank_seed(seed, dist.rank))
         model = DistributedDataParallel(net, device_ids=[device] if device.type == "cuda" else None)
     comm = device if device.type == "cuda" else None    # nccl reduces CUDA tensors, gloo CPU ones
     t0 = time.perf_counter() - elapsed
@@ -497,7 +378,7 @@ def _train_run(r, data: Data, config: TrainConfig, device, accuracy, run_dir, do
                "best_state": best_state if with_best else None, "bad": bad,
                "elapsed": time.perf_counter() - t0, "rng": rng_state(rng)}
         if dist is not None:  # every rank's own torch (dropout) stream; the shuffle stream is shared
-            out["rank_rng"] = dist.gather(_rank_rng(device))
+            out["rank_rng"] = dist.gather(rank_rng(device))
         return out
 
     last_ck = time.perf_counter()
@@ -515,7 +396,7 @@ def _train_run(r, data: Data, config: TrainConfig, device, accuracy, run_dir, do
                "valid_acc": None, "test_acc": None, "steps": steps}
         if (epoch + 1) % config.eval_every == 0 or epoch + 1 == config.epochs:
             ev = (_evaluate(model, data, config, accuracy) if dist is None
-                  else _evaluate_shared(net, data, config, dist, comm))
+                  else evaluate_shared(net, data, config, dist, comm))
             row.update(ev)
             if _better(ev, best, config.select):
                 best = {"epoch": epoch, **ev}

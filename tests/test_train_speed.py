@@ -130,11 +130,11 @@ def _ref_relu_dropout_draw(h, p):
 
 
 def test_keep_freed_memory_is_harmless_and_once():
-    from gnnprep import train as tr
+    from gnnprep import memory
 
-    tr._keep_freed_memory()
-    tr._keep_freed_memory()
-    assert tr._ALLOCATOR_TUNED
+    memory.keep_freed_memory()
+    memory.keep_freed_memory()
+    assert memory._ALLOCATOR_TUNED
     a = torch.empty(40 * 2**20 // 4)
     del a
     assert np.isfinite(float(torch.ones(10).sum()))
