@@ -22,7 +22,6 @@ import numba
 import numpy as np
 
 from gnnprep import kernels  # numba: compiled on first use, loaded from its cache afterwards
-from gnnprep.errors import GnnprepError
 from gnnprep.hopwriter import Gather
 from gnnprep.memory import empty_pages
 from gnnprep.operators import Operator
@@ -232,21 +231,7 @@ class HopGraph:
 
     def degree(self, a: int) -> np.ndarray:
         """Row sums of A (edge counts, or weight sums) computed over ``a`` row blocks, in stored order."""
-        if not self.weighted:
-            return np.diff(self._stored_indptr).astype(np.float64)
-        deg = np.zeros(self.n)
-        for rows in np.array_split(np.arange(self.n), max(1, min(a, self.n))):
-            if len(rows):
-                r0, r1 = int(rows[0]), int(rows[-1]) + 1
-                p0, p1 = int(self._stored_indptr[r0]), int(self._stored_indptr[r1])
-                w = self.store.f["adj/weights"][p0:p1].astype(np.float64)
-                if not np.isfinite(w).all() or (w < 0).any():
-                    bad = p0 + int(np.flatnonzero(~np.isfinite(w) | (w < 0))[0])
-                    raise GnnprepError(f"{self.store.path}: /adj/weights[{bad}] = {w[bad - p0]}; expected a finite, "
-                                       "non-negative edge weight")
-                local = np.repeat(np.arange(r1 - r0), np.diff(self._stored_indptr[r0:r1 + 1]))
-                deg[r0:r1] = np.bincount(local, weights=w, minlength=r1 - r0)
-        return deg
+        return self.store.in_degree(a)
 
 
 class NumbaBackend:

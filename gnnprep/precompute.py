@@ -76,15 +76,16 @@ def _user_operators(store: GraphStore, config: PrecomputeConfig, backend: str) -
     from gnnprep.operators import OPERATORS
 
     user = {}
-    deg = None
+    deg = sample = None
     for spec in config.operator_files:
         fn = udf.load(spec, OPERATORS)
         if fn.name in user:
             raise GnnprepError(f"--operator-file {spec!r}: the channel {fn.name!r} is named twice")
         if fn.reduce == "max" and backend != "numba":
             raise GnnprepError(f"{fn.path}: {fn.name}.reduce = 'max' runs on the CPU kernel; use --device cpu")
-        deg = deg or udf.degrees(store, 0.0)
-        factors = udf.classify(fn, deg.with_loop(fn.loop), udf.weight_sample(store))
+        if deg is None:  # once for every function: the degrees and a sample of the weights
+            deg, sample = udf.degrees(store, 0.0), udf.weight_sample(store)
+        factors = udf.classify(fn, deg.with_loop(fn.loop), sample)
         user[fn.name] = (fn, factors)
     return user, deg
 
@@ -101,7 +102,7 @@ def _hdg_weight(store: GraphStore, spec: str, hdg, deg=None):
     if fn.reduce != "sum" or fn.loop != 0:
         raise GnnprepError(f"{fn.path}: {fn.name}.reduce/.loop do not apply to --hdg-weight (a member's weight); "
                            "the HDG's levels reduce by --hdg-reduce")
-    deg = deg or udf.degrees(store, 0.0)
+    deg = deg if deg is not None else udf.degrees(store, 0.0)
     return fn, reweighted(hdg, lambda ids, roots, w: udf.member_weights(fn, deg.src[ids], deg.dst[roots], w))
 
 

@@ -111,6 +111,34 @@ class GraphStore(Artifact):
         check_ids(idx, self.num_nodes, f"{self.path}: /adj/indices")
         return idx
 
+    def weight_blocks(self, blocks: int):
+        """(r0, r1, p0, p1, w) for ``blocks`` contiguous row ranges: the stored edge weights of rows
+        r0..r1-1 (entries p0..p1-1) as float64, checked finite and non-negative (one error naming the
+        first bad entry); w = 1 on an unweighted store."""
+        indptr, n = self.indptr(), self.num_nodes
+        weighted = "adj/weights" in self.f
+        for rows in np.array_split(np.arange(n), max(1, min(blocks, n))):
+            if not len(rows):
+                continue
+            r0, r1 = int(rows[0]), int(rows[-1]) + 1
+            p0, p1 = int(indptr[r0]), int(indptr[r1])
+            w = self.f["adj/weights"][p0:p1].astype(np.float64) if weighted else np.ones(p1 - p0)
+            if weighted and (not np.isfinite(w).all() or (w < 0).any()):
+                bad = p0 + int(np.flatnonzero(~np.isfinite(w) | (w < 0))[0])
+                raise GnnprepError(f"{self.path}: /adj/weights[{bad}] = {w[bad - p0]}; expected a finite, "
+                                   "non-negative edge weight")
+            yield r0, r1, p0, p1, w
+
+    def in_degree(self, blocks: int = 16) -> np.ndarray:
+        """Row sums of A: the entries of each row, or their weight sum on a weighted store (float64)."""
+        counts = np.diff(self.indptr())
+        if "adj/weights" not in self.f:
+            return counts.astype(np.float64)
+        deg = np.zeros(self.num_nodes)
+        for r0, r1, _, _, w in self.weight_blocks(blocks):
+            deg[r0:r1] = np.bincount(np.repeat(np.arange(r1 - r0), counts[r0:r1]), weights=w, minlength=r1 - r0)
+        return deg
+
     def csr(self):
         """The whole adjacency as scipy CSR (for graphs that fit in memory; tests and small runs)."""
         import scipy.sparse as sp

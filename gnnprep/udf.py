@@ -216,32 +216,16 @@ class Degrees:
 def degrees(store, loop: float, a: int = 16) -> Degrees:
     """A user operator's :class:`Degrees`: the (weighted) number of edges into and out of every
     node, plus ``loop`` (this module's contract)."""
-    indptr = store.indptr()
-    counts = np.diff(indptr)
-    weighted = "adj/weights" in store.f
-    if store.symmetric and not weighted:
-        deg = counts.astype(np.float64) + loop
-        return Degrees(deg, deg, counts, counts, loop)
-    n = store.num_nodes
-    din, dout, cout = np.zeros(n), np.zeros(n), np.zeros(n, dtype=np.int64)
-    for rows in np.array_split(np.arange(n), max(1, min(a, n))):
-        if not len(rows):
-            continue
-        r0, r1 = int(rows[0]), int(rows[-1]) + 1
-        p0, p1 = int(indptr[r0]), int(indptr[r1])
-        w = store.f["adj/weights"][p0:p1].astype(np.float64) if weighted else np.ones(p1 - p0)
-        if weighted and (not np.isfinite(w).all() or (w < 0).any()):
-            bad = p0 + int(np.flatnonzero(~np.isfinite(w) | (w < 0))[0])
-            raise GnnprepError(f"{store.path}: /adj/weights[{bad}] = {w[bad - p0]}; expected a finite, "
-                               "non-negative edge weight")
-        local = np.repeat(np.arange(r1 - r0), counts[r0:r1])
-        din[r0:r1] = np.bincount(local, weights=w, minlength=r1 - r0)
-        if not store.symmetric:
-            idx = store.f["adj/indices"][p0:p1]
-            dout += np.bincount(idx, weights=w, minlength=n)
-            cout += np.bincount(idx, minlength=n)
+    counts = np.diff(store.indptr())
+    din = store.in_degree(a)
     if store.symmetric:
         return Degrees(din + loop, din + loop, counts, counts, loop)
+    n = store.num_nodes
+    dout, cout = np.zeros(n), np.zeros(n, dtype=np.int64)
+    for _, _, p0, p1, w in store.weight_blocks(a):
+        idx = store.f["adj/indices"][p0:p1]
+        dout += np.bincount(idx, weights=w, minlength=n)
+        cout += np.bincount(idx, minlength=n)
     return Degrees(din + loop, dout + loop, counts, cout, loop)
 
 
