@@ -331,9 +331,7 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the last round's outputs")
     bp.add_generator_args(ap)  # the bench graph's generator parameters (bench_precompute.py's)
     args = ap.parse_args()
-    args.nodes = args.nodes or (100_000 if args.quick else 1_000_000)
-    args.nnz = args.nnz or (2_000_000 if args.quick else 20_000_000)
-    args.rounds = args.rounds or (1 if args.quick else 3)
+    bp.quick_defaults(args)
     args.also = [int(h) for h in args.also_hops.split(",") if h.strip() and int(h) != args.hops]
 
     sys.path.insert(0, str(ROOT))

@@ -505,6 +505,13 @@ def budget_mode(args, work: Path) -> dict:
     }
 
 
+def quick_defaults(args) -> None:
+    """The 1M-node bench graph's size and 3 rounds, or with ``--quick`` a 100k-node smoke run of 1."""
+    args.nodes = args.nodes or (100_000 if args.quick else 1_000_000)
+    args.nnz = args.nnz or (2_000_000 if args.quick else 20_000_000)
+    args.rounds = args.rounds or (1 if args.quick else 3)
+
+
 def add_generator_args(ap) -> None:
     """The bench graph generator's options (shared by the other bench scripts that make this graph)."""
     ap.add_argument("--community", type=int, default=2000, help="nodes per community")
