@@ -122,9 +122,9 @@ class HopRun:
                                  config.dtype, self.plan.c, self.plan.width, self.job.hdg_channels)
                 self.f.flush()
             with self.timer("normalise"):
-                builtin = [name for name in config.operators if name not in self.job.user]
-                deg = self.graph.degree(self.plan.a) if builtin else None
-                self.ops = {name: self._user_operator(name) if deg is None or name not in builtin else
+                user = self.job.user
+                deg = self.graph.degree(self.plan.a) if set(config.operators) - set(user) else None
+                self.ops = {name: self._user_operator(name) if name in user else
                             make_operator(name, deg, self.store.symmetric) for name in config.operators}
                 self.job.degrees = None  # compiled: no longer needed
             # page-cache-free writes, unless the HDG pass reads the hops back right after

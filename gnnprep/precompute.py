@@ -69,9 +69,9 @@ def _hag_unsupported(backend: str, store: GraphStore, user: dict | None = None) 
     return None
 
 
-def _user_operators(store: GraphStore, config: PrecomputeConfig, backend: str) -> dict:
+def _user_operators(store: GraphStore, config: PrecomputeConfig, backend: str) -> tuple[dict, object]:
     """``--operator-file`` functions, loaded, checked and classified on this graph's degrees and
-    weights: {name: (UserFunction, Factors)} (:mod:`gnnprep.udf`)."""
+    weights: ({name: (UserFunction, Factors)}, the :class:`gnnprep.udf.Degrees` or None)."""
     from gnnprep import udf
     from gnnprep.operators import OPERATORS
 
