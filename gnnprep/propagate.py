@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import warnings
 
-from gnnprep.hag import cache_path as hag_cache_path  # noqa: F401
-from gnnprep.precompute import precompute  # noqa: F401
-from gnnprep.precomputeconfig import PrecomputeConfig, PrecomputeReport  # noqa: F401
+from gnnprep.hag.builder import cache_path as hag_cache_path  # noqa: F401
+from gnnprep.precompute.config import PrecomputeConfig, PrecomputeReport  # noqa: F401
+from gnnprep.precompute.run import precompute  # noqa: F401
 
-warnings.warn("gnnprep.propagate is now gnnprep.precompute (PrecomputeConfig: gnnprep.precomputeconfig); "
+warnings.warn("gnnprep.propagate is now gnnprep.precompute (PrecomputeConfig: gnnprep.precompute.config); "
               "this alias goes in the next release", DeprecationWarning, stacklevel=2)

@@ -14,7 +14,7 @@ features), generated and ingested once and cached in --workdir (or given with --
   (c) 1 process x 1 thread:   as (a) with 1 thread (the model's single-worker figure)
   (L) the launcher alone:     torchrun --standalone --nproc-per-node 2 on a script that only joins the
                               gloo group, passes a barrier and leaves the way a gnnprep rank does
-                              (gnnprep.distributed.exit_now): what torchrun itself costs
+                              (gnnprep.core.distributed.exit_now): what torchrun itself costs
 
 The job: K = --hops 5 on d = 128 columns, the shape our users' target has (ogbn-papers100M:
 d = 128, and the mission precomputes 5 hops), on the issue's 1M-node bench graph. Each round also
@@ -24,7 +24,7 @@ the ranks import torch, the agent tears torch down at exit: ~3 s here), so the o
 cost over the job's length, and it shrinks as the job grows (more hops, more columns, more nodes).
 Of that launcher cost gnnprep controls only its ranks: they import torch (all of it: 1.3 s, the two
 ranks in parallel) only to join the group, and leave without the interpreter's teardown of torch
-(gnnprep.distributed.exit_now: ~0.9 s less per job here). torchrun's --monitor-interval already
+(gnnprep.core.distributed.exit_now: ~0.9 s less per job here). torchrun's --monitor-interval already
 defaults to 0.1 s in this torch (2.13), so there is nothing to gain from passing a smaller one.
 
 B = --memory-budget (default 2GiB: S resident, one column block of width 128 for (a) and (c); each
@@ -99,7 +99,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import bench_precompute as bp  # noqa: E402  (the bench graph's generator and cache)
-from gnnprep.memory import peak_rss  # noqa: E402  (VmHWM of a process)
+from gnnprep.core.memory import peak_rss  # noqa: E402  (VmHWM of a process)
 
 ROOT = Path(__file__).resolve().parents[1]
 MiB, GiB = 1024**2, 1024**3
@@ -110,7 +110,7 @@ CACHE_LINE = 64
 PROBE = """\
 import json, os, sys, time
 t_start = time.time()
-from gnnprep.distributed import Dist, exit_now
+from gnnprep.core.distributed import Dist, exit_now
 d = Dist.from_env()
 import torch.distributed
 t_import = time.time()
@@ -335,7 +335,7 @@ def main() -> None:
     args.also = [int(h) for h in args.also_hops.split(",") if h.strip() and int(h) != args.hops]
 
     sys.path.insert(0, str(ROOT))
-    from gnnprep.sizes import parse_size
+    from gnnprep.core.sizes import parse_size
 
     args.budget = parse_size(args.memory_budget)
     work = Path(args.workdir).absolute()

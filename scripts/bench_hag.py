@@ -37,8 +37,8 @@ from measure import run_measured  # noqa: E402
 
 
 def generate(path: Path, n: int, groups: int, size: int, dim: int, skew: float | None, seed: int = 0) -> None:
-    from gnnprep.ingest import IngestConfig, ingest
-    from gnnprep.sources import SourceOptions
+    from gnnprep.graph.ingest import IngestConfig, ingest
+    from gnnprep.graph.sources import SourceOptions
 
     rng = np.random.default_rng(seed)
     if skew is None:
@@ -68,7 +68,7 @@ def gnnprep(*args) -> list[str]:
 
 
 def parse_size(text: str) -> int:
-    from gnnprep.sizes import parse_size as parse
+    from gnnprep.core.sizes import parse_size as parse
 
     return parse(text, "--budget")
 
@@ -99,8 +99,8 @@ def clean(out: Path) -> None:
 ALTERNATE = r"""
 import json, os, sys, time
 sys.path.insert(0, sys.argv[1])
-from gnnprep.precompute import precompute
-from gnnprep.precomputeconfig import PrecomputeConfig
+from gnnprep.precompute.run import precompute
+from gnnprep.precompute.config import PrecomputeConfig
 graph, hag, outs, hops, budget, reps = sys.argv[2], sys.argv[3], sys.argv[4:6], int(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8])
 runs = {"plain": [], "hag": []}
 for _ in range(reps):
@@ -145,8 +145,8 @@ def main() -> None:
     ap.add_argument("--skip-search", action="store_true", help="reuse the HAG of an earlier run")
     ap.add_argument("--workdir", default="/tmp/gnnprep-bench-hag")
     args = ap.parse_args()
-    from gnnprep.hagsearch import exact_pair_count
-    from gnnprep.store import GraphStore
+    from gnnprep.hag.search import exact_pair_count
+    from gnnprep.graph.store import GraphStore
 
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,7 @@ instance level instead of materialising one message per (instance, vertex) entry
 script builds a two-level HDG (``hop-shells:2,cap=C``: node → shell → members, ≥ 5M bottom-level
 entries by default) and runs, each in its own process on the same HDG and features:
 
-  ours:    ``gnnprep.hdg.aggregate`` (vertex level = one CSR product M·X, mean by M's row sums;
+  ours:    ``gnnprep.hdg.structure.aggregate`` (vertex level = one CSR product M·X, mean by M's row sums;
            the fixed-fanout shell level a reshape);
   scatter: the straightforward execution: destination (shell) ids materialised from the offsets,
            messages x[ids] · w gathered into an [entries, d] tensor, ``torch.index_add_`` into the
@@ -38,8 +38,8 @@ sys.path.insert(0, sys.argv[1])
 import numpy as np
 which, graph, hdg_path, threads = sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
 from gnnprep.hdg import aggregate, read_hdg
-from gnnprep.memory import peak_rss, reset_peak, rss
-from gnnprep.store import GraphStore
+from gnnprep.core.memory import peak_rss, reset_peak, rss
+from gnnprep.graph.store import GraphStore
 with GraphStore(graph) as g:
     x = g.features[:].astype(np.float32)
 h, _ = read_hdg(hdg_path)
@@ -85,8 +85,8 @@ def main() -> None:
     ap.add_argument("--workdir", default="/tmp/gnnprep-bench-hdg")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
-    from gnnprep.ingest import IngestConfig, ingest
-    from gnnprep.sources import SourceOptions
+    from gnnprep.graph.ingest import IngestConfig, ingest
+    from gnnprep.graph.sources import SourceOptions
 
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)

@@ -141,7 +141,7 @@ def main() -> None:
     args = ap.parse_args()
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from gnnprep.sizes import parse_size
+    from gnnprep.core.sizes import parse_size
 
     budget = parse_size(args.budget)
     work = Path(args.workdir)

@@ -6,7 +6,7 @@ communities of --community nodes (contiguous ids), a share --p-in of the edges i
 community, both endpoints drawn in proportion to the node weights (degree-weighted), and finally a
 random permutation of the node ids, since real data sets number their nodes arbitrarily. Edges are
 added until the symmetrised, deduplicated, loop-free graph has at least --nnz stored nonzeros, then
-the graph store is built with ``gnnprep.ingest.ingest`` (features: standard normal float32).
+the graph store is built with ``gnnprep.graph.ingest.ingest`` (features: standard normal float32).
 
 --mode speed (default): one run, every tool in its own subprocess (wall time, and that process's
 peak RSS from os.wait4's ru_maxrss; each is started by a tiny launcher process, because Linux
@@ -19,7 +19,7 @@ carries a parent's own peak RSS into its child's ru_maxrss across fork + exec):
         threads); only the K products are timed; (ii') for information, the same with S and X in
         gnnprep's community order (found outside the timing): how much of (iii)'s gain the order
         alone would give a peer;
-  (iii) ``gnnprep.precompute.precompute`` through its library entry: graph store in, features
+  (iii) ``gnnprep.precompute.run.precompute`` through its library entry: graph store in, features
         artifact (all hops, all rows) out; the whole call is timed, ``report.hop_seconds`` printed.
         numba's compiled kernels are loaded from its cache before the timed call, as torch's
         library initialisation is done before (ii)'s. With the default ``--reorder auto`` the call
@@ -33,7 +33,7 @@ carries a parent's own peak RSS into its child's ru_maxrss across fork + exec):
   subprocess with that budget; prints the plan, predicted and measured peak (VmHWM above the
   baseline RSS, ``report.measured_peak_bytes``), the process's peak RSS (wait4) and checks
   measured <= 1.25 x budget, |predicted - measured| / measured <= 25%, and process peak RSS <=
-  1.25 x budget + the RSS of a process that has imported torch, numpy, h5py and gnnprep.precompute.
+  1.25 x budget + the RSS of a process that has imported torch, numpy, h5py and gnnprep.precompute.run.
 
 --reorder auto|none|bfs is passed to PrecomputeConfig (default: the library's). Timings on a shared
 2-core machine are noisy: the run prints how idle the CPU was just before it started.
@@ -110,7 +110,7 @@ TORCH = _LOAD_AND_BUILD_S + r"""
 import warnings, torch
 if len(sys.argv) > 4:  # argv[4]: repo root -> S and X in gnnprep's community order (order not timed)
     sys.path.insert(0, sys.argv[4])
-    from gnnprep.reorder import community_order
+    from gnnprep.sparse.order import community_order
     order = community_order(indptr, indices)
     S = S[order][:, order].tocsr()
     S.sort_indices()
@@ -145,17 +145,19 @@ print(json.dumps({"build_seconds": build, "products_seconds": products, "hop_sec
 GNNPREP = r"""
 import sys, json, time
 sys.path.insert(0, sys.argv[5])
-from gnnprep.precompute import precompute
-from gnnprep.precomputeconfig import PrecomputeConfig
-from gnnprep import kernels, reorder as _reorder
+from gnnprep.precompute.run import precompute
+from gnnprep.precompute.config import PrecomputeConfig
+from gnnprep.sparse import kernels
+from gnnprep.graph import order as kept_order
+from gnnprep.sparse import order as node_order
 graph, out, K, budget, reorder = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[6]
 extra = {"reorder": reorder} if reorder else {}
 # numba's JIT (loaded from its on-disk cache) outside the timed call, as torch's initialisation is
 kernels.warm_up()
-_reorder.warm_up()
+node_order.warm_up()
 # an order kept beside the store by an earlier run would be loaded instead of found: time the finding
 for kind in ("community", "bfs"):
-    _reorder.cache_path(graph, kind).unlink(missing_ok=True)
+    kept_order.cache_path(graph, kind).unlink(missing_ok=True)
 t0 = time.perf_counter()
 rep = precompute(graph, out, PrecomputeConfig(hops=K, device="cpu", memory_budget=budget or None, **extra))
 wall = time.perf_counter() - t0
@@ -169,9 +171,9 @@ BASELINE = r"""
 import sys, json, psutil
 sys.path.insert(0, sys.argv[1])
 import torch, numpy, h5py
-import gnnprep.precompute
+import gnnprep.precompute.run
 rss_imports = psutil.Process().memory_info().rss
-from gnnprep.kernels import warm_up
+from gnnprep.sparse.kernels import warm_up
 warm_up()
 print(json.dumps({"rss_imports": rss_imports, "rss_after_warm_up": psutil.Process().memory_info().rss}))
 """
@@ -180,8 +182,8 @@ BASELINE_NO_TORCH = r"""
 import sys, json, psutil
 sys.path.insert(0, sys.argv[1])
 import numpy, h5py
-import gnnprep.precompute
-from gnnprep.kernels import warm_up
+import gnnprep.precompute.run
+from gnnprep.sparse.kernels import warm_up
 warm_up()
 print(json.dumps({"rss": psutil.Process().memory_info().rss, "torch_loaded": "torch" in sys.modules}))
 """
@@ -234,9 +236,9 @@ def gen_edges(n: int, target_nnz: int, *, community: int, p_in: float, alpha: fl
 
 def ensure_graph(work: Path, n: int, nnz: int, d: int, args) -> tuple[Path, dict]:
     """The cached graph store for these sizes (generated and ingested on first use)."""
-    from gnnprep.ingest import IngestConfig, ingest
-    from gnnprep.sizes import parse_size
-    from gnnprep.sources import SourceOptions
+    from gnnprep.graph.ingest import IngestConfig, ingest
+    from gnnprep.core.sizes import parse_size
+    from gnnprep.graph.sources import SourceOptions
 
     tag = f"plaw_n{n}_nnz{nnz}_d{d}_c{args.community}_p{args.p_in}_a{args.alpha}_s{args.seed}"
     folder = work / tag
@@ -432,7 +434,7 @@ def speed(args, work: Path) -> dict:
 
 
 def parse_budget(text: str) -> int:
-    from gnnprep.sizes import parse_size
+    from gnnprep.core.sizes import parse_size
 
     return parse_size(text)
 
@@ -461,7 +463,7 @@ def budget_mode(args, work: Path) -> dict:
           f", reorder {p.get('reorder')}"
           f"; predicted {p['predicted_seconds']} s, took {gp['wall_seconds']:.2f} s (hop_seconds {list(rep['hop_seconds'])})")
     print(f"baseline RSS (in precompute, after imports + JIT warm-up): {rep['baseline_rss_bytes'] / MiB:.0f} MiB")
-    print(f"baseline RSS of a process with torch, numpy, h5py, gnnprep.precompute imported: "
+    print(f"baseline RSS of a process with torch, numpy, h5py, gnnprep.precompute.run imported: "
           f"{base['rss_imports'] / MiB:.0f} MiB ({base['rss_after_warm_up'] / MiB:.0f} MiB after the numba warm-up; "
           f"{base_nt['rss'] / MiB:.0f} MiB without torch, after warm-up)")
     print(f"predicted peak above baseline: {pred / MiB:.1f} MiB ({'within' if pred <= budget else 'OVER'} the "

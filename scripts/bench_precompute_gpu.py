@@ -44,12 +44,12 @@ def main() -> None:
     args = ap.parse_args()
     import torch
 
-    from gnnprep.features import FeatureStore
-    from gnnprep.ingest import IngestConfig, ingest
-    from gnnprep.precompute import precompute
-    from gnnprep.precomputeconfig import PrecomputeConfig
-    from gnnprep.sources import SourceOptions
-    from gnnprep.store import GraphStore
+    from gnnprep.precompute.features import FeatureStore
+    from gnnprep.graph.ingest import IngestConfig, ingest
+    from gnnprep.precompute.run import precompute
+    from gnnprep.precompute.config import PrecomputeConfig
+    from gnnprep.graph.sources import SourceOptions
+    from gnnprep.graph.store import GraphStore
 
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)

@@ -281,7 +281,7 @@ def extrapolate(res: dict) -> dict | None:
     pc = res.get("precompute")
     if not ing.get("seconds") or not pc:
         return None
-    from gnnprep.plan import Problem, choose_plan, load_profile, with_reorder
+    from gnnprep.precompute.plan import Problem, choose_plan, load_profile, with_reorder
 
     f = res["fraction"]
     n, m = FULL_NODES, round(res["stored_entries"] / f)
@@ -291,7 +291,7 @@ def extrapolate(res: dict) -> dict | None:
     entries = tuple(round(m * x) for x in shares)
     prob = Problem(num_nodes=n, num_entries=m, num_features=128, hops=res["hops"], out_rows=out_rows,
                    hop_entries=entries, order_known=True)
-    from gnnprep.errors import GnnprepError
+    from gnnprep.core.errors import GnnprepError
 
     prof = load_profile("cpu")
     out = {"linear_ingest_seconds": ing["seconds"] / f,
@@ -452,7 +452,7 @@ def main() -> None:
     ap.add_argument("--generate-only", action="store_true", help="generate (or find) the data set, run nothing")
     args = ap.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from gnnprep.sizes import parse_size
+    from gnnprep.core.sizes import parse_size
 
     budget = parse_size(args.memory_budget)
     workdir = Path(args.workdir)

@@ -44,8 +44,8 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gnnprep.meta import write_root_attrs  # noqa: E402
-from gnnprep.train import TrainConfig, open_data, train_epoch  # noqa: E402
+from gnnprep.core.artifact import write_root_attrs  # noqa: E402
+from gnnprep.train.trainer import TrainConfig, open_data, train_epoch  # noqa: E402
 
 
 def make_features(path: Path, n: int, d: int, K: int, classes: int, seed: int = 0, splits: tuple | None = None,
@@ -90,7 +90,7 @@ class LoopOverOurMLP(nn.Module):
         self.ref = reference
 
     def forward(self, x):
-        from gnnprep.models import dropout
+        from gnnprep.train.models import dropout
 
         out = 0
         for k in range(x.shape[1]):
@@ -139,7 +139,7 @@ def epochs(model, data, config, n_epochs, seed):
 
 
 def fresh(data, config, seed):
-    from gnnprep.models import build_model
+    from gnnprep.train.models import build_model
 
     torch.manual_seed(seed)
     return build_model(data.spec)
@@ -307,7 +307,7 @@ class PlainGPRGNN(nn.Module):
                 layers += [nn.ReLU(), nn.Dropout(spec.dropout)]
         self.mlp = nn.Sequential(*layers)
         self.dprate = spec.dprate
-        from gnnprep.models import gpr_init
+        from gnnprep.train.models import gpr_init
         self.gamma = nn.Parameter(gpr_init(spec.alpha, spec.hops))
 
     def forward(self, x):
@@ -377,8 +377,8 @@ def profile_breakdown(fn) -> dict:
 def throughput(args) -> None:
     import resource
 
-    from gnnprep.models import build_model
-    from gnnprep.train import _evaluate, _plain_accuracy
+    from gnnprep.train.models import build_model
+    from gnnprep.train.trainer import _evaluate, _plain_accuracy
 
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -453,7 +453,7 @@ def _peak_child(model_name, recompute, straightforward, d, K, classes, q):
 
     import psutil
 
-    from gnnprep.models import ModelSpec, build_model
+    from gnnprep.train.models import ModelSpec, build_model
 
     ctypes.CDLL("libc.so.6").mallopt(-3, 64 * 1024)  # M_MMAP_THRESHOLD: fixed, not adaptive
     torch.set_num_threads(1)

@@ -158,8 +158,8 @@ def ensure_inputs(folder: Path, args) -> dict:
 def ingest_code_hash() -> str:
     """sha256 of the sources that decide what ingest stores (a stale cached store is rebuilt)."""
     h = hashlib.sha256()
-    for p in sorted([*ROOT.glob("gnnprep/ingest.py"), *ROOT.glob("gnnprep/reorder.py"),
-                     *ROOT.glob("gnnprep/csr_builder.py"), *ROOT.glob("gnnprep/sources/*.py")]):
+    for p in sorted([*ROOT.glob("gnnprep/graph/ingest.py"), *ROOT.glob("gnnprep/reorder.py"),
+                     *ROOT.glob("gnnprep/sparse/csr_builder.py"), *ROOT.glob("gnnprep/sources/*.py")]):
         h.update(p.name.encode() + p.read_bytes())
     return h.hexdigest()[:16]
 

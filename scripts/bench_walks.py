@@ -1,4 +1,4 @@
-"""Random-walk visits per second per core (gnnprep.walks, the PinSage selector of ``gnnprep hdg``).
+"""Random-walk visits per second per core (gnnprep.hdg.walks, the PinSage selector of ``gnnprep hdg``).
 
 Generated graph: n nodes, m stored entries, power-law-ish in-degrees (rows), uniform sources.
 Measures the numba kernel (walks + visit counting + top-k) on 1 thread and on all threads, and a
@@ -16,7 +16,7 @@ import time
 import numba
 import numpy as np
 
-from gnnprep.walks import walk_topk
+from gnnprep.hdg.walks import walk_topk
 
 
 def make_graph(n: int, m: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -3,7 +3,7 @@
     python scripts/cora_table.py [--data /work/shared/data/cora] [--work out/cora] [--seeds 5] [--jobs 2]
 
 Ingests and precomputes Cora once (hops 0..10 of S = D̃^-1/2 Ã D̃^-1/2; SGC and LC-GCN read
-hop K ≤ 10 of the same artifact), then for every model runs a small grid with ``gnnprep.tune.tune``
+hop K ≤ 10 of the same artifact), then for every model runs a small grid with ``gnnprep.train.tune.tune``
 (what ``gnnprep tune`` runs), which keeps the setting with the best mean *validation* accuracy over
 ``--grid-seeds`` seeds (the test split is never looked at while choosing). The chosen setting is then trained with ``--seeds`` fresh seeds and
 its test accuracy (at each run's best validation epoch) is reported as mean ± sample std. Tune
@@ -20,10 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gnnprep.ingest import IngestConfig, ensure_graph_store  # noqa: E402
-from gnnprep.precompute import precompute  # noqa: E402
-from gnnprep.precomputeconfig import PrecomputeConfig  # noqa: E402
-from gnnprep.tune import TuneConfig, TuneReport, format_params, tune  # noqa: E402
+from gnnprep.graph.ingest import IngestConfig, ensure_graph_store  # noqa: E402
+from gnnprep.precompute.run import precompute  # noqa: E402
+from gnnprep.precompute.config import PrecomputeConfig  # noqa: E402
+from gnnprep.train.tune import TuneConfig, TuneReport, format_params, tune  # noqa: E402
 
 MAX_HOPS = 10
 # settings shared by every model: Cora's bag-of-words rows scaled to unit L1 norm (as GCN/SGC do
@@ -42,7 +42,7 @@ GRIDS = {
 
 
 def tune_model(features: Path, work: Path, model: str, args) -> TuneReport:
-    """Grid-search ``model`` with :func:`gnnprep.tune.tune` (resumable in ``work/tune-<model>``)."""
+    """Grid-search ``model`` with :func:`gnnprep.train.tune.tune` (resumable in ``work/tune-<model>``)."""
     config = TuneConfig(model=model, grid=tuple((k, tuple(v)) for k, v in GRIDS[model].items()), fixed=COMMON,
                         seeds=args.grid_seeds, report_seeds=args.seeds, jobs=args.jobs,
                         threads=args.threads or None)

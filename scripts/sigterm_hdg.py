@@ -35,8 +35,8 @@ def make_stores(work: Path, n: int, degree: int) -> dict[str, Path]:
     import h5py
 
     sys.path.insert(0, str(ROOT))
-    from gnnprep.ingest import IngestConfig, ingest
-    from gnnprep.sources import SourceOptions
+    from gnnprep.graph.ingest import IngestConfig, ingest
+    from gnnprep.graph.sources import SourceOptions
 
     g, typed = work / f"g_{n}_{degree}.h5", work / f"typed_{n}_{degree}.h5"
     if not g.exists():

@@ -25,7 +25,7 @@ def reference_csr(src, dst, n, symmetric=True):
 
 
 def store_csr(path):
-    from gnnprep.store import GraphStore
+    from gnnprep.graph.store import GraphStore
 
     with GraphStore(path) as g:
         return g.csr()
@@ -67,12 +67,12 @@ def build_artifacts(tmp, n, m, d, seed, hag_capacity, specs, hops, mag=None):
     import numpy as np
 
     from gnnprep import hag as hags
-    from gnnprep.hdg import write_hdg
-    from gnnprep.hdgselect import parse_select, select, select_spec
-    from gnnprep.ingest import IngestConfig, ingest
-    from gnnprep.precompute import precompute
-    from gnnprep.precomputeconfig import PrecomputeConfig
-    from gnnprep.sources import SourceOptions
+    from gnnprep.hdg.file import write_hdg
+    from gnnprep.hdg.select import parse_select, select, select_spec
+    from gnnprep.graph.ingest import IngestConfig, ingest
+    from gnnprep.precompute.run import precompute
+    from gnnprep.precompute.config import PrecomputeConfig
+    from gnnprep.graph.sources import SourceOptions
     from ogb_layouts import make_mag_like
 
     rng = np.random.default_rng(seed)
@@ -85,7 +85,7 @@ def build_artifacts(tmp, n, m, d, seed, hag_capacity, specs, hops, mag=None):
         np.save(tmp / "splits" / f"{name}.npy", ids)
     opts = SourceOptions(num_nodes=n, features=str(tmp / "x.npy"), labels=str(tmp / "y.npy"), splits=str(tmp / "splits"))
     ingest(str(tmp / "e.npy"), tmp / "g.h5", IngestConfig(source=opts))
-    from gnnprep.store import GraphStore
+    from gnnprep.graph.store import GraphStore
 
     with GraphStore(tmp / "g.h5") as g:
         indptr, indices, fp = g.indptr(), g.indices(), g.fingerprint
@@ -104,9 +104,9 @@ def interrupted_precompute(monkeypatch, graph, out, **config):
     is left for a rerun to resume."""
     import pytest
 
-    from gnnprep.atomic import ResumableOutput
-    from gnnprep.precompute import precompute
-    from gnnprep.precomputeconfig import PrecomputeConfig
+    from gnnprep.core.output import ResumableOutput
+    from gnnprep.precompute.run import precompute
+    from gnnprep.precompute.config import PrecomputeConfig
 
     original = ResumableOutput.mark
 

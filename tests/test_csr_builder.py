@@ -2,7 +2,7 @@ import numpy as np
 import h5py
 import pytest
 
-from gnnprep.csr_builder import CSRBuilder
+from gnnprep.sparse.csr_builder import CSRBuilder
 from helpers import random_edges, reference_csr
 
 
@@ -65,7 +65,7 @@ def test_fingerprint_is_order_independent(tmp_path, rng):
 
 def _spills_and_csr(tmp_path, src, dst, n, budget, symmetric, expected, chunk, kernels):
     """Spill files (bytes, by name) after adding, then the CSR and stats after writing."""
-    from gnnprep.csr_builder import CSRBuilder as B
+    from gnnprep.sparse.csr_builder import CSRBuilder as B
 
     work = tmp_path / "work"
     work.mkdir()
@@ -103,7 +103,7 @@ def test_compiled_kernels_match_numpy_byte_for_byte(tmp_path, rng, symmetric, bu
 def test_kernels_chosen_by_size_mix_with_numpy(tmp_path, rng, monkeypatch):
     """With a large budget, chunks and buckets above the size threshold take the kernels and the
     rest numpy, in one build: the result is the reference either way."""
-    from gnnprep import csr_builder
+    from gnnprep.sparse import csr_builder
 
     monkeypatch.setattr(csr_builder, "KERNEL_MIN_ITEMS", 1500)
     n = 3000

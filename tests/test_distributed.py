@@ -20,10 +20,10 @@ import h5py
 import numpy as np
 import pytest
 
-from gnnprep.distributed import Dist, RankFailed
-from gnnprep.errors import GnnprepError
-from gnnprep.precompute import precompute
-from gnnprep.precomputeconfig import PrecomputeConfig
+from gnnprep.core.distributed import Dist, RankFailed
+from gnnprep.core.errors import GnnprepError
+from gnnprep.precompute.run import precompute
+from gnnprep.precompute.config import PrecomputeConfig
 from helpers import run, torchrun
 from test_propagate import make_store
 
@@ -197,7 +197,7 @@ def test_plain_run_has_no_dist_and_no_torch():
     assert (d.rank, d.world, d.local_rank, d.local_world) == (2, 4, 0, 2)
     with pytest.raises(GnnprepError, match="RANK=5"):
         Dist.from_env({"WORLD_SIZE": "2", "RANK": "5"})
-    code = "import gnnprep.cli, gnnprep.precompute, gnnprep.distributed, sys; print('torch' in sys.modules)"
+    code = "import gnnprep.cli, gnnprep.precompute.run, gnnprep.core.distributed, sys; print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
 
 
@@ -213,7 +213,7 @@ def test_settle_makes_one_error_for_every_rank():
 
 
 def test_overflow_error_names_the_column_of_x():
-    from gnnprep.shardrun import _global_column
+    from gnnprep.precompute.sharded import _global_column
 
     e = GnnprepError("hop 2 of rw: row 5, column 1 is inf in float16 (the value overflowed float16); scale the "
                      "features down or use --dtype float32")
@@ -228,7 +228,7 @@ def test_fast_exit_only_for_a_rank_that_left_cleanly_with_nothing_open(tmp_path)
     code = """if True:
         import atexit, sys
         import h5py
-        import gnnprep.distributed as d
+        import gnnprep.core.distributed as d
         d.exit_now(0)  # a plain run: returns
         d._left_cleanly = True
         f = open(sys.argv[1] + ".txt", "w")

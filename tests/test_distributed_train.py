@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import torch
 
-from gnnprep.batches import InMemoryBatches, global_batches, rank_slice, rank_take
-from gnnprep.train import TrainConfig, load_model, train
+from gnnprep.train.batches import InMemoryBatches, global_batches, rank_slice, rank_take
+from gnnprep.train.trainer import TrainConfig, load_model, train
 from helpers import run, torchrun
 from test_train import write_features
 

@@ -21,7 +21,7 @@ N = 60  # nodes of the base graph store
 # -- base artifacts, built once -----------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def base(tmp_path_factory):
-    from gnnprep.ingest import IngestConfig, ingest
+    from gnnprep.graph.ingest import IngestConfig, ingest
     from helpers import build_artifacts
 
     tmp = tmp_path_factory.mktemp("faults_graph")

@@ -18,8 +18,8 @@ import h5py
 import numpy as np
 import pytest
 
-from gnnprep.ingest import IngestConfig, ingest
-from gnnprep.sources import SourceOptions
+from gnnprep.graph.ingest import IngestConfig, ingest
+from gnnprep.graph.sources import SourceOptions
 from helpers import run
 from ogb_layouts import make_arxiv_like, make_mag_like
 
@@ -339,7 +339,7 @@ def test_fingerprint_of_a_cast_value_is_of_the_stored_bytes(tmp_path):
 def test_declared_huge_node_count_builds_in_bounded_memory(tmp_path):
     """3. The CSR row pointer is written in budget-sized slabs: 8M mostly empty rows with a 4 MiB budget
     used to allocate three n-sized arrays (~190 MB) at once."""
-    from gnnprep.memory import PeakMeter
+    from gnnprep.core.memory import PeakMeter
 
     p = txt(tmp_path, "0 1\n5 7999999\n")
     meter = PeakMeter().start()
@@ -383,7 +383,7 @@ def test_warnings_are_printed_and_recorded(tmp_path):
 def test_cached_ingest_of_a_folder_is_reused(tmp_path):
     """A folder's cached store lists only raw/ and split/ files as inputs (not its own temporary file,
     which made the cache look stale every time)."""
-    from gnnprep.ingest import ensure_graph_store
+    from gnnprep.graph.ingest import ensure_graph_store
 
     p = arxiv(tmp_path)
     first = ensure_graph_store(str(p))
@@ -448,7 +448,7 @@ def test_disk_full(tmp_path, tiny_disk, monkeypatch, case):
     d = _disk_inputs(tmp_path)
     s = _store_of(tmp_path, d)
     if patch:  # the estimate said it fits, the disk disagrees: the writer's own failure is reported
-        monkeypatch.setattr("gnnprep.ingest.check_free_space", lambda *a, **k: None)
+        monkeypatch.setattr("gnnprep.graph.ingest.check_free_space", lambda *a, **k: None)
     before = snapshot(tmp_path / "src") | {"big.h5": hashlib.sha256(s.read_bytes()).hexdigest()}
     r = run(["ingest", *[str(a) for a in make(d, s)], "-o", tiny_disk / "g.h5"])
     assert_contract(r, 1, pattern)

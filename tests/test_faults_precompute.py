@@ -16,11 +16,11 @@ import h5py
 import numpy as np
 import pytest
 
-from gnnprep.features import FeatureStore
-from gnnprep.ingest import IngestConfig, ingest
-from gnnprep.precompute import precompute
-from gnnprep.precomputeconfig import PrecomputeConfig
-from gnnprep.sources import SourceOptions
+from gnnprep.precompute.features import FeatureStore
+from gnnprep.graph.ingest import IngestConfig, ingest
+from gnnprep.precompute.run import precompute
+from gnnprep.precompute.config import PrecomputeConfig
+from gnnprep.graph.sources import SourceOptions
 from helpers import interrupted_precompute, run
 from test_propagate import make_store
 
@@ -211,7 +211,7 @@ def test_disk_full_says_so_and_leaves_no_partial(tmp_path, monkeypatch):
                             r.stderr.strip()), r.stderr
         assert list(small.iterdir()) == []
         # found while writing (as when another process fills the disk meanwhile)
-        import gnnprep.precompute as pre
+        import gnnprep.precompute.run as pre
 
         monkeypatch.setattr(pre, "check_free_space", lambda path, needed: None)
         with pytest.raises(Exception) as e:

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from gnnprep.errors import GnnprepError
-from gnnprep.hag import covers, execute, graph_cost
-from gnnprep.hagsearch import exact_search, rounds_search
+from gnnprep.core.errors import GnnprepError
+from gnnprep.hag.structure import covers, execute, graph_cost
+from gnnprep.hag.search import exact_search, rounds_search
 from helpers import random_edges, reference_csr
 
 
@@ -40,8 +40,8 @@ def assert_equivalent(h, indptr, indices):
 
 
 def _clique_graph(tmp_path, n=120, d=6, seed=3):
-    from gnnprep.ingest import IngestConfig, ingest
-    from gnnprep.sources import SourceOptions
+    from gnnprep.graph.ingest import IngestConfig, ingest
+    from gnnprep.graph.sources import SourceOptions
 
     rng = np.random.default_rng(seed)
     groups = [rng.choice(n - 2, 7, replace=False) for _ in range(50)]
@@ -133,9 +133,9 @@ def test_rounds_depth_bound():
 
 
 def test_precompute_through_a_hag_equals_plain(tmp_path):
-    from gnnprep.features import FeatureStore
-    from gnnprep.precompute import precompute
-    from gnnprep.precomputeconfig import PrecomputeConfig
+    from gnnprep.precompute.features import FeatureStore
+    from gnnprep.precompute.run import precompute
+    from gnnprep.precompute.config import PrecomputeConfig
     from helpers import run
 
     _clique_graph(tmp_path)  # cliques over 118 nodes; 2 isolated nodes
@@ -156,9 +156,9 @@ def test_precompute_through_a_hag_equals_plain(tmp_path):
 
 
 def test_hag_of_another_graph_is_refused(tmp_path):
-    from gnnprep.ingest import ingest
-    from gnnprep.precompute import precompute
-    from gnnprep.precomputeconfig import PrecomputeConfig
+    from gnnprep.graph.ingest import ingest
+    from gnnprep.precompute.run import precompute
+    from gnnprep.precompute.config import PrecomputeConfig
     from helpers import run
 
     r = run(["ingest", "sample", "-o", tmp_path / "s.h5"])
@@ -171,7 +171,7 @@ def test_hag_of_another_graph_is_refused(tmp_path):
 
 
 def test_sequential_shares_prefixes_by_hand():
-    from gnnprep.hagsearch import sequential_search
+    from gnnprep.hag.search import sequential_search
 
     lists = [[0, 1, 2, 5], [0, 1, 2, 6], [0, 1, 3], [1, 4]]
     indptr, indices = csr_from_lists(lists)
@@ -186,7 +186,7 @@ def test_sequential_shares_prefixes_by_hand():
 
 @pytest.mark.parametrize("seed", range(3))
 def test_sequential_random_sequences_cover_in_order(seed):
-    from gnnprep.hagsearch import sequential_search
+    from gnnprep.hag.search import sequential_search
 
     rng = np.random.default_rng(seed)
     n = 70
@@ -203,7 +203,7 @@ def test_sequential_random_sequences_cover_in_order(seed):
 
 
 def test_partitioned_candidate_counting_equals_one_pass():
-    from gnnprep.hagsearch import _count_candidates
+    from gnnprep.hag.search import _count_candidates
 
     rng = np.random.default_rng(5)
     src = rng.integers(0, 50, 3000).astype(np.int64)
@@ -217,10 +217,10 @@ def test_partitioned_candidate_counting_equals_one_pass():
 
 
 def test_hag_auto_skips_a_search_that_cannot_pay_and_uses_a_cached_hag_that_does(tmp_path):
-    from gnnprep.features import FeatureStore
-    from gnnprep.hag import cache_path as hag_cache_path
-    from gnnprep.precompute import precompute
-    from gnnprep.precomputeconfig import PrecomputeConfig
+    from gnnprep.precompute.features import FeatureStore
+    from gnnprep.hag.builder import cache_path as hag_cache_path
+    from gnnprep.precompute.run import precompute
+    from gnnprep.precompute.config import PrecomputeConfig
     from helpers import run
 
     g = _clique_graph(tmp_path)
@@ -230,8 +230,8 @@ def test_hag_auto_skips_a_search_that_cannot_pay_and_uses_a_cached_hag_that_does
     assert not hag_cache_path(g).exists()  # nothing searched, nothing written beside the store
     assert run(["hag", g, "-o", hag_cache_path(g), "--capacity", "all"]).exit_code == 0
     # a free kernel second per entry makes any saving worth it; the result must not change
-    import gnnprep.precompute as prop
-    from gnnprep.plan import Profile
+    import gnnprep.precompute.run as prop
+    from gnnprep.precompute.plan import Profile
 
     slow = Profile(spmm_ns_per_nnz={8: 1e6, 128: 1.6e7})
     orig = prop.load_profile
@@ -248,7 +248,7 @@ def test_hag_auto_skips_a_search_that_cannot_pay_and_uses_a_cached_hag_that_does
 
 
 def test_choose_hag_rules():
-    from gnnprep.plan import Problem, Profile, choose_hag, choose_plan
+    from gnnprep.precompute.plan import Problem, Profile, choose_hag, choose_plan
 
     p = Problem(num_nodes=1000, num_entries=100_000, num_features=64, hops=3, operators=1, out_rows=1000,
                 index_bytes=4, weighted=False, out_itemsize=4, in_itemsize=4, device="cpu")

@@ -8,10 +8,10 @@ from collections import deque
 import numpy as np
 import pytest
 
-from gnnprep.errors import GnnprepError
-from gnnprep.hdg import aggregate, read_hdg
-from gnnprep.hdgselect import (AnchorsSelect, HopShellsSelect, RandomWalkSelect, parse_select, select,
-                               select_hop_shells)
+from gnnprep.core.errors import GnnprepError
+from gnnprep.hdg.file import read_hdg
+from gnnprep.hdg.structure import aggregate
+from gnnprep.hdg.select import AnchorsSelect, HopShellsSelect, RandomWalkSelect, parse_select, select, select_hop_shells
 from helpers import random_edges, run, store_csr
 
 MASK = (1 << 64) - 1
@@ -21,8 +21,8 @@ GOLDEN = 0x9E3779B97F4A7C15
 # -- fixtures ---------------------------------------------------------------------------------------------
 def _graph(tmp_path, name, directed, n=40, m=90, seed=0, d=3):
     """A tiny store from a random edge list with self-loops, duplicates and 3 isolated nodes."""
-    from gnnprep.ingest import IngestConfig, ingest
-    from gnnprep.sources import SourceOptions
+    from gnnprep.graph.ingest import IngestConfig, ingest
+    from gnnprep.graph.sources import SourceOptions
 
     rng = np.random.default_rng(seed)
     src, dst = random_edges(rng, n, m)
@@ -39,7 +39,7 @@ def graph(request, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("hdg")
     path = _graph(tmp, "g", request.param)
     a = store_csr(path)
-    from gnnprep.store import GraphStore
+    from gnnprep.graph.store import GraphStore
 
     with GraphStore(path) as g:
         x = g.features[:].astype(np.float64)
@@ -236,7 +236,7 @@ def test_random_walks_equal_python_reference(graph):
 
 
 def test_random_walks_on_a_cycle_by_hand():
-    from gnnprep.walks import walk_topk
+    from gnnprep.hdg.walks import walk_topk
 
     n = 6  # row v lists v+1: every walk from v is v+1, v+2, ... ; each of 4 steps visited 3 times
     indptr, indices = np.arange(n + 1), (np.arange(n) + 1) % n
@@ -309,7 +309,7 @@ def test_cli_writes_an_hdg_that_reads_back(tmp_path, spec):
     assert s["output"] == str(out) and s["hdg_bytes"] > 0 and s["size_vs_graph_store"] > 0
     h, attrs = read_hdg(out)
     assert attrs["format"] == "gnnprep.hdg" and attrs["format_version"] == 1 and attrs["seed"] == 4
-    from gnnprep.store import GraphStore
+    from gnnprep.graph.store import GraphStore
 
     with GraphStore(g) as st:
         assert attrs["graph_fingerprint"] == st.fingerprint

@@ -7,11 +7,11 @@ from itertools import product
 import numpy as np
 import pytest
 
-from gnnprep.errors import GnnprepError
-from gnnprep.hdg import aggregate
-from gnnprep.hdgselect import MetapathSelect, parse_select, select
-from gnnprep.ingest import IngestConfig, ingest
-from gnnprep.store import GraphStore
+from gnnprep.core.errors import GnnprepError
+from gnnprep.hdg.structure import aggregate
+from gnnprep.hdg.select import MetapathSelect, parse_select, select
+from gnnprep.graph.ingest import IngestConfig, ingest
+from gnnprep.graph.store import GraphStore
 from helpers import run
 from ogb_layouts import make_mag_like
 from test_hdg import naive_aggregate
@@ -103,7 +103,7 @@ def test_heterogeneous_sample_metapath_recovers_coauthorship(tmp_path):
     with GraphStore(tmp_path / "h.h5") as g:
         assert g.node_types() == ["author", "paper"]
         n_auth = int((g.f["nodes/type"][:] == 0).sum())
-    from gnnprep.hdg import read_hdg
+    from gnnprep.hdg.file import read_hdg
 
     h, _ = read_hdg(tmp_path / "apa.h5")
     paths = h.roots[0].child.ids.reshape(-1, 3)

@@ -5,13 +5,14 @@ import json
 import numpy as np
 import pytest
 
-from gnnprep.errors import GnnprepError
-from gnnprep.features import FeatureStore
-from gnnprep.hdg import aggregate, read_hdg, write_hdg
-from gnnprep.hdgselect import HopShellsSelect, RandomWalkSelect, select, select_spec
-from gnnprep.precompute import precompute
-from gnnprep.precomputeconfig import PrecomputeConfig
-from gnnprep.store import GraphStore
+from gnnprep.core.errors import GnnprepError
+from gnnprep.precompute.features import FeatureStore
+from gnnprep.hdg.file import read_hdg, write_hdg
+from gnnprep.hdg.structure import aggregate
+from gnnprep.hdg.select import HopShellsSelect, RandomWalkSelect, select, select_spec
+from gnnprep.precompute.run import precompute
+from gnnprep.precompute.config import PrecomputeConfig
+from gnnprep.graph.store import GraphStore
 from helpers import run
 from test_propagate import assert_close, make_store, reference_hops
 

@@ -5,8 +5,8 @@ import h5py
 import numpy as np
 import pytest
 
-from gnnprep.ingest import IngestConfig, ingest
-from gnnprep.sources import SourceOptions
+from gnnprep.graph.ingest import IngestConfig, ingest
+from gnnprep.graph.sources import SourceOptions
 from helpers import assert_same_graph, random_edges, reference_csr, run, run_json
 
 

@@ -7,8 +7,8 @@ import h5py
 import numpy as np
 import pytest
 
-from gnnprep import npzstream
-from gnnprep.ingest import IngestConfig, ingest
+from gnnprep.graph.sources import npzstream
+from gnnprep.graph.ingest import IngestConfig, ingest
 from helpers import run
 from ogb_layouts import make_papers100m_like
 
@@ -50,7 +50,7 @@ def _same(a: dict, b: dict) -> None:
 def test_stored_papers100m_layout_matches_compressed(tmp_path, zip64, monkeypatch):
     """papers100M's archive as np.savez writes it (stored members; ZIP64 for the real sizes) gives
     the same store as the compressed one, through the direct reads and the compiled kernels."""
-    from gnnprep import csr_builder
+    from gnnprep.sparse import csr_builder
 
     truth = make_papers100m_like(tmp_path / "data", n=3000, m=20_000, d=16)
     ingest(str(truth.path), tmp_path / "zip.h5", IngestConfig(memory_budget=8 << 20))
@@ -71,8 +71,8 @@ def test_stored_papers100m_layout_matches_compressed(tmp_path, zip64, monkeypatc
 def test_corrupt_stored_member_is_one_line_and_leaves_nothing(tmp_path, member, budget, monkeypatch):
     """Found before the last block is handed out: ingest stops with one line, and nothing is left
     (with 1GiB, through the compiled kernels, whose spill writes are in flight at that moment)."""
-    from gnnprep import csr_builder
-    from gnnprep import ingest as ingest_module
+    from gnnprep.sparse import csr_builder
+    from gnnprep.graph import ingest as ingest_module
 
     monkeypatch.setattr(csr_builder, "KERNEL_MIN_ITEMS", 1000)
     monkeypatch.setattr(ingest_module, "incoming_chunk_edges", lambda budget: 3000)  # several chunks

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from gnnprep.errors import GnnprepError
-from gnnprep.npzstream import NpzReader
+from gnnprep.core.errors import GnnprepError
+from gnnprep.graph.sources.npzstream import NpzReader
 
 
 @pytest.mark.parametrize("compressed", [True, False])
@@ -51,8 +51,8 @@ import io
 import zipfile
 import zlib
 
-from gnnprep import npzstream
-from gnnprep.npzstream import crc32_combine
+from gnnprep.graph.sources import npzstream
+from gnnprep.graph.sources.npzstream import crc32_combine
 
 
 def _npy_bytes(a: np.ndarray) -> bytes:

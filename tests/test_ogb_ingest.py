@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from gnnprep.ingest import IngestConfig, ingest
-from gnnprep.store import GraphStore
+from gnnprep.graph.ingest import IngestConfig, ingest
+from gnnprep.graph.store import GraphStore
 from helpers import assert_same_graph, reference_csr
 from ogb_layouts import (load_with_ogb, make_arxiv_like, make_mag_like, make_papers100m_like,
                          make_products_like)
@@ -28,7 +28,7 @@ def test_homogeneous_layout_matches_ogb(tmp_path, name, directed):
     graph, labels, split = load_with_ogb(tmp_path / "data", name)
     out = tmp_path / "g.h5"
     # the ogbn-<name> spec under --root and the folder path must give the same store
-    from gnnprep.sources import SourceOptions
+    from gnnprep.graph.sources import SourceOptions
 
     ingest(name, out, IngestConfig(directed=directed, memory_budget=8 << 20,
                                    source=SourceOptions(root=str(tmp_path / "data"))))

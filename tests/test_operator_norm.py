@@ -5,11 +5,11 @@ import h5py
 import numpy as np
 import pytest
 
-from gnnprep.errors import GnnprepError
-from gnnprep.features import FeatureStore
-from gnnprep.operators import parse_operators, split_operators
-from gnnprep.precompute import precompute
-from gnnprep.precomputeconfig import PrecomputeConfig
+from gnnprep.core.errors import GnnprepError
+from gnnprep.precompute.features import FeatureStore
+from gnnprep.precompute.operators import parse_operators, split_operators
+from gnnprep.precompute.run import precompute
+from gnnprep.precompute.config import PrecomputeConfig
 from helpers import run, run_json
 from test_propagate import make_store
 

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from gnnprep import reorder
-from gnnprep.store import GraphStore
+from gnnprep.graph import order as kept_order
+
+from gnnprep.sparse import order as node_order
+from gnnprep.graph.store import GraphStore
 from test_propagate import make_store
 
 
@@ -41,7 +43,7 @@ def _reference_order(indptr, indices, sweeps=2):
 def test_community_order_matches_the_plain_definition(rng, trial):
     n = int(rng.integers(1, 200))
     indptr, indices = _random_csr(rng, n, float(rng.uniform(0, 0.1)))
-    np.testing.assert_array_equal(reorder.community_order(indptr, indices), _reference_order(indptr, indices))
+    np.testing.assert_array_equal(node_order.community_order(indptr, indices), _reference_order(indptr, indices))
 
 
 @pytest.mark.parametrize("block", [1, 7, 64, 10**6])
@@ -51,7 +53,7 @@ def test_row_blocks_cover_the_rows_in_blocks_of_about_the_entries(rng, block):
     (That a streamed order equals the in-memory one: test_the_ingest_order_follows_the_rows...)"""
     indptr, _ = _random_csr(rng, 500, 0.02)
     for lo, hi in [(0, 500), (37, 411), (100, 101)]:
-        blocks = reorder.row_blocks(indptr, lo, hi, block)
+        blocks = node_order.row_blocks(indptr, lo, hi, block)
         assert blocks[0][0] == lo and blocks[-1][1] == hi
         assert all(a1 == b0 for (_, a1), (b0, _) in zip(blocks, blocks[1:]))
         for r0, r1 in blocks:
@@ -60,18 +62,18 @@ def test_row_blocks_cover_the_rows_in_blocks_of_about_the_entries(rng, block):
 
 def test_group_by_label_is_a_stable_argsort(rng):
     label = rng.integers(0, 50, 1000).astype(np.int32)
-    np.testing.assert_array_equal(reorder._group_by_label(label), np.argsort(label, kind="stable"))
+    np.testing.assert_array_equal(node_order.group_by_label(label), np.argsort(label, kind="stable"))
 
 
 def test_window_near_share_estimates_the_sampled_one(rng):
     indptr, indices = _random_csr(rng, 2000, 0.01)
-    order = reorder.community_order(indptr, indices)
+    order = node_order.community_order(indptr, indices)
     inv = np.empty(len(order), dtype=np.int64)
     inv[order] = np.arange(len(order))
     for w in (50, 500):
         for iv in (None, inv):
-            assert reorder.near_share_windows(indptr, indices, w, iv, windows=400, width=100) == pytest.approx(
-                reorder.near_share(indptr, indices, w, iv, samples=10**6), abs=0.03)
+            assert node_order.near_share_windows(indptr, indices, w, iv, windows=400, width=100) == pytest.approx(
+                node_order.near_share(indptr, indices, w, iv, samples=10**6), abs=0.03)
 
 
 @pytest.mark.parametrize("layout", ["raw", "gzip", "narrow_chunks", "float64"])
@@ -90,7 +92,7 @@ def test_feature_columns_read_raw_or_through_hdf5_agree(tmp_path, rng, layout):
 
 
 def test_nonfinite_features_are_refused_on_the_raw_path(tmp_path, rng):
-    from gnnprep.errors import GnnprepError
+    from gnnprep.core.errors import GnnprepError
 
     path, *_ = make_store(tmp_path, rng, n=3000, m=9000, d=4)
     with h5py.File(path, "r+") as f:
@@ -100,13 +102,13 @@ def test_nonfinite_features_are_refused_on_the_raw_path(tmp_path, rng):
 
 
 def test_auto_device_does_not_import_torch_without_a_gpu_driver(monkeypatch):
-    from gnnprep import device
+    from gnnprep.core import device
 
     if not sys.platform.startswith("linux"):
         pytest.skip("off Linux, auto always asks torch (the driver files are a Linux convention)")
     monkeypatch.setattr(device, "GPU_DRIVER_FILES", ("/nonexistent/nvidiactl",))
     assert device.resolve("auto") == "cpu"
-    code = ("import sys; from gnnprep import device; device.GPU_DRIVER_FILES = ('/nonexistent',); "
+    code = ("import sys; from gnnprep.core import device; device.GPU_DRIVER_FILES = ('/nonexistent',); "
             "print(device.resolve('auto'), 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["cpu", "False"]
@@ -115,7 +117,7 @@ def test_auto_device_does_not_import_torch_without_a_gpu_driver(monkeypatch):
 def test_pruned_hop_entries_match_the_rows_the_last_hops_read(rng):
     """Hop K reads exactly the stored rows' entries; hop K-1's estimate (stored rows placed at
     random) is close to the exact count of the stored rows' and their neighbours' entries."""
-    from gnnprep.plan import pruned_hop_entries
+    from gnnprep.precompute.plan import pruned_hop_entries
 
     n, m = 20000, 160000
     src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
@@ -136,8 +138,8 @@ def test_pruned_hop_entries_match_the_rows_the_last_hops_read(rng):
 
 def _planted_store(tmp_path, rng, order="community", name="planted.h5"):
     """A graph store of 6 planted groups (ids permuted) ingested with ``order``."""
-    from gnnprep.ingest import IngestConfig, ingest
-    from gnnprep.sources import SourceOptions
+    from gnnprep.graph.ingest import IngestConfig, ingest
+    from gnnprep.graph.sources import SourceOptions
     from test_reorder import planted
 
     indptr, indices, _ = planted(rng, groups=6, size=30, cross=3)
@@ -157,25 +159,25 @@ def test_ingest_keeps_the_order_and_precompute_uses_it_bitwise(tmp_path, rng, mo
     """The order found at ingest is the community order of the stored CSR, kept in the store; a
     precompute loads it (nothing found again, nothing written beside the store) and its bytes equal
     the unordered computation's."""
-    from gnnprep.backends import HopGraph
-    from gnnprep.features import FeatureStore
-    from gnnprep.precompute import precompute
-    from gnnprep.precomputeconfig import PrecomputeConfig
+    from gnnprep.precompute.backends import HopGraph
+    from gnnprep.precompute.features import FeatureStore
+    from gnnprep.precompute.run import precompute
+    from gnnprep.precompute.config import PrecomputeConfig
 
-    monkeypatch.setattr(reorder.IngestOrder, "WINDOW", 15)
+    monkeypatch.setattr(kept_order.IngestOrder, "WINDOW", 15)
     monkeypatch.setattr(HopGraph, "REORDER_WINDOW", 15)
     path, rep, indptr, indices = _planted_store(tmp_path, rng)
     assert rep.order["kind"] == "community" and rep.order["near_share_after"] > rep.order["near_share_before"] + 0.2
     with GraphStore(path) as g:
-        kept, info = reorder.load_from_store(g, "community")
-        np.testing.assert_array_equal(kept, reorder.community_order(g.indptr(), g.f["adj/indices"][:]))
-        assert reorder.stored_gain(g, "community") > 0.2
+        kept, info = kept_order.load_from_store(g, "community")
+        np.testing.assert_array_equal(kept, node_order.community_order(g.indptr(), g.f["adj/indices"][:]))
+        assert kept_order.stored_gain(g, "community") > 0.2
     cfg = dict(hops=3, device="cpu", rows="all", blocks=(1, 1, 2))
     plain = precompute(path, tmp_path / "plain.h5", PrecomputeConfig(reorder="none", **cfg))
     used = precompute(path, tmp_path / "used.h5", PrecomputeConfig(reorder="community", **cfg))
     assert plain.reorder is None
     assert used.reorder["used"] and used.reorder["cached"] and used.reorder["found_in"] == "store"
-    assert not reorder.cache_path(path, "community").exists()
+    assert not kept_order.cache_path(path, "community").exists()
     with FeatureStore(tmp_path / "plain.h5") as a, FeatureStore(tmp_path / "used.h5") as b:
         for k in range(4):
             assert a.hop(k)[:].tobytes() == b.hop(k)[:].tobytes(), k
@@ -184,27 +186,27 @@ def test_ingest_keeps_the_order_and_precompute_uses_it_bitwise(tmp_path, rng, mo
 def test_no_order_is_kept_when_asked_or_when_the_graph_is_small(tmp_path, rng, monkeypatch):
     path, rep, *_ = _planted_store(tmp_path, rng)       # 180 nodes, under the 4096-id window
     assert rep.order is None
-    monkeypatch.setattr(reorder.IngestOrder, "WINDOW", 15)
+    monkeypatch.setattr(kept_order.IngestOrder, "WINDOW", 15)
     path, rep, *_ = _planted_store(tmp_path, rng, order="none", name="none.h5")
     assert rep.order is None
     with GraphStore(path) as g:
-        assert "order" not in g.f and reorder.stored_gain(g, "community") is None
+        assert "order" not in g.f and kept_order.stored_gain(g, "community") is None
 
 
 def test_a_damaged_stored_order_is_ignored(tmp_path, rng, monkeypatch):
-    from gnnprep.backends import HopGraph
-    from gnnprep.features import FeatureStore
-    from gnnprep.precompute import precompute
-    from gnnprep.precomputeconfig import PrecomputeConfig
+    from gnnprep.precompute.backends import HopGraph
+    from gnnprep.precompute.features import FeatureStore
+    from gnnprep.precompute.run import precompute
+    from gnnprep.precompute.config import PrecomputeConfig
 
-    monkeypatch.setattr(reorder.IngestOrder, "WINDOW", 15)
+    monkeypatch.setattr(kept_order.IngestOrder, "WINDOW", 15)
     monkeypatch.setattr(HopGraph, "REORDER_WINDOW", 15)
     path, *_ = _planted_store(tmp_path, rng)
     ref = precompute(path, tmp_path / "ref.h5", PrecomputeConfig(hops=2, device="cpu", reorder="none"))
     with h5py.File(path, "r+") as f:
         f["order/community"][1] = f["order/community"][0]   # no longer a permutation
     with GraphStore(path) as g:
-        assert reorder.load_from_store(g, "community") is None
+        assert kept_order.load_from_store(g, "community") is None
     rep = precompute(path, tmp_path / "f.h5", PrecomputeConfig(hops=2, device="cpu", reorder="community"))
     assert rep.reorder["cached"] is False and ref.reorder is None   # found again
     with FeatureStore(tmp_path / "ref.h5") as a, FeatureStore(tmp_path / "f.h5") as b:
@@ -223,7 +225,7 @@ def test_the_ingest_order_follows_the_rows_as_they_are_written(tmp_path, rng, fi
     room = 24 * n + (3 << 19) if not fits else 24 * n + (64 << 20)   # the indices are ~3 MiB
     with h5py.File(tmp_path / "g.h5", "w") as f:
         g = f.create_group("adj")
-        finder = reorder.IngestOrder(g, n, len(a.indices) + 1000, np.int32, memory_budget=int(room / 0.3) + 1)
+        finder = kept_order.IngestOrder(g, n, len(a.indices) + 1000, np.int32, memory_budget=int(room / 0.3) + 1)
         assert finder.active and finder.resident is fits
         g.create_dataset("indptr", data=np.zeros(n + 1, dtype=np.int64))
         g.create_dataset("indices", data=np.zeros(len(a.indices), dtype=np.int32), chunks=(4096,))
@@ -234,12 +236,12 @@ def test_the_ingest_order_follows_the_rows_as_they_are_written(tmp_path, rng, fi
         finder.csr_done()
         info = finder.finish(f)
         assert info["kind"] == "community" and "error" not in info and info["seconds"] >= 0
-        np.testing.assert_array_equal(f["order/community"][:], reorder.community_order(a.indptr, a.indices))
+        np.testing.assert_array_equal(f["order/community"][:], node_order.community_order(a.indptr, a.indices))
 
 
 def test_an_abandoned_order_search_stops(tmp_path):
     with h5py.File(tmp_path / "g.h5", "w") as f:
-        finder = reorder.IngestOrder(f.create_group("adj"), 10_000, 50_000, np.int32, memory_budget=1 << 30)
+        finder = kept_order.IngestOrder(f.create_group("adj"), 10_000, 50_000, np.int32, memory_budget=1 << 30)
         finder.abandon()
         finder._thread.join(timeout=10)
         assert not finder._thread.is_alive()
@@ -248,7 +250,7 @@ def test_an_abandoned_order_search_stops(tmp_path):
 def test_info_shows_the_stored_order(tmp_path, rng, monkeypatch):
     from helpers import run, run_json
 
-    monkeypatch.setattr(reorder.IngestOrder, "WINDOW", 15)
+    monkeypatch.setattr(kept_order.IngestOrder, "WINDOW", 15)
     path, rep, *_ = _planted_store(tmp_path, rng)
     d = run_json(["info", path])
     assert d["node_order"]["kind"] == "community"
@@ -261,9 +263,9 @@ def test_info_shows_the_stored_order(tmp_path, rng, monkeypatch):
 @pytest.mark.parametrize("block", [1, 50, 10**9])
 def test_streamed_relabel_equals_the_in_memory_one(rng, block):
     indptr, indices = _random_csr(rng, 400, 0.03)
-    order = reorder.community_order(indptr, indices)
-    want = reorder.permute_csr(indptr, indices, order)
-    got = reorder.permute_csr_streamed(indptr, lambda p0, p1: indices[p0:p1], order, indices.dtype, block)
+    order = node_order.community_order(indptr, indices)
+    want = node_order.permute_csr(indptr, indices, order)
+    got = node_order.permute_csr_streamed(indptr, lambda p0, p1: indices[p0:p1], order, indices.dtype, block)
     for a, b in zip(want, got):
         np.testing.assert_array_equal(a, b)
     assert got[1].dtype == indices.dtype
@@ -272,12 +274,12 @@ def test_streamed_relabel_equals_the_in_memory_one(rng, block):
 def test_a_known_order_relabels_without_loading_the_stored_ids(tmp_path, rng, monkeypatch):
     """With the order kept in the store the CSR is relabelled block by block from the store (no
     second copy of S); the output equals the unordered run's bytes, for rows all and labeled."""
-    from gnnprep.backends import HopGraph
-    from gnnprep.features import FeatureStore
-    from gnnprep.precompute import precompute
-    from gnnprep.precomputeconfig import PrecomputeConfig
+    from gnnprep.precompute.backends import HopGraph
+    from gnnprep.precompute.features import FeatureStore
+    from gnnprep.precompute.run import precompute
+    from gnnprep.precompute.config import PrecomputeConfig
 
-    monkeypatch.setattr(reorder.IngestOrder, "WINDOW", 15)
+    monkeypatch.setattr(kept_order.IngestOrder, "WINDOW", 15)
     monkeypatch.setattr(HopGraph, "REORDER_WINDOW", 15)
     path, *_ = _planted_store(tmp_path, rng)
     loads = []
@@ -295,7 +297,7 @@ def test_a_known_order_relabels_without_loading_the_stored_ids(tmp_path, rng, mo
 
 
 def test_huge_page_buffers_are_plain_writable_arrays():
-    from gnnprep.memory import HUGE_MIN_BYTES, empty_pages
+    from gnnprep.core.memory import HUGE_MIN_BYTES, empty_pages
 
     big = empty_pages((HUGE_MIN_BYTES // 4 // 8 + 1, 8))
     big[:] = 2.0
@@ -308,14 +310,14 @@ def test_huge_page_buffers_are_plain_writable_arrays():
 @pytest.mark.parametrize("size", [1, 3])
 def test_rows_longer_than_the_gather_buffer_give_the_same_order(rng, monkeypatch, size):
     indptr, indices = _random_csr(rng, 150, 0.08)
-    monkeypatch.setattr(reorder, "PROPAGATE_BUFFER", size)
-    np.testing.assert_array_equal(reorder.community_order(indptr, indices), _reference_order(indptr, indices))
+    monkeypatch.setattr(node_order, "PROPAGATE_BUFFER", size)
+    np.testing.assert_array_equal(node_order.community_order(indptr, indices), _reference_order(indptr, indices))
 
 
 def test_ingest_summary_reports_the_order(tmp_path, rng, monkeypatch):
     from helpers import run
 
-    monkeypatch.setattr(reorder.IngestOrder, "WINDOW", 15)
+    monkeypatch.setattr(kept_order.IngestOrder, "WINDOW", 15)
     from test_reorder import planted
 
     indptr, indices, _ = planted(rng, groups=6, size=30, cross=3)

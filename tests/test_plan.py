@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from gnnprep.errors import GnnprepError
-from gnnprep.plan import Problem, Profile, choose_plan, load_profile, memory
+from gnnprep.core.errors import GnnprepError
+from gnnprep.precompute.plan import Problem, Profile, choose_plan, load_profile, memory
 from helpers import run
 
 
@@ -70,7 +70,7 @@ def test_dry_run_prints_plan_without_output(tmp_path):
 def test_order_is_chosen_jointly_with_the_column_blocks():
     """A papers100M-like shape at 1/20 scale under 4 GiB: the fastest plain plan has no room for
     the order, more (narrower) column blocks do, and the order pays for the extra block."""
-    from gnnprep.plan import with_reorder
+    from gnnprep.precompute.plan import with_reorder
 
     p = Problem(num_nodes=5_552_998, num_entries=161_568_588, num_features=128, hops=3, operators=1,
                 out_rows=77_000, index_bytes=4)

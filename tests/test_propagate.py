@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from gnnprep.features import FeatureStore
-from gnnprep.ingest import IngestConfig, ingest
-from gnnprep.operators import OPERATORS, make_operator
-from gnnprep.precompute import precompute
-from gnnprep.precomputeconfig import PrecomputeConfig
-from gnnprep.sources import SourceOptions
+from gnnprep.precompute.features import FeatureStore
+from gnnprep.graph.ingest import IngestConfig, ingest
+from gnnprep.precompute.operators import OPERATORS, make_operator
+from gnnprep.precompute.run import precompute
+from gnnprep.precompute.config import PrecomputeConfig
+from gnnprep.graph.sources import SourceOptions
 from helpers import random_edges
 
 
@@ -99,7 +99,7 @@ def test_rw_on_directed_store_and_sym_refused(tmp_path, rng):
     with FeatureStore(tmp_path / "f.h5") as fs:
         for k in range(K + 1):
             assert_close(fs.hop(k)[:], ref[k])
-    from gnnprep.errors import GnnprepError
+    from gnnprep.core.errors import GnnprepError
 
     with pytest.raises(GnnprepError, match="needs a symmetric graph store"):
         precompute(path, tmp_path / "bad.h5", PrecomputeConfig(hops=K, operators=("sym",), device="cpu"))

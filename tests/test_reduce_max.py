@@ -13,12 +13,13 @@ import json
 import numpy as np
 import pytest
 
-from gnnprep.errors import GnnprepError
-from gnnprep.features import FeatureStore
-from gnnprep.hdg import Hdg, Level, aggregate, read_hdg
-from gnnprep.hdgselect import AnchorsSelect, HopShellsSelect, RandomWalkSelect, select
-from gnnprep.kernels import spmm_rows_max, spmm_rows_numba
-from gnnprep.precomputeconfig import PrecomputeConfig
+from gnnprep.core.errors import GnnprepError
+from gnnprep.precompute.features import FeatureStore
+from gnnprep.hdg.file import read_hdg
+from gnnprep.hdg.structure import Hdg, Level, aggregate
+from gnnprep.hdg.select import AnchorsSelect, HopShellsSelect, RandomWalkSelect, select
+from gnnprep.sparse.kernels import spmm_rows_max, spmm_rows_numba
+from gnnprep.precompute.config import PrecomputeConfig
 from helpers import run
 from test_propagate import assert_close, make_store, reference_hops
 

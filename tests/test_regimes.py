@@ -1,4 +1,4 @@
-"""Issue 14: defaults that fit the data (gnnprep.regimes) and precompute's row normalisation of X."""
+"""Issue 14: defaults that fit the data (gnnprep.train.regimes) and precompute's row normalisation of X."""
 
 import json
 
@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from gnnprep.precompute import precompute
-from gnnprep.precomputeconfig import PrecomputeConfig
-from gnnprep.regimes import LARGE, SMALL_MODEL, SMALL_TRAIN_ROWS, choose_regime, resolve
-from gnnprep.store import GraphStore
-from gnnprep.train import TrainConfig, train
+from gnnprep.precompute.run import precompute
+from gnnprep.precompute.config import PrecomputeConfig
+from gnnprep.train.regimes import LARGE, SMALL_MODEL, SMALL_TRAIN_ROWS, choose_regime, resolve
+from gnnprep.graph.store import GraphStore
+from gnnprep.train.trainer import TrainConfig, train
 from helpers import run, run_json
 from test_propagate import make_store
 from test_train import write_features

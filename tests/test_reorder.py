@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from gnnprep.directio import ALIGN, RawWriter, contiguous_offset
-from gnnprep.features import FeatureStore
-from gnnprep.backends import HopGraph
-from gnnprep.precompute import precompute
-from gnnprep.precomputeconfig import PrecomputeConfig
-from gnnprep.reorder import community_order, near_share, permute_csr
-from gnnprep.plan import Plan
-from gnnprep.store import GraphStore
+from gnnprep.core.directio import ALIGN, RawWriter, contiguous_offset
+from gnnprep.precompute.features import FeatureStore
+from gnnprep.precompute.backends import HopGraph
+from gnnprep.precompute.run import precompute
+from gnnprep.precompute.config import PrecomputeConfig
+from gnnprep.sparse.order import community_order, near_share, permute_csr
+from gnnprep.precompute.plan import Plan
+from gnnprep.graph.store import GraphStore
 from test_propagate import make_store
 
 
@@ -68,8 +68,8 @@ def _store_from_csr(tmp_path, indptr, indices, rng, d=5):
     rows = np.repeat(np.arange(n), np.diff(indptr))
     np.save(tmp_path / "e.npy", np.stack([rows, indices]))
     np.save(tmp_path / "x.npy", rng.standard_normal((n, d)).astype(np.float32))
-    from gnnprep.ingest import IngestConfig, ingest
-    from gnnprep.sources import SourceOptions
+    from gnnprep.graph.ingest import IngestConfig, ingest
+    from gnnprep.graph.sources import SourceOptions
 
     path = tmp_path / "planted.h5"
     ingest(str(tmp_path / "e.npy"), path,
@@ -171,10 +171,10 @@ def test_cli_reports_the_node_order(tmp_path, rng):
 def test_an_order_is_found_once_and_reused_bitwise(tmp_path, rng):
     """The first ordered run keeps the order beside the store; later runs (other hops, operators)
     load it instead of finding it, and every output equals the unordered computation's bytes."""
-    from gnnprep import reorder
+    from gnnprep.graph import order as kept_order
 
     path, *_ = make_store(tmp_path, rng, n=120, m=600, d=7)
-    cache = reorder.cache_path(path, "community")
+    cache = kept_order.cache_path(path, "community")
     plain = precompute(path, tmp_path / "plain.h5", PrecomputeConfig(hops=3, device="cpu", reorder="none"))
     assert plain.reorder is None and not cache.exists()
     first = precompute(path, tmp_path / "first.h5", PrecomputeConfig(hops=3, device="cpu", reorder="community"))
@@ -193,10 +193,10 @@ def test_an_order_is_found_once_and_reused_bitwise(tmp_path, rng):
 def test_a_bad_cached_order_is_ignored_and_replaced(tmp_path, rng, damage):
     import json
 
-    from gnnprep import reorder
+    from gnnprep.graph import order as kept_order
 
     path, *_ = make_store(tmp_path, rng, n=120, m=600, d=7)
-    cache = reorder.cache_path(path, "community")
+    cache = kept_order.cache_path(path, "community")
     ref = precompute(path, tmp_path / "ref.h5", PrecomputeConfig(hops=2, device="cpu", reorder="community"))
     with np.load(cache) as z:
         order, meta = z["order"].copy(), json.loads(str(z["meta"]))
@@ -214,7 +214,7 @@ def test_a_bad_cached_order_is_ignored_and_replaced(tmp_path, rng, damage):
     rep = precompute(path, tmp_path / "f.h5", PrecomputeConfig(hops=2, device="cpu", reorder="community"))
     assert rep.reorder["cached"] is False  # found again, and kept again
     with GraphStore(path) as store:
-        assert reorder.load_cached(path, "community", store.fingerprint, store.num_nodes) is not None
+        assert kept_order.load_cached(path, "community", store.fingerprint, store.num_nodes) is not None
     with FeatureStore(tmp_path / "ref.h5") as a, FeatureStore(tmp_path / "f.h5") as b:
         for k in range(3):
             assert a.hop(k)[:].tobytes() == b.hop(k)[:].tobytes(), k
@@ -239,7 +239,7 @@ def test_labeled_rows_are_bitwise_the_all_rows_output(tmp_path, rng, blocks, reo
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
 def test_selected_rows_kernel_is_bitwise_the_row_block_kernel(rng, weighted, dtype):
-    from gnnprep import kernels
+    from gnnprep.sparse import kernels
 
     n, d = 300, 9
     a = sp.random(n, n, density=0.05, random_state=3, format="csr")
@@ -259,9 +259,9 @@ def test_selected_rows_kernel_is_bitwise_the_row_block_kernel(rng, weighted, dty
 def test_few_labeled_rows_prune_the_last_two_hops_bitwise(tmp_path, rng):
     """With a handful of stored rows in a sparse graph, hop K-1 computes only the stored rows and
     their in-neighbours and hop K only the stored rows: bytes equal --rows all on those rows."""
-    from gnnprep.hoploop import HopRun
-    from gnnprep.ingest import IngestConfig, ingest
-    from gnnprep.sources import SourceOptions
+    from gnnprep.precompute.hop_loop import HopRun
+    from gnnprep.graph.ingest import IngestConfig, ingest
+    from gnnprep.graph.sources import SourceOptions
 
     n, d = 400, 5
     src, dst = rng.integers(0, n, 500), rng.integers(0, n, 500)

@@ -3,8 +3,8 @@ import gzip
 import numpy as np
 import pytest
 
-from gnnprep.errors import GnnprepError
-from gnnprep.textio import TableReader
+from gnnprep.core.errors import GnnprepError
+from gnnprep.graph.sources.textio import TableReader
 
 
 def read_all(path, **kw):

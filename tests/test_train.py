@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from gnnprep.batches import InMemoryBatches, StreamingBatches
-from gnnprep.errors import GnnprepError
-from gnnprep.meta import write_root_attrs
-from gnnprep.models import MODELS, RECOMPUTE_SEGMENTS, ModelSpec, build_model, gpr_init, views
-from gnnprep.train import TrainConfig, _take, load_model, open_data, train
+from gnnprep.train.batches import InMemoryBatches, StreamingBatches
+from gnnprep.core.errors import GnnprepError
+from gnnprep.core.artifact import write_root_attrs
+from gnnprep.train.models import MODELS, RECOMPUTE_SEGMENTS, ModelSpec, build_model, gpr_init, views
+from gnnprep.train.trainer import TrainConfig, _take, load_model, open_data, train
 from helpers import run, run_json
 
 
@@ -55,7 +55,7 @@ def write_features(path, rng, n=48, d=24, K=3, classes=3, labels=True, splits=Tr
 
 def small(**kw):
     # every regime setting given (weight decay 0, features as stored, ...): these tests check the
-    # mechanics, not gnnprep.regimes (tests/test_regimes.py)
+    # mechanics, not gnnprep.train.regimes (tests/test_regimes.py)
     base = dict(hidden=32, dropout=0.0, input_dropout=0.0, dprate=0.0, lr=0.02, weight_decay=0.0, batch_size=16,
                 epochs=20, patience=0, normalize_features="none", checkpoint_every=1e9)
     base.update(kw)
@@ -171,7 +171,7 @@ def test_recompute_gives_the_same_gradients(model):
 
 
 def test_fused_relu_dropout_matches_its_definition():
-    from gnnprep.models import _keep_mask, dropout, relu_dropout
+    from gnnprep.train.models import _keep_mask, dropout, relu_dropout
 
     h = torch.randn(300, 64, requires_grad=True)
     torch.manual_seed(5)
@@ -197,7 +197,7 @@ def test_fused_relu_dropout_matches_its_definition():
 
 
 def test_reported_test_score_is_from_the_best_validation_epoch(tmp_path, rng, monkeypatch):
-    import gnnprep.train as tr
+    import gnnprep.train.trainer as tr
 
     path = write_features(tmp_path / "f.h5", rng)
     # validation loss is best at epoch 3; epoch 6 has a better *test* score but worse validation
@@ -229,7 +229,7 @@ def test_reported_test_score_is_from_the_best_validation_epoch(tmp_path, rng, mo
 
 
 def test_patience_stops_early(tmp_path, rng, monkeypatch):
-    import gnnprep.train as tr
+    import gnnprep.train.trainer as tr
 
     calls = []
 
@@ -299,7 +299,7 @@ def test_streaming_and_in_memory_training_agree_on_evaluation(tmp_path, rng):
 
 @pytest.mark.parametrize("density", [1.0, 0.3, 0.01])
 def test_read_rows_matches_direct_indexing(tmp_path, rng, density):
-    from gnnprep.batches import read_rows
+    from gnnprep.train.batches import read_rows
 
     with h5py.File(tmp_path / "a.h5", "w") as f:
         a = f.create_dataset("a", data=rng.standard_normal((3000, 4)).astype(np.float32), chunks=(64, 4))
@@ -402,10 +402,10 @@ def test_ogb_evaluator_for_ogbn_artifacts(tmp_path, rng):
 
 
 def test_train_on_precomputed_graph(tmp_path, rng):
-    from gnnprep.ingest import IngestConfig, ingest
-    from gnnprep.precompute import precompute
-    from gnnprep.precomputeconfig import PrecomputeConfig
-    from gnnprep.sources import SourceOptions
+    from gnnprep.graph.ingest import IngestConfig, ingest
+    from gnnprep.precompute.run import precompute
+    from gnnprep.precompute.config import PrecomputeConfig
+    from gnnprep.graph.sources import SourceOptions
 
     n = 60
     src, dst = rng.integers(0, n, 200), rng.integers(0, n, 200)

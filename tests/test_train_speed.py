@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from gnnprep import models as M
+from gnnprep.train import models as M
 
 
 def _ref_relu_dropout(h, p, seed):
@@ -130,7 +130,7 @@ def _ref_relu_dropout_draw(h, p):
 
 
 def test_keep_freed_memory_is_harmless_and_once():
-    from gnnprep import memory
+    from gnnprep.core import memory
 
     memory.keep_freed_memory()
     memory.keep_freed_memory()

@@ -5,10 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from gnnprep.errors import GnnprepError
-from gnnprep.train import TrainConfig, train
-from gnnprep.tune import (SELECTION_SEED_OFFSET, TORCH_ALLOWANCE, TuneConfig, choose, make_trial, parse_grid,
-                          plan_jobs, read_facts, run_trial, trial_bytes, tune)
+from gnnprep.core.errors import GnnprepError
+from gnnprep.train.trainer import TrainConfig, train
+from gnnprep.train.tune import (
+    SELECTION_SEED_OFFSET, TORCH_ALLOWANCE, TuneConfig, choose, make_trial, parse_grid, plan_jobs, read_facts,
+    run_trial, trial_bytes, tune,
+)
 from helpers import run
 from test_train import write_features
 

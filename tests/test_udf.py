@@ -9,11 +9,11 @@ import h5py
 import numpy as np
 import pytest
 
-from gnnprep import udf
-from gnnprep.errors import GnnprepError
-from gnnprep.features import FeatureStore
-from gnnprep.precompute import precompute
-from gnnprep.precomputeconfig import PrecomputeConfig
+from gnnprep.precompute import user_operators as udf
+from gnnprep.core.errors import GnnprepError
+from gnnprep.precompute.features import FeatureStore
+from gnnprep.precompute.run import precompute
+from gnnprep.precompute.config import PrecomputeConfig
 from helpers import run, run_json
 from test_propagate import assert_close, make_store
 
@@ -153,7 +153,7 @@ def test_rows_labeled_and_a_builtin_beside_a_user_operator(tmp_path, rng):
 
 
 def _classify(tmp_path, store, name):
-    from gnnprep.store import GraphStore
+    from gnnprep.graph.store import GraphStore
 
     fn = user_function(tmp_path, name)
     with GraphStore(store) as s:
@@ -244,7 +244,7 @@ def test_missing_file_and_bad_spec(tmp_path, rng):
 
 
 def test_a_changed_operator_file_does_not_resume_the_old_partial_output(tmp_path, rng):
-    from gnnprep.precompute import _run_key  # noqa: F401 (the key includes the file's hash)
+    from gnnprep.precompute.run import _run_key  # noqa: F401 (the key includes the file's hash)
 
     store = make_store(tmp_path, rng, n=30)[0]
     ops = write_ops(tmp_path)
@@ -322,9 +322,9 @@ def test_hdg_weight_re_weights_the_members_of_every_vertex_level(tmp_path, rng, 
     """precompute --hdg H --hdg-weight ops.py:affinity: each member's weight becomes
     c(d_member, d_root, w); checked by a plain loop over the nodes (walks: members of node v;
     anchors: members of anchor set i of node i // S, then the reduce over the S sets)."""
-    from gnnprep.hdg import read_hdg, write_hdg
-    from gnnprep.hdgselect import AnchorsSelect, RandomWalkSelect, select, select_spec
-    from gnnprep.store import GraphStore
+    from gnnprep.hdg.file import read_hdg, write_hdg
+    from gnnprep.hdg.select import AnchorsSelect, RandomWalkSelect, select, select_spec
+    from gnnprep.graph.store import GraphStore
 
     store = make_store(tmp_path, rng, n=50, d=3)[0]
     ops = write_ops(tmp_path, AFFINITY)
@@ -392,8 +392,8 @@ def test_train_reads_a_user_operators_channel(tmp_path):
 
 
 def test_changed_weights_change_the_run_key_and_info_says_weighted(tmp_path, rng):
-    from gnnprep.precompute import _prepare, _run_key
-    from gnnprep.store import GraphStore
+    from gnnprep.precompute.run import _prepare, _run_key
+    from gnnprep.graph.store import GraphStore
 
     store = make_store(tmp_path, rng, n=40)[0]
     add_weights(store, rng)

@@ -1,0 +1,82 @@
+"""``gnnprep hag DATASET -o hag.h5``."""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+
+import click
+
+from gnnprep.core.errors import GnnprepError
+
+from .common import Progress, budget_option, emit, json_option, parsed_by, quiet_option, size
+
+ALL = 10**15  # --capacity all: clipped to the stored entries by hag.build
+MAX_WINDOW = 1024  # candidate keys per round grow with window x entries: far beyond 16 only costs time
+
+
+def parse_capacity(text: str) -> int | float:
+    """``--capacity``: a count (int), a fraction of |V| (float, converted once |V| is known), or all."""
+    if text == "all":
+        return ALL
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if 0 < value <= 1 and "." in text:
+        return value
+    if math.isfinite(value) and value >= 0 and value == int(value):
+        return int(value)
+    raise GnnprepError(f"--capacity {text!r}: expected a count, a fraction of |V| in (0, 1], or all")
+
+
+@click.command()
+@click.argument("dataset")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="HAG artifact to write.")
+@click.option("--capacity", default="0.25", show_default=True, callback=parsed_by(parse_capacity),
+              help="Aggregation nodes allowed: N, a fraction of |V|, or all.")
+@click.option("--method", type=click.Choice(["rounds", "exact"]), default="rounds", show_default=True)
+@click.option("--aggregate", type=click.Choice(["set", "sequential"]), default="set", show_default=True,
+              help="set (sum, mean, max: any order) or sequential (prefix sharing in the stored neighbour order).")
+@click.option("--window", type=click.IntRange(min=1, max=MAX_WINDOW), default=None,
+              help=f"rounds: candidate window (default 16, fitted to the budget; at most {MAX_WINDOW}, and never more "
+                   "than the largest in-degree).")
+@click.option("--max-depth", type=click.IntRange(min=1), default=16, show_default=True, help="rounds: deepest aggregation level.")
+@click.option("--min-share", type=click.IntRange(min=2), default=2, show_default=True,
+              help="rounds: destinations a pair must be shared by (2 as in the paper; 3-4 make fewer aggregation "
+                   "nodes that each save more memory traffic, which is what precompute --hag feels).")
+@budget_option("Memory for the search (default: half the free RAM).")
+@click.option("--cache-dir", default=None, help="Where a dataset spec is ingested to (default: beside the source).")
+@json_option
+@quiet_option
+def hag(dataset, output, capacity, method, aggregate, window, max_depth, min_share, memory_budget, cache_dir, as_json,
+        quiet):
+    """Build a redundancy-free aggregation graph (HAG) for DATASET."""
+    from gnnprep.hag import builder as hag_lib
+    from gnnprep.core.output import refuse_input_as_output
+    from gnnprep.graph.ingest import IngestConfig, ensure_graph_store
+    from gnnprep.graph.sources import SourceOptions
+    from gnnprep.graph.store import GraphStore
+
+    refuse_input_as_output(output, [dataset] if os.path.exists(dataset) else [])  # before any long work
+    progress = Progress(quiet)
+    try:
+        store_path = ensure_graph_store(dataset, IngestConfig(source=SourceOptions()), cache_dir, progress)
+    finally:
+        progress.close()
+    refuse_input_as_output(output, [store_path])
+    with GraphStore(store_path) as g:
+        indptr, indices, fp = g.indptr(), g.indices(), g.fingerprint
+    n = len(indptr) - 1
+    cap = int(capacity * n) if isinstance(capacity, float) else capacity
+    s = hag_lib.build(indptr, indices, output, graph_fingerprint=fp, input_path=str(store_path), method=method,
+                      aggregate=aggregate, capacity=cap, window=window, max_depth=max_depth, min_share=min_share,
+                      memory_budget=memory_budget or None, command=" ".join(["gnnprep"] + sys.argv[1:]))
+    peak = s["peak_bytes"]
+    emit(as_json, s, [
+        f"{output}: {s['num_agg']:,} aggregation nodes in {s['levels']} levels ({s['method']}, "
+        f"{s['search_seconds']:.2f} s, peak {size(peak) if peak is not None else 'n/a'})",
+        f"aggregations {s['aggregations_graph']:,} -> {s['aggregations_hag']:,} ({s['aggregation_ratio']:.2f}x fewer); "
+        f"transfers {s['transfers_graph']:,} -> {s['transfers_hag']:,} ({s['transfer_ratio']:.2f}x)",
+    ])

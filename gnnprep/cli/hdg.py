@@ -1,0 +1,51 @@
+"""``gnnprep hdg DATASET --select SPEC -o hdg.h5``."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from .common import Progress, emit, json_option, parsed_by, quiet_option, size
+
+
+def parse_select(spec: str):
+    """``--select SPEC`` as a selector config (:func:`gnnprep.hdg.select.parse_select`, imported when
+    used): a bad SPEC is a usage error, before any ingest."""
+    from gnnprep.hdg.select import parse_select as parse
+
+    return parse(spec)
+
+
+@click.command()
+@click.argument("dataset")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="HDG artifact to write.")
+@click.option("--select", "sel", required=True, metavar="SPEC", callback=parsed_by(parse_select),
+              help="random-walk:walks=W,length=L,topk=K[,restart=P] | hop-shells:K[,cap=C] | "
+                   "anchors:sets=S,size=Z[,hops=Q] | metapath:...")
+@click.option("--seed", type=click.IntRange(min=0, max=2**64 - 1), default=0, show_default=True,
+              help="Seed of the walks, samples and anchor sets (0 .. 2^64-1).")
+@click.option("--cache-dir", default=None, help="Where a dataset spec is ingested to (default: beside the source).")
+@json_option
+@quiet_option
+def hdg(dataset, output, sel, seed, cache_dir, as_json, quiet):
+    """Build a hierarchical dependency graph (HDG, FlexGraph's NeighborSelection) for DATASET."""
+    from gnnprep.core.output import refuse_input_as_output
+    from gnnprep.graph.ingest import IngestConfig, ensure_graph_store
+    from gnnprep.graph.sources import SourceOptions
+    from gnnprep.hdg.builder import build
+
+    refuse_input_as_output(output, [dataset] if os.path.exists(dataset) else [])  # before any long work
+    progress = Progress(quiet)
+    try:
+        store_path = ensure_graph_store(dataset, IngestConfig(source=SourceOptions()), cache_dir, progress)
+        s = build(store_path, output, sel, seed=seed, progress=progress,
+                  command=" ".join(["gnnprep"] + sys.argv[1:]))
+    finally:
+        progress.close()
+    emit(as_json, s, [
+        f"{output}: HDG {s['spec']} (levels {s['levels']}, channels {', '.join(s['channels'])}; "
+        f"{s['select_seconds']:.2f} s)",
+        f"arrays {size(s['hdg_bytes'])} = {s['size_vs_graph_store']:.3f}x the graph store ({size(s['graph_store_bytes'])})",
+    ])

@@ -1,0 +1,1 @@
+"""Stage 0, what every stage shares: one-line errors, sizes, memory probes, progress, devices, atomic and resumable outputs, O_DIRECT writes, the torchrun group, and the root attributes of every artifact."""

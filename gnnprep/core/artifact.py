@@ -1,0 +1,181 @@
+"""Root metadata shared by every gnnprep artifact (format, version, provenance) and its checks."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from gnnprep import __version__
+from gnnprep.core.errors import GnnprepError
+
+# every artifact format and the newest format_version this gnnprep reads (and writes)
+FORMAT_VERSIONS = {"gnnprep.graph": 1, "gnnprep.hag": 1, "gnnprep.hdg": 1, "gnnprep.features": 1}
+FORMATS = tuple(FORMAT_VERSIONS)
+
+
+def write_root_attrs(f: h5py.File, fmt: str, format_version: int, provenance: dict, **attrs) -> None:
+    f.attrs["format"] = fmt
+    f.attrs["format_version"] = int(format_version)
+    f.attrs["gnnprep_version"] = __version__
+    f.attrs["created_utc"] = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    f.attrs["provenance"] = json.dumps(provenance, sort_keys=True, default=str)
+    for key, value in attrs.items():
+        f.attrs[key] = value
+
+
+def file_fingerprint(path: str | os.PathLike) -> str:
+    """Cheap identity of an input file: size and modification time (content hashing would cost a
+    full extra read of inputs that can be hundreds of GB)."""
+    st = Path(path).stat()
+    return f"size={st.st_size},mtime_ns={st.st_mtime_ns}"
+
+
+def open_artifact(path: str | os.PathLike, expect: str | None = None) -> h5py.File:
+    """Open a gnnprep artifact read-only, with one-line errors for every way that can fail."""
+    path = Path(path)
+    if not path.exists():
+        raise GnnprepError(f"{path}: no such file")
+    if path.is_dir():
+        raise GnnprepError(f"{path}: is a folder; expected a gnnprep HDF5 file")
+    if not h5py.is_hdf5(path):
+        raise GnnprepError(f"{path}: not an HDF5 file (corrupt or another format)")
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        raise GnnprepError(f"{path}: cannot open HDF5 file ({_short(e)})") from None
+    fmt = f.attrs.get("format")
+    if isinstance(fmt, bytes):
+        fmt = fmt.decode()
+    if fmt not in FORMATS:
+        f.close()
+        raise GnnprepError(f"{path}: root attribute 'format' is {fmt!r}; expected one of {', '.join(FORMATS)} "
+                           "(not a gnnprep artifact)")
+    if expect is not None and fmt != expect:
+        f.close()
+        raise GnnprepError(f"{path}: is a {fmt} artifact; expected {expect}")
+    version = f.attrs.get("format_version")
+    if not isinstance(version, (int, np.integer)) or isinstance(version, bool) or version < 1:
+        f.close()
+        raise GnnprepError(f"{path}: root attribute 'format_version' is {version!r}; expected a positive integer")
+    if version > FORMAT_VERSIONS[fmt]:
+        f.close()
+        raise GnnprepError(f"{path}: {fmt} format_version {int(version)} is newer than this gnnprep reads "
+                           f"({FORMAT_VERSIONS[fmt]}); upgrade gnnprep")
+    return f
+
+
+_REQUIRED = object()
+
+
+def json_attr(attrs, name: str, where, kind: type, default=_REQUIRED, label: str = "root attribute"):
+    """The JSON attribute ``name`` of type ``kind`` (``default`` when absent; absent and no default:
+    an error), or a one-line GnnprepError naming ``where`` (the file) for anything else."""
+    raw = attrs.get(name)
+    if raw is None:
+        if default is _REQUIRED:
+            raise GnnprepError(f"{where}: {label} {name!r} is missing (the file is corrupt)")
+        return default
+    try:
+        value = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
+    except (TypeError, ValueError, RecursionError):
+        value = None
+    if not isinstance(value, kind):
+        raise GnnprepError(f"{where}: {label} {name!r} is not a JSON {kind.__name__} (the file is corrupt)")
+    return value
+
+
+class Artifact:
+    """Base of the artifact readers: an open read-only HDF5 file, usable as a context manager."""
+
+    FORMAT = ""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.f = open_artifact(self.path, expect=self.FORMAT)
+
+    def close(self) -> None:
+        self.f.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _short(e: BaseException) -> str:
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
+class Timer:
+    """Collects named wall-clock timings for provenance."""
+
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+
+    def __call__(self, name: str):
+        timer = self
+
+        class _Span:
+            def __enter__(self):
+                self.t0 = time.perf_counter()
+
+            def __exit__(self, *exc):
+                timer.timings[name] = round(timer.timings.get(name, 0.0) + time.perf_counter() - self.t0, 4)
+
+        return _Span()
+
+
+def plain_attrs(attrs) -> dict:
+    """Root attributes as plain Python values (numpy scalars and arrays converted, bytes decoded)."""
+    def plain(v):
+        if isinstance(v, bytes):
+            return v.decode(errors="replace")
+        if isinstance(v, np.ndarray):
+            return v.tolist()
+        return v.item() if isinstance(v, np.generic) else v
+
+    return {k: plain(v) for k, v in attrs.items()}
+
+
+# -- reading attributes and datasets for a description (``gnnprep info``) --------------------------------
+def attr_value(v):
+    """An attribute value as plain JSON-able Python (anything else as its text)."""
+    if isinstance(v, bytes):
+        return v.decode(errors="replace")
+    if isinstance(v, np.generic):
+        v = v.item()
+    elif isinstance(v, np.ndarray):
+        v = v.tolist()
+    try:
+        json.dumps(v)
+    except (TypeError, ValueError):
+        return str(v)
+    return v
+
+
+def count_attr(attrs, name: str, path, default=None) -> int | None:
+    """A non-negative integer attribute (``default`` when absent), or a one-line error."""
+    v = attr_value(attrs.get(name, default))
+    if v is default:
+        return v
+    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+        raise GnnprepError(f"{path}: attribute {name!r} is {v!r}; expected a count")
+    return v
+
+
+def dataset_or_none(f, name: str, path, ndim: int | None = None):
+    """``f[name]`` when it is a dataset (of ``ndim`` dimensions), else None (absent) or an error."""
+    if name not in f:
+        return None
+    ds = f[name]
+    if not hasattr(ds, "dtype") or (ndim is not None and ds.ndim != ndim):
+        want = f"a {ndim}-D dataset" if ndim else "a dataset"
+        raise GnnprepError(f"{path}: /{name} has shape {getattr(ds, 'shape', None)}; expected {want} (the file is corrupt)")
+    return ds

@@ -1,0 +1,275 @@
+"""Atomic outputs: a file exists at its final path only when it is complete.
+
+Writers get ``<name>.tmp-<pid>`` in the destination folder; on success it is flushed, fsynced and
+``os.replace``d onto the final name; on any exception (including KeyboardInterrupt and SIGTERM) it is
+removed. SIGKILL cannot be caught, so leftovers of dead processes are swept the next time anything
+writes to the same path.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from gnnprep.core.errors import GnnprepError
+from gnnprep.core.sizes import format_size
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale(folder: Path, prefix: str) -> None:
+    """Remove ``<prefix><pid>`` files or folders in ``folder`` whose process no longer exists."""
+    if not folder.is_dir():
+        return
+    for entry in folder.iterdir():
+        if not entry.name.startswith(prefix):
+            continue
+        pid = entry.name[len(prefix):]
+        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+            _remove(entry)
+
+
+def _remove(p: Path) -> None:
+    if p.is_dir() and not p.is_symlink():
+        shutil.rmtree(p, ignore_errors=True)
+    else:
+        try:
+            p.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def _fsync_path(p: Path, directory: bool = False) -> None:
+    fd = os.open(p, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_SYNC_FILE_RANGE_WRITE = 2
+
+
+def _sync_file_range():
+    """libc's ``sync_file_range`` (Linux), or None where it cannot be had."""
+    global _SFR
+    if _SFR is False:
+        import ctypes
+        import ctypes.util
+        import sys
+
+        _SFR = None
+        if sys.platform.startswith("linux"):
+            try:
+                fn = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).sync_file_range
+                fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+                fn.restype = ctypes.c_int
+                _SFR = fn
+            except (OSError, AttributeError):
+                _SFR = None
+    return _SFR
+
+
+_SFR = False
+
+
+def start_writeback(path: str | os.PathLike) -> None:
+    """Start writing ``path``'s dirty pages to disk now, without waiting for them (Linux; elsewhere
+    nothing happens). A writer that calls this after each large piece leaves little for the final
+    fsync of :func:`atomic_output`, which would otherwise wait for the whole file at the end (seconds
+    for GBs); the disk works while the CPU makes the next piece. Best effort: errors are ignored,
+    the fsync still decides."""
+    fn = _sync_file_range()
+    if fn is None:
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        fn(fd, 0, 0, _SYNC_FILE_RANGE_WRITE)
+    finally:
+        os.close(fd)
+
+
+def check_output_path(path: Path) -> None:
+    folder = path.parent
+    if not folder.is_dir():
+        raise GnnprepError(f"{path}: output folder {folder} does not exist")
+    if path.is_dir():
+        raise GnnprepError(f"{path}: is a folder; expected a file name for the output")
+    if not os.access(folder, os.W_OK):
+        raise GnnprepError(f"{path}: output folder {folder} is not writable")
+
+
+def refuse_input_as_output(output: str | os.PathLike, inputs) -> None:
+    """GnnprepError when ``output`` is one of ``inputs`` (None entries skipped): the same path once
+    symlinks are resolved, or the same file (inode) under another name. Writing it would replace an
+    input the command is still reading (and, on success, lose it)."""
+    out = Path(output)
+    for given in inputs:
+        if given is None:
+            continue
+        inp = Path(given)
+        same = out.resolve() == inp.resolve()
+        if not same and out.exists() and inp.exists():
+            try:
+                same = os.path.samefile(out, inp)
+            except OSError:
+                same = False
+        if same:
+            raise GnnprepError(f"{output}: is also an input of this command ({given}); write the output elsewhere")
+
+
+def is_disk_full(e: BaseException) -> bool:
+    if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+        return True
+    # HDF5 reports its own write failures as OSError without errno, the system message inside
+    return isinstance(e, OSError) and "No space left on device" in str(e)
+
+
+def disk_full_error(path: Path, needed: int | None = None) -> GnnprepError:
+    free = shutil.disk_usage(path.parent if path.parent.is_dir() else Path.cwd()).free
+    need = f"needed ~{format_size(needed)}, " if needed else ""
+    return GnnprepError(f"{path}: no space left on device ({need}free {format_size(free)})")
+
+
+def check_free_space(path: str | os.PathLike, needed: int) -> None:
+    """Refuse up front when the output's folder has less free space than ``needed`` bytes."""
+    path = Path(path).absolute()
+    if path.parent.is_dir() and shutil.disk_usage(path.parent).free < needed:
+        raise disk_full_error(path, needed)
+
+
+@contextmanager
+def atomic_output(path: str | os.PathLike, inputs=()) -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; move it onto ``path`` only if the block succeeds.
+    ``inputs``: paths the command reads, which the output must not be (:func:`refuse_input_as_output`).
+    A full disk becomes one ``Error: <path>: no space left on device`` (the temporary file removed)."""
+    path = Path(path).absolute()
+    refuse_input_as_output(path, inputs)
+    check_output_path(path)
+    prefix = f"{path.name}.tmp-"
+    sweep_stale(path.parent, prefix)
+    tmp = path.with_name(f"{prefix}{os.getpid()}")
+    _remove(tmp)
+    try:
+        yield tmp
+        if not tmp.exists():
+            raise RuntimeError(f"writer did not create {tmp}")
+        _fsync_path(tmp)
+        os.replace(tmp, path)
+        _fsync_path(path.parent, directory=True)
+    except BaseException as e:
+        _remove(tmp)
+        if is_disk_full(e):
+            raise disk_full_error(path) from None
+        raise
+
+
+@contextmanager
+def work_folder(near: str | os.PathLike, tmp_dir: str | os.PathLike | None = None) -> Iterator[Path]:
+    """A scratch folder for spill files, removed afterwards (and swept if a killed run left one).
+
+    It lives next to the output (same disk, so it has room for what the output will hold) unless
+    ``tmp_dir`` is given.
+    """
+    near = Path(near).absolute()
+    base = Path(tmp_dir).absolute() if tmp_dir else near.parent
+    if not base.is_dir():
+        raise GnnprepError(f"--tmp-dir {base}: folder does not exist")
+    prefix = f".{near.name}.work-"
+    sweep_stale(base, prefix)
+    folder = base / f"{prefix}{os.getpid()}"
+    _remove(folder)
+    folder.mkdir()
+    try:
+        yield folder
+    finally:
+        _remove(folder)
+
+
+class ResumableOutput:
+    """An output built in units over a long run that survives crashes and continues.
+
+    The data go to ``<name>.partial`` (HDF5, every dataset allocated up front, so later writes touch
+    raw data only and a killed process leaves a readable file) and finished units to
+    ``<name>.partial.json``, replaced atomically after the file is flushed. A rerun with the same
+    ``key`` continues from there; a different key starts afresh. ``commit`` renames the partial file
+    onto the final path. A lock stops two processes from writing the same output.
+    """
+
+    def __init__(self, path: str | os.PathLike, key: str, inputs=()):
+        import fcntl
+        import json
+
+        self._json = json
+        self.path = Path(path).absolute()
+        refuse_input_as_output(self.path, inputs)
+        check_output_path(self.path)
+        self.key = key
+        self.partial = self.path.with_name(self.path.name + ".partial")
+        self.progress_file = self.path.with_name(self.path.name + ".partial.json")
+        self.lock_file = self.path.with_name(self.path.name + ".partial.lock")
+        self._lock = open(self.lock_file, "w")
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock.close()
+            raise GnnprepError(f"{self.path}: another gnnprep process is writing this output") from None
+        self.done: list = []
+        self.resumed = False
+        if self.partial.exists() and self.progress_file.exists():
+            try:
+                state = json.loads(self.progress_file.read_text())
+            except ValueError:
+                state = {}
+            if state.get("key") == key:
+                self.done = [tuple(u) for u in state.get("done", [])]
+                self.resumed = True
+                self.state = state
+        if not self.resumed:
+            self.discard_partial()
+            self.state = {"key": key, "done": []}
+
+    def discard_partial(self) -> None:
+        for p in (self.partial, self.progress_file):
+            _remove(p)
+
+    def mark(self, unit: tuple, h5file=None) -> None:
+        if h5file is not None:
+            h5file.flush()  # a killed process's page cache still reaches the disk; no fsync needed
+        self.done.append(tuple(unit))
+        self.state["done"] = [list(u) for u in self.done]
+        tmp = self.progress_file.with_name(self.progress_file.name + f".tmp-{os.getpid()}")
+        try:
+            tmp.write_text(self._json.dumps(self.state))
+            os.replace(tmp, self.progress_file)
+        except BaseException:
+            _remove(tmp)  # a full disk, say: no half-written record left behind
+            raise
+
+    def commit(self) -> None:
+        _fsync_path(self.partial)
+        os.replace(self.partial, self.path)
+        _fsync_path(self.path.parent, directory=True)
+        self.close(keep=False)
+
+    def close(self, keep: bool = True) -> None:
+        if not keep:
+            self.discard_partial()
+        if not self._lock.closed:
+            self._lock.close()
+            _remove(self.lock_file)

@@ -1,0 +1,452 @@
+"""Ingest: any graph source -> HDF5 graph store, in bounded memory.
+
+Steps: (1) when the node count is not declared, spill the edges once to a binary file while
+finding the largest id; (2) bucket the edges by destination range into spill files
+(:mod:`gnnprep.sparse.csr_builder`), symmetrising unless ``directed``; (3) sort and deduplicate one bucket
+at a time and write its rows; (4) copy features and labels in row chunks; (5) write splits and
+metadata. The output appears at its path only when complete (:func:`gnnprep.core.output.atomic_output`),
+and never replaces a file the source reads.
+
+While features, labels and splits stream through, a sha256 of their stored bytes is taken and written
+as the root attributes ``features_fingerprint``, ``labels_fingerprint``, ``splits_fingerprint``
+(:mod:`gnnprep.graph.sources.graphstore`), so later stages can tell when node data changed. A graph store
+given as the source is validated block-wise and copied as is (fingerprints added when it lacks them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import hashlib
+import json
+import os
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from gnnprep.graph import store
+from gnnprep.core.output import atomic_output, check_free_space, refuse_input_as_output, start_writeback, work_folder
+from gnnprep.sparse.csr_builder import CSRBuilder, incoming_chunk_edges, write_array
+from gnnprep.core.device import default_budget
+from gnnprep.core.errors import GnnprepError
+from gnnprep.core.artifact import Timer, file_fingerprint, write_root_attrs
+from gnnprep.core.progress import Progress, no_progress
+from gnnprep.core.sizes import format_size, parse_size
+from gnnprep.graph.sources import GraphSource, SourceOptions, is_graph_store, open_source
+from gnnprep.graph.sources.base import check_disjoint, check_ids
+from gnnprep.graph.sources.graphstore import (
+    NONE, ContentHash, add_missing_fingerprints, splits_fingerprint, validate_store,
+)
+
+MIN_BUDGET = 4 * 1024**2
+DISK_SLACK = 256 * 1024      # HDF5 metadata and chunk-index overhead beyond the raw arrays
+
+
+@dataclass(frozen=True)
+class IngestConfig:
+    directed: bool = False               # keep edge direction instead of symmetrising
+    memory_budget: int | None = None     # bytes; None: half of the free RAM
+    tmp_dir: str | None = None           # where spill files go (default: next to the output)
+    order: str = "community"             # community | none: a node order kept in the store (/order/<kind>)
+    source: SourceOptions = field(default_factory=SourceOptions)
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    output: str
+    source: str
+    num_nodes: int
+    num_edges: int                       # stored entries (both directions when symmetric)
+    symmetric: bool
+    num_features: int
+    num_classes: int
+    edges_read: int
+    self_loops_dropped: int
+    duplicates_dropped: int
+    seconds: float
+    warnings: tuple[str, ...] = ()
+    order: dict | None = None            # {"kind", "near_share_before", "near_share_after", "seconds", "cpu_seconds", "waited_seconds"}
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def check_budget(budget: int) -> int:
+    if budget < MIN_BUDGET:
+        raise GnnprepError(f"--memory-budget {format_size(budget)} is too small; ingest needs at least "
+                           f"{format_size(MIN_BUDGET)}")
+    return budget
+
+
+def parse_budget(text: str) -> int:
+    """``--memory-budget`` of ingest: a size of at least MIN_BUDGET."""
+    return check_budget(parse_size(text, "--memory-budget"))
+
+
+def unused_options(spec: str, config: IngestConfig) -> list[tuple[str, str]]:
+    """(option, why) for every option given that this kind of source would ignore; reads at most a
+    file's first bytes (to tell a graph store), never downloads."""
+    opts = config.source
+    if spec == "sample" or (spec.startswith("ogbn-") and not Path(spec).exists()):
+        kind = "folder"
+    elif Path(spec).exists():
+        p = Path(spec)
+        kind = "store" if is_graph_store(p) else "folder" if p.is_dir() else "edges"
+    else:
+        return []  # open_source says what is missing
+    what = {"store": "a graph store, which is copied as is", "folder": "an OGB folder, which brings its own",
+            "edges": "an edge list"}[kind]
+    given = [("--features", opts.features is not None), ("--labels", opts.labels is not None),
+             ("--splits", opts.splits is not None), ("--num-nodes", opts.num_nodes is not None),
+             ("--index-base", opts.index_base != 0)]
+    out = [(o, f"not used: SOURCE {spec} is {what}; it applies to edge lists")
+           for o, set_ in given if set_ and kind != "edges"]
+    if opts.split is not None and kind != "folder":
+        out.append(("--split", f"not used: SOURCE {spec} is {what}; it picks a split folder of an OGB folder"))
+    if config.directed and kind == "store":
+        out.append(("--directed", f"not used: SOURCE {spec} is {what}, with the direction it was made with"))
+    if opts.download and not spec.startswith("ogbn-"):
+        out.append(("--download", f"not used: SOURCE {spec} is not an ogbn-<name> data set"))
+    return out
+
+
+def _no_space(e: BaseException) -> bool:
+    return "No space left on device" in str(e) or "errno = 28" in str(e)
+
+
+def _discard(f: h5py.File, tmp: Path) -> None:
+    """Close a file being abandoned. HDF5 flushes its caches on close, which fails again on a full
+    disk (and a failure while h5py frees an object is printed as an unraisable error): empty the
+    file first, so the flush finds room; the caller removes the file."""
+    try:
+        os.truncate(tmp, 0)
+    except OSError:
+        pass
+    try:
+        f.close()
+    except (RuntimeError, OSError):
+        pass
+
+
+@contextmanager
+def _hdf5(tmp: Path, mode: str = "w"):
+    """``h5py.File(tmp, mode)`` whose failures (a write, a flush, the flush at close) close it cleanly
+    and surface a full disk as OSError(ENOSPC), which :func:`atomic_output` reports in one line.
+    Writers flush each chunked dataset before dropping it: h5py closes a dataset when the object is
+    freed, and an error there (its chunk cache failing to reach the disk) would only be printed."""
+    f = h5py.File(tmp, mode)
+    try:
+        yield f
+        f.close()
+    except BaseException as e:
+        _discard(f, tmp)
+        if isinstance(e, (RuntimeError, OSError)) and _no_space(e):
+            raise OSError(errno.ENOSPC, f"No space left on device (writing {tmp.name})") from None
+        raise
+
+
+def _check_inferred_nodes(largest: int, budget: int, where: Path) -> None:
+    """Sparse huge ids (e.g. one id of 2**31) would make a store whose row pointer alone does not fit
+    in memory: refuse before anything of that size is allocated or written."""
+    n = largest + 1
+    need = 8 * (n + 1)
+    if need > budget:
+        raise GnnprepError(f"{where}: the largest node id {largest} implies {n:,} nodes (largest id + 1), whose "
+                           f"row pointer alone needs {format_size(need)} of memory, more than the memory budget "
+                           f"{format_size(budget)}; renumber the ids to 0..n-1 (or raise --memory-budget)")
+
+
+def _spill_and_count(source: GraphSource, work: Path, chunk: int, budget: int,
+                     progress: Progress) -> tuple[Path, int, int]:
+    """Write edges as int64 pairs to a spill file; return (path, edges, largest id)."""
+    path = work / "edges.pairs"
+    largest, count = -1, 0
+    with open(path, "wb") as f:
+        for src, dst in source.edges(chunk):
+            if len(src):
+                largest = max(largest, int(src.max()), int(dst.max()))
+                _check_inferred_nodes(largest, budget, source.path)
+            write_array(f, np.stack([src, dst], axis=1).astype(np.int64))
+            count += len(src)
+            progress("edges", count, source.expected_edges)
+    return path, count, largest
+
+
+def _replay(path: Path, chunk: int):
+    with open(path, "rb") as f:
+        while True:
+            a = np.fromfile(f, dtype=np.int64, count=2 * chunk)
+            if not len(a):
+                return
+            a = a.reshape(-1, 2)
+            yield a[:, 0], a[:, 1]
+
+
+def _write_rows(f: h5py.File, name: str, chunks, n: int, width: int | None, dtype, what: str,
+                origin: str, progress: Progress, on_block=None) -> str:
+    """Copy row chunks into a new dataset of n rows (checked); return the content fingerprint of
+    what was stored. ``on_block(block)`` sees every block as stored.
+
+    The hash of a block runs in a worker thread while HDF5 stores it (hashlib releases the GIL);
+    it is waited for before the next block is asked for, since sources may reuse a block's memory.
+    The dataset has no chunk cache: blocks are written once, in order, so caching chunks only adds
+    a copy of every byte. Each block's writeback to disk is started as it is stored (see
+    :func:`gnnprep.core.output.start_writeback`)."""
+    shape = (n, width) if width is not None else (n,)
+    rows_per_chunk = store.feature_chunk_rows(width or 1, np.dtype(dtype).itemsize)
+    ds = f.create_dataset(name, shape=shape, dtype=dtype,
+                          chunks=(min(max(n, 1), rows_per_chunk),) + shape[1:] if n else None,
+                          rdcc_nbytes=0, rdcc_nslots=1)  # h5py ignores rdcc_nbytes=0 given alone
+    digest = ContentHash(dtype, shape)
+    row = 0
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rows-hash") as pool:
+        for block in chunks:
+            if width is not None and (block.ndim != 2 or block.shape[1] != width):
+                raise GnnprepError(f"{origin}: {what} block of shape {block.shape}; expected {width} columns")
+            if row + len(block) > n:
+                raise GnnprepError(f"{origin}: more than {n} {what} rows; expected {n} (one per node)")
+            block = np.ascontiguousarray(block, dtype=dtype)
+            hashed = pool.submit(digest.update, block)
+            if on_block is not None:
+                on_block(block)
+            ds[row:row + len(block)] = block
+            pool.submit(start_writeback, f.filename)  # the final fsync then has little left to wait for
+            hashed.result()
+            row += len(block)
+            progress(what, row, n)
+    if row != n:
+        raise GnnprepError(f"{origin}: {row} {what} rows; expected {n} (one per node)")
+    ds.flush()  # a write failure surfaces here, not when the dataset object is freed
+    return digest.hexdigest()
+
+
+def _check_disk(output: Path, work: Path, source: GraphSource, n: int, symmetrize: bool, pairs: int = 0) -> None:
+    """Refuse up front when the output's (and the spill folder's) disk cannot hold what this ingest
+    writes. Peak: spilled pairs (``pairs`` bytes still to write) and keys plus the row pointer while
+    the CSR is built, then the store itself. Sizes not known yet (edges of a text file) count 0."""
+    entries = (source.expected_edges or 0) * (2 if symmetrize else 1)
+    nodes = (n * source.num_features * np.dtype(source.feature_dtype).itemsize
+             + (8 * n if source.labels_from else 0) + (2 * n if source.node_types else 0))
+    out = 8 * (n + 1) + (4 if n < 2**31 else 8) * entries + nodes + DISK_SLACK
+    keys = 8 * entries + DISK_SLACK
+    if output.absolute().parent.stat().st_dev == work.stat().st_dev:
+        check_free_space(output, pairs + max(out, keys + 8 * (n + 1)))
+    else:
+        check_free_space(output, out)
+        check_free_space(work / "keys", pairs + keys)
+
+
+def _copy_store(source: Path, output: Path, budget: int, t0: float) -> IngestReport:
+    """A graph store as the source: validated block-wise, copied as is, fingerprints added if absent."""
+    refuse_input_as_output(output, [source])
+    s = validate_store(source, budget)
+    check_free_space(output, source.stat().st_size + DISK_SLACK)
+    with atomic_output(output, inputs=[source]) as tmp:
+        shutil.copyfile(source, tmp)
+        with _hdf5(tmp, "r+") as f:
+            add_missing_fingerprints(f, max(1 << 20, budget // 8))
+    return IngestReport(str(output), str(source), s["num_nodes"], s["num_edges"], s["symmetric"],
+                        s["num_features"], s["num_classes"], 0, 0, 0, round(time.perf_counter() - t0, 3),
+                        (f"{source}: already a graph store; copied as is",))
+
+
+def _write_nodes(f: h5py.File, source: GraphSource, n: int, budget: int, timer: Timer,
+                 progress: Progress) -> tuple[dict, int, int]:
+    """Features, labels and node types; return (fingerprints, num_classes, labeled nodes)."""
+    fps = {"features_fingerprint": NONE, "labels_fingerprint": NONE}
+    f.create_group("nodes")
+    if source.num_features:
+        rows = max(1, budget // 8 // max(1, source.num_features * 8))
+        with timer("features"):
+            fps["features_fingerprint"] = _write_rows(
+                f, "nodes/features", source.features(rows), n, source.num_features, source.feature_dtype,
+                "features", source.features_from, progress)
+        f["nodes/features"].attrs["source"] = source.features_from
+    seen = {"classes": 0, "labeled": 0}
+
+    def count(block: np.ndarray) -> None:
+        if len(block):
+            seen["classes"] = max(seen["classes"], int(block.max()) + 1)
+            seen["labeled"] += int((block >= 0).sum())
+
+    if source.labels_from:
+        with timer("labels"):
+            fps["labels_fingerprint"] = _write_rows(
+                f, "nodes/labels", source.labels(max(1024, budget // 64)), n, None, np.int64, "labels",
+                source.labels_from, progress, on_block=count)
+    if source.node_types is not None:
+        _write_rows(f, "nodes/type", source.node_type_ids(1 << 20), n, None, np.int16, "node types",
+                    str(source.path), progress)
+    return fps, seen["classes"], seen["labeled"]
+
+
+def _write_splits(f: h5py.File, source: GraphSource, n: int) -> str:
+    """Splits as sorted node ids (int32 when they fit), checked in range and disjoint."""
+    stored = {}
+    for name, ids in source.splits().items():
+        check_ids(ids, n, source.nodes_from, lambda i, name=name: f"split {name} entry {i}")
+        stored[name] = ids.astype(np.int32 if n < 2**31 else np.int64)
+    check_disjoint(stored, source.splits_from or str(source.path))
+    grp = f.create_group("splits")
+    for name, ids in stored.items():
+        grp.create_dataset(name, data=ids)
+    return splits_fingerprint(stored)
+
+
+def _build_adjacency(f: h5py.File, source: GraphSource, work: Path, output: Path, budget: int,
+                     symmetrize: bool, timer: Timer, progress: Progress, order: str = "none"):
+    """Count nodes if needed (spilling the edges once), bucket, sort and write /adj; return (n, stats,
+    the node-order search started on it or None)."""
+    chunk = incoming_chunk_edges(budget)
+    edges = None
+    if source.num_nodes is None:
+        _check_disk(output, work, source, 0, symmetrize, pairs=16 * (source.expected_edges or 0))
+        with timer("read_edges"):
+            spill, count, largest = _spill_and_count(source, work, chunk, budget, progress)
+        if count == 0:
+            raise GnnprepError(f"{source.path}: no edges found, and no node count given (--num-nodes)")
+        source.num_nodes, source.nodes_from = largest + 1, "largest node id + 1"
+        source.expected_edges = count
+        edges = _replay(spill, chunk)
+    n = int(source.num_nodes)
+    _check_disk(output, work, source, n, symmetrize)
+    builder = CSRBuilder(n, work, budget, symmetrize, source.expected_edges)
+    with timer("bucket_edges"):
+        done = 0
+        try:
+            for src, dst in (edges if edges is not None else source.edges(chunk)):
+                builder.add(src, dst)
+                done += len(src)
+                progress("edges", done, source.expected_edges)
+        except BaseException:
+            builder.close_spills(check=False)  # no write left in flight when the work folder goes
+            raise
+    adj = f.create_group("adj")
+    finder = None
+    if order == "community":
+        from gnnprep.graph.order import IngestOrder  # numba: imported only when used
+
+        # its first sweep follows the rows as they are written, the second overlaps the node data
+        finder = IngestOrder(adj, n, builder.entries_upper(), builder.index_dtype, budget)
+    with timer("sort_write_edges"):
+        try:
+            stats = builder.write(adj, progress, on_rows=finder.rows_ready if finder is not None else None,
+                                  on_cols=finder.cols_written if finder is not None else None)
+        except BaseException:
+            if finder is not None:
+                finder.abandon()
+            raise
+        if finder is not None:
+            finder.csr_done()
+        start_writeback(f.filename)
+    adj.attrs["shape"] = np.array([n, n], dtype=np.int64)
+    adj.attrs["symmetric"] = bool(symmetrize)
+    return n, stats, finder
+
+
+def ingest(spec: str, output: str | Path, config: IngestConfig = IngestConfig(),
+           progress: Progress = no_progress, command: str = "") -> IngestReport:
+    """Turn the dataset ``spec`` into a graph store at ``output``."""
+    t0 = time.perf_counter()
+    budget = check_budget(config.memory_budget or default_budget("cpu"))
+    output = Path(output)
+    for option, why in unused_options(spec, config):
+        raise GnnprepError(f"{option}: {why}")
+    source = open_source(spec, config.source)
+    if isinstance(source, Path):
+        return _copy_store(source, output, budget, t0)
+    if config.directed and not getattr(source, "direction_known", True):
+        source.warnings.append(f"{source.path}: not a known OGB data set, so whether its edges are stored once "
+                               "per undirected pair is unknown; --directed keeps them as stored")
+    timer = Timer()
+    symmetrize = not config.directed or not source.stored_directed
+    inputs = source.input_files()
+    with atomic_output(output, inputs=inputs) as tmp, work_folder(output, config.tmp_dir) as work:
+        with _hdf5(tmp) as f:
+            n, stats, finder = _build_adjacency(f, source, work, output, budget, symmetrize, timer, progress,
+                                                config.order)
+            try:
+                fps, num_classes, labeled = _write_nodes(f, source, n, budget, timer, progress)
+                with timer("splits"):
+                    fps["splits_fingerprint"] = _write_splits(f, source, n)
+            except BaseException:
+                if finder is not None:
+                    finder.abandon()
+                raise
+            with timer("order_wait"):
+                order = finder.finish(f) if finder is not None else None
+            if order is not None and "error" in order:
+                source.warnings.append(f"no node order kept in the store ({order['error']}); precompute will "
+                                       "find one itself if it pays")
+                order = None
+            provenance = {
+                "command": command or f"ingest {spec}",
+                "parameters": {"directed": config.directed, "symmetrized": symmetrize, "memory_budget": budget,
+                               **dataclasses.asdict(config.source)},
+                "inputs": [{"path": str(p.absolute()), "fingerprint": file_fingerprint(p)} for p in inputs],
+                "timings": timer.timings,
+                "stats": stats,
+                "order": order,
+                "warnings": list(source.warnings),
+            }
+            write_root_attrs(
+                f, store.FORMAT, store.FORMAT_VERSION, provenance,
+                num_nodes=n, num_edges=stats["stored_entries"], num_features=int(source.num_features),
+                num_classes=num_classes, num_labeled=labeled, source=source.name,
+                fingerprint=stats["fingerprint"], **fps, **source.extra_attrs())
+    return IngestReport(
+        output=str(output), source=source.name, num_nodes=n, num_edges=stats["stored_entries"],
+        symmetric=symmetrize, num_features=int(source.num_features), num_classes=num_classes,
+        edges_read=stats["edges_read"], self_loops_dropped=stats["self_loops_dropped"],
+        duplicates_dropped=stats["duplicates_dropped"], seconds=round(time.perf_counter() - t0, 3),
+        warnings=tuple(source.warnings), order=order)
+
+
+def cached_store_path(spec: str, opts: SourceOptions, cache_dir: str | None) -> Path:
+    """Where the graph store for a dataset spec is cached: under ``cache_dir`` when given, else
+    beside the source (``<folder>/.gnnprep/graph.h5`` or ``<file>.gnnprep.h5``)."""
+    from gnnprep.graph.sources import resolve_spec
+
+    path = resolve_spec(spec, opts).absolute()
+    if cache_dir:
+        tag = hashlib.sha256(str(path).encode()).hexdigest()[:10]
+        return Path(cache_dir).absolute() / f"{path.name}-{tag}.h5"
+    if path.is_dir():
+        return path / ".gnnprep" / "graph.h5"
+    return path.with_name(path.name + ".gnnprep.h5")
+
+
+def _cache_is_fresh(store_path: Path) -> bool:
+    """The cached store was made from input files that have not changed since."""
+    try:
+        with h5py.File(store_path, "r") as f:
+            prov = json.loads(f.attrs["provenance"])
+    except (OSError, KeyError, ValueError):
+        return False
+    for item in prov.get("inputs", []):
+        p = Path(item["path"])
+        if not p.exists() or file_fingerprint(p) != item["fingerprint"]:
+            return False
+    return True
+
+
+def ensure_graph_store(spec: str, config: IngestConfig = IngestConfig(), cache_dir: str | None = None,
+                       progress: Progress = no_progress) -> Path:
+    """A graph store for ``spec``: the spec itself when it is one, else a cached ingest of it."""
+    from gnnprep.graph.sources import resolve_spec
+
+    path = resolve_spec(spec, config.source)
+    if is_graph_store(path):
+        return path
+    target = cached_store_path(spec, config.source, cache_dir)
+    if target.exists() and _cache_is_fresh(target):
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    ingest(spec, target, config, progress, command=f"(cached ingest of {spec})")
+    return target

@@ -1,0 +1,104 @@
+"""Dataset specs: what a user may name wherever a dataset is expected.
+
+``sample`` | ``ogbn-<name>`` (under --root, $GNNPREP_DATA or ./data) | an OGB raw-layout folder |
+an edge list (.csv/.tsv/.txt[.gz], .npy, .npz) | an existing graph store (.h5).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import h5py
+
+from gnnprep.core.errors import GnnprepError
+from gnnprep.graph.sources.base import GraphSource
+from gnnprep.graph.sources.edgelist import EdgeListSource, is_text_edge_list
+from gnnprep.graph.sources.ogb import detect_layout, open_ogb_folder
+
+__all__ = ["SourceOptions", "GraphSource", "open_source", "sample_data_dir", "resolve_spec"]
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    root: str | None = None           # where ogbn-* folders live
+    download: bool = False            # allow ogb to download a missing ogbn-* data set
+    split: str | None = None          # split folder name when there are several
+    index_base: int = 0
+    num_nodes: int | None = None
+    features: str | None = None
+    labels: str | None = None
+    splits: str | None = None
+
+
+def sample_data_dir() -> Path:
+    return Path(__file__).resolve().parents[3] / "sample_data"
+
+
+def data_root(opts: SourceOptions) -> Path:
+    return Path(opts.root or os.environ.get("GNNPREP_DATA") or "data").absolute()
+
+
+def _download(name: str, root: Path) -> None:
+    """Fetch an OGB data set with the ogb package; only ever called with --download."""
+    import ogb.nodeproppred.dataset as ogb_dataset
+
+    ogb_dataset.decide_download = lambda url: True  # never prompt: the user asked by passing --download
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        ogb_dataset.NodePropPredDataset(name, root=str(root))
+    except ValueError as e:
+        raise GnnprepError(f"{name}: not an OGB node-property data set ({str(e).splitlines()[0]})") from None
+    except OSError as e:
+        raise GnnprepError(f"{name}: download failed ({e})") from None
+
+
+def resolve_spec(spec: str, opts: SourceOptions = SourceOptions()) -> Path:
+    """Map a spec to the file or folder it names, or raise saying where we looked."""
+    if spec == "sample":
+        d = sample_data_dir()
+        if not d.is_dir():
+            raise GnnprepError(f"sample: embedded sample data not found at {d}; "
+                               "regenerate it with python scripts/make_sample_data.py")
+        return d
+    if spec.startswith("ogbn-") and not Path(spec).exists():
+        root = data_root(opts)
+        folder = root / spec.replace("-", "_")
+        if not folder.is_dir() or detect_layout(folder) is None:
+            if not opts.download:
+                raise GnnprepError(f"{spec}: not found; looked in {folder}. Put the unzipped OGB folder "
+                                   f"there, point --root or $GNNPREP_DATA at its parent, or pass --download")
+            _download(spec, root)
+        return folder
+    path = Path(spec)
+    if not path.exists():
+        raise GnnprepError(f"{spec}: no such file or folder, and not a data set name "
+                           "(expected sample, ogbn-<name>, an OGB folder, an edge list or a graph store)")
+    return path
+
+
+def is_graph_store(path: Path) -> bool:
+    return path.is_file() and h5py.is_hdf5(path)
+
+
+def open_source(spec: str, opts: SourceOptions = SourceOptions()) -> GraphSource | Path:
+    """A :class:`GraphSource` to ingest, or the path of an existing HDF5 store to use as is."""
+    path = resolve_spec(spec, opts)
+    if path.is_dir():
+        src = open_ogb_folder(path, opts.split)
+        if spec == "sample":
+            src.name = "sample"
+        return src
+    if is_graph_store(path):
+        return path
+    name = path.name.lower()
+    if is_text_edge_list(path) or name.endswith((".npy", ".npz")):
+        return EdgeListSource(path, index_base=opts.index_base, num_nodes=opts.num_nodes,
+                              features=Path(opts.features) if opts.features else None,
+                              labels=Path(opts.labels) if opts.labels else None,
+                              splits=Path(opts.splits) if opts.splits else None)
+    if path.stat().st_size == 0:
+        raise GnnprepError(f"{path}: empty file")
+    raise GnnprepError(f"{path}: unknown input type; expected an edge list (.csv, .tsv, .txt, optionally .gz; "
+                       ".npy; .npz), an OGB folder or a graph store (.h5)")

@@ -1,0 +1,231 @@
+"""Streaming numeric text tables (CSV/TSV/whitespace, optionally gzip) with exact line numbers.
+
+Files are read in byte blocks cut at line ends. Each block goes through pandas' C parser (the fast
+path); when that fails or the values look wrong, the block is rescanned line by line in Python to
+name the first offending line exactly. ``#``/``%`` comment lines and blank lines are skipped, and a
+header line whose tokens are all non-numeric is allowed as the first line.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import math
+import re
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from gnnprep.core.errors import GnnprepError
+
+BLOCK_BYTES = 32 * 1024**2
+_INT_TOKEN = re.compile(r"([+-]?)(\d+)(\.0*)?")
+_DIGITS_INT64 = 19  # 2**63 - 1 has 19 digits
+_NUMERIC = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^[+-]?(nan|inf|infinity)$", re.I)
+
+
+def block_bytes_for(chunk_edges: int) -> int:
+    """Text block size matching a chunk of about ``chunk_edges`` lines (16 bytes per line)."""
+    return max(1 << 16, min(BLOCK_BYTES, chunk_edges * 16))
+
+
+def open_text(path: Path):
+    """Binary stream of a text file, transparently gunzipped by name or magic bytes."""
+    with open(path, "rb") as f:
+        magic = f.read(2)
+    if magic == b"\x1f\x8b":
+        return gzip.open(path, "rb")
+    return open(path, "rb")
+
+
+@dataclass
+class Chunk:
+    """Rows parsed from one block, and where they came from."""
+
+    values: np.ndarray          # [rows, cols]
+    lines: np.ndarray | None    # 1-based line number of each row, or None when first_line + row
+    first_line: int
+
+    def line(self, row: int) -> int:
+        return int(self.lines[row]) if self.lines is not None else self.first_line + int(row)
+
+
+def _blocks(path: Path, block_bytes: int) -> Iterator[tuple[int, bytes]]:
+    """Yield (1-based number of the block's first line, block of whole lines)."""
+    line_no = 1
+    rest = b""
+    try:
+        with open_text(path) as f:
+            while True:
+                data = f.read(block_bytes)
+                if not data:
+                    break
+                data = rest + data
+                cut = data.rfind(b"\n")
+                if cut < 0:
+                    rest = data
+                    continue
+                block, rest = data[: cut + 1], data[cut + 1:]
+                yield line_no, block
+                line_no += block.count(b"\n")
+    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+        raise GnnprepError(f"{path}: truncated or corrupt gzip data after line {line_no - 1} ({e})") from None
+    if rest:
+        yield line_no, rest + b"\n"
+
+
+def _looks_numeric(tok: str) -> bool:
+    # a header token is short; a long one is data (and a regex on a huge token could backtrack)
+    return len(tok) > 64 or bool(_NUMERIC.match(tok))
+
+
+def _show(tok: str, limit: int = 24) -> str:
+    """A token for a message: a runaway one is cut, with its length."""
+    return tok if len(tok) <= limit else f"{tok[:limit]}... ({len(tok):,} characters)"
+
+
+def _split(line: str, delim: str | None) -> list[str]:
+    return line.split(delim) if delim is not None else line.split()
+
+
+def detect_delimiter(path: Path) -> str | None:
+    """``,`` or tab when the first data line has one, else None (runs of whitespace)."""
+    for _, block in _blocks(path, 1024 * 1024):
+        for raw in block.split(b"\n"):
+            s = raw.strip()
+            if not s or s[:1] in (b"#", b"%"):
+                continue
+            if b"," in s:
+                return ","
+            if b"\t" in s:
+                return "\t"
+            return None
+    return None
+
+
+class TableReader:
+    """Iterate a numeric text table in chunks.
+
+    kind: ``"int"`` (integers that fit int64, at least ``minimum``; None: any sign) or ``"float"``.
+    ncols: required column count, or None to take it from the first data line.
+    """
+
+    def __init__(self, path: str | Path, kind: str, ncols: int | None = None, what: str = "value",
+                 block_bytes: int = BLOCK_BYTES, allow_header: bool = True,
+                 allow_nan: bool = False, minimum: int | None = 0):
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise GnnprepError(f"{self.path}: no such file")
+        self.kind, self.ncols, self.what = kind, ncols, what
+        self.block_bytes = block_bytes
+        self.allow_header = allow_header
+        self.allow_nan = allow_nan
+        self.minimum = minimum
+        self.delim = detect_delimiter(self.path)
+        self._seen_data = False
+        self._header_line = 0
+
+    # -- slow path: find and report the first bad line of a block ------------------------------
+    def _fail(self, line_no: int, msg: str):
+        raise GnnprepError(f"{self.path} line {line_no}: {msg}")
+
+    def _check_line(self, line_no: int, tokens: list[str]) -> None:
+        if self.ncols is not None and len(tokens) != self.ncols:
+            self._fail(line_no, f"expected {self.ncols} column{'s' if self.ncols > 1 else ''}, found {len(tokens)}")
+        for tok in tokens:
+            if self.kind == "int":
+                self._check_int(line_no, tok)
+                continue
+            try:
+                v = float(tok)
+            except ValueError:
+                self._fail(line_no, f"{_show(tok)!r} is not a number")
+            if not math.isfinite(v) and not self.allow_nan:
+                self._fail(line_no, f"non-finite {self.what} {_show(tok)!r}")
+
+    def _check_int(self, line_no: int, tok: str) -> None:
+        """An integer token within int64 and not below ``minimum`` (never converts a huge token:
+        a 1,000,000-digit id is reported by its length, not parsed)."""
+        m = _INT_TOKEN.fullmatch(tok)
+        if not m:
+            if self.allow_nan and tok.lower() in ("nan", ""):
+                return
+            self._fail(line_no, f"{_show(tok)!r} is not an integer {self.what}")
+        digits = m.group(2).lstrip("0") or "0"
+        negative = m.group(1) == "-" and digits != "0"
+        huge = len(digits) > _DIGITS_INT64 or int(digits) > 2**63 - (0 if negative else 1)
+        if negative and self.minimum is not None and (huge or -int(digits) < self.minimum):
+            self._fail(line_no, f"negative {self.what} {_show(tok)}" if self.minimum == 0
+                       else f"{self.what} {_show(tok)} is below {self.minimum}")
+        if huge:
+            self._fail(line_no, f"{self.what} {_show(tok)} is too large; expected integers within int64 "
+                                "(below 2**63)")
+
+    def _scan(self, first_line: int, block: bytes, detail: str = "") -> None:
+        for i, raw in enumerate(block.decode("utf-8", "replace").split("\n")):
+            s = raw.strip()
+            if not s or s[0] in "#%" or first_line + i == self._header_line:
+                continue
+            self._check_line(first_line + i, [t.strip() for t in _split(s, self.delim)])
+        raise GnnprepError(f"{self.path} lines {first_line}+: cannot parse {self.what}s ({detail})")
+
+    # -- fast path -----------------------------------------------------------------------------
+    def _clean(self, first_line: int, block: bytes) -> tuple[bytes, np.ndarray | None]:
+        """Drop comments, blank lines and a first-line header; return kept lines' numbers."""
+        needs = (b"#" in block or b"%" in block or b"\n\n" in block or block.startswith(b"\n")
+                 or (not self._seen_data and self.allow_header))
+        if not needs:
+            return block, None
+        kept, numbers = [], []
+        for i, raw in enumerate(block.split(b"\n")):
+            s = raw.strip()
+            if not s or s[:1] in (b"#", b"%"):
+                continue
+            if not self._seen_data:
+                self._seen_data = True
+                tokens = _split(s.decode("utf-8", "replace"), self.delim)
+                if self.allow_header and not any(_looks_numeric(t.strip()) for t in tokens):
+                    self._header_line = first_line + i
+                    continue  # a header such as "src,dst"
+            kept.append(raw)
+            numbers.append(first_line + i)
+        return b"\n".join(kept) + b"\n", np.asarray(numbers, dtype=np.int64)
+
+    def _below_minimum(self, values: np.ndarray) -> bool:
+        return bool(self.minimum is not None and values.size and values.min() < self.minimum)
+
+    def __iter__(self) -> Iterator[Chunk]:
+        import pandas as pd
+
+        for first_line, block in _blocks(self.path, self.block_bytes):
+            data, lines = self._clean(first_line, block)
+            self._seen_data = True
+            if not data.strip():
+                continue
+            try:
+                df = pd.read_csv(io.BytesIO(data), header=None, sep=self.delim if self.delim else r"\s+",
+                                 engine="c", dtype=np.float64 if self.kind == "float" or self.allow_nan else np.int64,
+                                 skip_blank_lines=True, na_filter=self.kind == "float" or self.allow_nan)
+            except (ValueError, pd.errors.ParserError, OverflowError) as e:
+                self._scan(first_line, block, str(e).splitlines()[0])
+            values = df.to_numpy()
+            if self.ncols is None:
+                self.ncols = values.shape[1]
+            bad = values.shape[1] != self.ncols
+            if not bad and self.kind == "int":
+                if values.dtype.kind == "f":
+                    finite = np.isfinite(values)
+                    bad = bool(np.any(values[finite] != np.round(values[finite])))
+                    bad = bad or self._below_minimum(values[finite]) or (not self.allow_nan and not finite.all())
+                else:
+                    bad = self._below_minimum(values)
+            elif not bad and not self.allow_nan:
+                bad = not np.isfinite(values).all()
+            if bad:
+                self._scan(first_line, block, "inconsistent values")
+            if lines is not None and len(lines) != len(values):
+                self._scan(first_line, block, "row count mismatch")
+            yield Chunk(values, lines, first_line)

@@ -1,0 +1,338 @@
+"""The HDF5 graph store (``format = "gnnprep.graph"``): layout constants and a reader.
+
+Layout (see README, "Artifacts"): ``/adj/indptr`` [n+1], ``/adj/indices`` [m] (row v lists the
+sources v aggregates from, sorted, no duplicates, no self-loops), ``/nodes/features`` [n, d],
+``/nodes/labels`` [n] (-1 = unknown), ``/splits/{train,valid,test}``, optional ``/nodes/type``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from gnnprep.core.artifact import FORMAT_VERSIONS, Artifact, attr_value, count_attr, dataset_or_none, json_attr
+from gnnprep.core.errors import GnnprepError
+from gnnprep.core.memory import empty_pages
+from gnnprep.graph.sources.base import SPLIT_NAMES
+
+FORMAT = "gnnprep.graph"
+FORMAT_VERSION = FORMAT_VERSIONS[FORMAT]
+FEATURE_CHUNK_BYTES = 1 << 20
+
+
+def feature_chunk_rows(num_features: int, itemsize: int) -> int:
+    """Rows per HDF5 chunk so that one chunk is about 1 MiB."""
+    return max(1, FEATURE_CHUNK_BYTES // max(1, num_features * itemsize))
+
+
+def check_ids(ids: np.ndarray, n: int, what: str, offset: int = 0) -> None:
+    """GnnprepError unless every id is in [0, n); ``offset`` is the position of ``ids[0]`` in the
+    dataset, for the message. Run on every index array read from an artifact before a compiled
+    kernel uses it."""
+    if len(ids) == 0:
+        return
+    lo, hi = int(ids.min()), int(ids.max())
+    if lo < 0 or hi >= n:
+        bad = int(np.flatnonzero((ids < 0) | (ids >= n))[0])
+        raise GnnprepError(f"{what}[{offset + bad}] = {int(ids[bad])}: expected a node id in [0, {n}) "
+                           "(the file is corrupt)")
+
+
+def check_indptr(indptr: np.ndarray, n: int, m: int, what: str) -> None:
+    """GnnprepError unless ``indptr`` is a CSR row pointer for n rows and m entries."""
+    if indptr.ndim != 1 or len(indptr) != n + 1:
+        raise GnnprepError(f"{what} has shape {indptr.shape}; expected [{n + 1}] (the file is corrupt)")
+    if indptr[0] != 0 or indptr[-1] != m:
+        raise GnnprepError(f"{what} runs from {int(indptr[0])} to {int(indptr[-1])}; expected 0 to {m} "
+                           "(the file is corrupt)")
+    drops = np.flatnonzero(np.diff(indptr) < 0)
+    if len(drops):
+        raise GnnprepError(f"{what} decreases at row {int(drops[0])}; expected non-decreasing offsets "
+                           "(the file is corrupt)")
+
+
+class GraphStore(Artifact):
+    """Read access to a graph store. Arrays are read lazily, in row blocks where they scale."""
+
+    FORMAT = FORMAT
+
+    def __init__(self, path: str | Path):
+        super().__init__(path)
+        for name in ("adj/indptr", "adj/indices"):
+            if name not in self.f:
+                self.f.close()
+                raise GnnprepError(f"{self.path}: missing dataset /{name}; the graph store is incomplete")
+        for name in ("num_nodes", "num_edges"):
+            value = self.f.attrs.get(name)
+            if not isinstance(value, (int, np.integer)) or value < 0:
+                self.f.close()
+                raise GnnprepError(f"{self.path}: root attribute {name!r} is {value!r}; expected a count")
+        if len(self.f["adj/indices"]) != self.num_edges or len(self.f["adj/indptr"]) != self.num_nodes + 1:
+            shapes = (self.f["adj/indptr"].shape, self.f["adj/indices"].shape)
+            self.f.close()
+            raise GnnprepError(f"{self.path}: /adj/indptr and /adj/indices have shapes {shapes[0]} and {shapes[1]}; "
+                               f"expected [num_nodes + 1] and [num_edges] (the file is corrupt)")
+
+    @property
+    def attrs(self) -> h5py.AttributeManager:
+        return self.f.attrs
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.f.attrs["num_nodes"])
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.f.attrs["num_edges"])
+
+    @property
+    def symmetric(self) -> bool:
+        return bool(self.f["adj"].attrs.get("symmetric", False))
+
+    @property
+    def fingerprint(self) -> str:
+        return str(self.f.attrs.get("fingerprint", ""))
+
+    def indptr(self) -> np.ndarray:
+        """``/adj/indptr``, checked: n+1 entries, from 0, non-decreasing, ending at m (a corrupt array
+        would otherwise send the kernels out of bounds). Read and checked once per open store (a
+        precompute asks for it to plan, to estimate locality and to compute: 888 MB at papers100M);
+        callers must not modify it."""
+        if getattr(self, "_indptr", None) is None:
+            ip = self.f["adj/indptr"][:].astype(np.int64, copy=False)
+            check_indptr(ip, self.num_nodes, self.num_edges, f"{self.path}: /adj/indptr")
+            self._indptr = ip
+        return self._indptr
+
+    def indices(self, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """``/adj/indices[start:stop]`` as int64, checked to lie in [0, n)."""
+        idx = self.f["adj/indices"][start:stop].astype(np.int64, copy=False)
+        check_ids(idx, self.num_nodes, f"{self.path}: /adj/indices")
+        return idx
+
+    def weight_blocks(self, blocks: int):
+        """(r0, r1, p0, p1, w) for ``blocks`` contiguous row ranges: the stored edge weights of rows
+        r0..r1-1 (entries p0..p1-1) as float64, checked finite and non-negative (one error naming the
+        first bad entry); w = 1 on an unweighted store."""
+        indptr, n = self.indptr(), self.num_nodes
+        weighted = "adj/weights" in self.f
+        for rows in np.array_split(np.arange(n), max(1, min(blocks, n))):
+            if not len(rows):
+                continue
+            r0, r1 = int(rows[0]), int(rows[-1]) + 1
+            p0, p1 = int(indptr[r0]), int(indptr[r1])
+            w = self.f["adj/weights"][p0:p1].astype(np.float64) if weighted else np.ones(p1 - p0)
+            if weighted and (not np.isfinite(w).all() or (w < 0).any()):
+                bad = p0 + int(np.flatnonzero(~np.isfinite(w) | (w < 0))[0])
+                raise GnnprepError(f"{self.path}: /adj/weights[{bad}] = {w[bad - p0]}; expected a finite, "
+                                   "non-negative edge weight")
+            yield r0, r1, p0, p1, w
+
+    def in_degree(self, blocks: int = 16) -> np.ndarray:
+        """Row sums of A: the entries of each row, or their weight sum on a weighted store (float64)."""
+        counts = np.diff(self.indptr())
+        if "adj/weights" not in self.f:
+            return counts.astype(np.float64)
+        deg = np.zeros(self.num_nodes)
+        for r0, r1, _, _, w in self.weight_blocks(blocks):
+            deg[r0:r1] = np.bincount(np.repeat(np.arange(r1 - r0), counts[r0:r1]), weights=w, minlength=r1 - r0)
+        return deg
+
+    def csr(self):
+        """The whole adjacency as scipy CSR (for graphs that fit in memory; tests and small runs)."""
+        import scipy.sparse as sp
+
+        n = self.num_nodes
+        data = np.ones(self.num_edges, dtype=np.float32)
+        return sp.csr_matrix((data, self.f["adj/indices"][:], self.indptr()), shape=(n, n))
+
+    @property
+    def features(self) -> h5py.Dataset | None:
+        """``/nodes/features`` [n, d] float (read lazily), or None."""
+        if "nodes/features" not in self.f:
+            return None
+        x = self.f["nodes/features"]
+        if x.ndim != 2 or x.shape[0] != self.num_nodes or x.dtype.kind != "f":
+            raise GnnprepError(f"{self.path}: /nodes/features is {x.dtype} of shape {x.shape}; expected floats of "
+                               f"shape [{self.num_nodes}, d] (the file is corrupt)")
+        return x
+
+    def feature_columns(self, c0: int, c1: int) -> np.ndarray:
+        """X[:, c0:c1] as float32, read in small row steps (no large temporaries) and checked finite.
+
+        Unfiltered float32 row chunks (as ingest writes them) are read raw, chunk by chunk, and their
+        columns copied out: about twice as fast as HDF5's column hyperslab selection."""
+        feats, n = self.features, self.num_nodes
+        xb = empty_pages((n, c1 - c0))
+        raw = feats.dtype == np.float32 and feats.chunks is not None and feats.chunks[1] == feats.shape[1] \
+            and feats.compression is None and not feats.shuffle and not feats.fletcher32 and feats.scaleoffset is None
+        step = feats.chunks[0] if raw else max(1, (4 << 20) // max(1, (c1 - c0) * 4))
+        for s in range(0, n, step):
+            e = min(n, s + step)
+            if raw:
+                raw = self._raw_chunk_columns(feats, s, e, c0, c1, xb)
+            if not raw:
+                if feats.dtype == np.float32:
+                    feats.read_direct(xb, np.s_[s:e, c0:c1], np.s_[s:e])
+                else:
+                    xb[s:e] = feats[s:e, c0:c1]
+            if not np.isfinite(xb[s:e]).all():
+                raise GnnprepError(f"{self.path}: /nodes/features has non-finite values in rows {s}..{e - 1}")
+        return xb
+
+    def feature_row_l1(self) -> np.ndarray:
+        """Σ_j |X_ij| per row [n] (float64), read in row chunks: one pass over X."""
+        feats, n = self.features, self.num_nodes
+        step = feats.chunks[0] if feats.chunks is not None else max(1, (4 << 20) // max(1, 4 * feats.shape[1]))
+        out = np.empty(n, dtype=np.float64)
+        for s in range(0, n, step):
+            out[s:s + step] = np.abs(feats[s:s + step]).sum(axis=1, dtype=np.float64)
+        return out
+
+    @staticmethod
+    def _raw_chunk_columns(feats, s: int, e: int, c0: int, c1: int, xb: np.ndarray) -> bool:
+        """xb[s:e] = columns c0:c1 of the raw chunk starting at row s; False (nothing read) when the
+        chunk is not stored as plain bytes of its full shape (then the caller reads it through HDF5)."""
+        try:
+            mask, data = feats.id.read_direct_chunk((s, 0))
+        except (KeyError, ValueError, OSError, RuntimeError):
+            return False
+        ch, d = feats.chunks
+        if mask != 0 or len(data) != ch * d * 4:
+            return False
+        xb[s:e] = np.frombuffer(data, dtype=np.float32).reshape(ch, d)[:e - s, c0:c1]
+        return True
+
+    def labels(self) -> np.ndarray | None:
+        """``/nodes/labels`` [n] (−1 unknown), or None."""
+        if "nodes/labels" not in self.f:
+            return None
+        labels = self.f["nodes/labels"]
+        if labels.shape != (self.num_nodes,) or labels.dtype.kind not in "iu":
+            raise GnnprepError(f"{self.path}: /nodes/labels is {labels.dtype} of shape {labels.shape}; expected "
+                               f"integers of shape [{self.num_nodes}] (the file is corrupt)")
+        return labels[:]
+
+    def splits(self) -> dict[str, np.ndarray]:
+        """The splits' node ids, checked to lie in [0, n)."""
+        if "splits" not in self.f:
+            return {}
+        out = {}
+        for k in self.f["splits"]:
+            ids = self.f["splits"][k][:]
+            if ids.ndim != 1 or ids.dtype.kind not in "iu":
+                raise GnnprepError(f"{self.path}: /splits/{k} is {ids.dtype} of shape {ids.shape}; expected node ids")
+            out[k] = ids.astype(np.int64)
+            check_ids(out[k], self.num_nodes, f"{self.path}: /splits/{k}")
+        return out
+
+    def check_built_for(self, path, kind: str, graph_fingerprint, num_nodes: int) -> None:
+        """GnnprepError unless the artifact at ``path`` (a ``kind``: HAG, HDG) was built for this graph."""
+        if graph_fingerprint != self.fingerprint:
+            raise GnnprepError(f"{path}: graph_fingerprint does not match {self.path}; this {kind} was built for "
+                               "another graph")
+        if num_nodes != self.num_nodes:
+            raise GnnprepError(f"{path}: num_nodes is {num_nodes}; expected {self.num_nodes}, the nodes of {self.path} "
+                               "(the file is corrupt)")
+
+    def node_types(self) -> list[str] | None:
+        """The type names of a heterogeneous store (root attribute ``node_types``), or None."""
+        names = json_attr(self.f.attrs, "node_types", self.path, list, None)
+        if names is not None and not all(isinstance(t, str) for t in names):
+            raise GnnprepError(f"{self.path}: root attribute 'node_types' is not a JSON list of names (the file is corrupt)")
+        return names
+
+    def node_type_codes(self) -> tuple[np.ndarray, list[str]] | None:
+        """``/nodes/type`` [n] (codes into :meth:`node_types`, checked) and the names, or None."""
+        names = self.node_types()
+        if names is None or "nodes/type" not in self.f:
+            return None
+        ds = self.f["nodes/type"]
+        if not isinstance(ds, h5py.Dataset) or ds.dtype.kind not in "iu" or ds.shape != (self.num_nodes,):
+            raise GnnprepError(f"{self.path}: /nodes/type has shape {getattr(ds, 'shape', None)}; expected "
+                               f"[{self.num_nodes}] integer type codes (the file is corrupt)")
+        codes = ds[:].astype(np.int64)
+        check_ids(codes, len(names), f"{self.path}: /nodes/type")
+        return codes, names
+
+
+# -- the description for ``gnnprep info`` ---------------------------------------------------------------
+def split_sizes(f, path) -> dict[str, int]:
+    g = f.get("splits")
+    if g is None:
+        return {}
+    if hasattr(g, "dtype"):
+        raise GnnprepError(f"{path}: /splits is a dataset; expected a group of node id arrays")
+    return {k: int(len(dataset_or_none(f, f"splits/{k}", path, 1))) for k in SPLIT_NAMES if k in g}
+
+
+def _degrees(g: GraphStore, block: int) -> tuple[int, int, int]:
+    """(min, max, isolated) of the in-degrees, read in blocks of ``indptr`` and checked as a CSR
+    pointer on the way (from 0, non-decreasing, ending at the stored edges)."""
+    n, m, ip = g.num_nodes, g.num_edges, g.f["adj/indptr"]
+    dmin, dmax, isolated = None, 0, 0
+    for s in range(0, n, block):
+        p = ip[s:min(n, s + block) + 1].astype(np.int64)
+        deg = np.diff(p)
+        if (s == 0 and p[0] != 0) or (len(deg) and deg.min() < 0) or (s + block >= n and p[-1] != m):
+            raise GnnprepError(f"{g.path}: /adj/indptr is not a CSR pointer from 0 to {m} without decreasing "
+                               f"(rows {s}..{min(n, s + block)}; the file is corrupt)")
+        if len(deg):
+            dmin = int(deg.min()) if dmin is None else min(dmin, int(deg.min()))
+            dmax = max(dmax, int(deg.max()))
+            isolated += int((deg == 0).sum())
+    return dmin or 0, dmax, isolated
+
+
+def _types(g: GraphStore, path) -> tuple[list[str] | None, dict | None]:
+    names = json_attr(g.attrs, "node_types", path, list, None, "attribute")
+    if names is None or "nodes/type" not in g.f:
+        return names, None
+    t = dataset_or_none(g.f, "nodes/type", path, 1)
+    if t.dtype.kind not in "iu":
+        raise GnnprepError(f"{path}: /nodes/type is {t.dtype}; expected integer type codes")
+    t = t[:].astype(np.int64)
+    check_ids(t, len(names), f"{path}: /nodes/type")
+    return names, dict(zip(map(str, names), np.bincount(t, minlength=len(names)).tolist()))
+
+
+def describe(path: Path, block: int = 1 << 22) -> dict:
+    with GraphStore(path) as g:
+        n = g.num_nodes
+        dmin, dmax, isolated = _degrees(g, block)
+        feats = dataset_or_none(g.f, "nodes/features", path, 2)
+        labels = dataset_or_none(g.f, "nodes/labels", path)
+        node_types, per_type = _types(g, path)
+        out = {
+            "file": str(path),
+            "format": "gnnprep.graph",
+            "format_version": int(g.attrs["format_version"]),
+            "source": attr_value(g.attrs.get("source", "")),
+            "num_nodes": n,
+            "num_edges": g.num_edges,
+            "symmetric": g.symmetric,
+            "weighted": "adj/weights" in g.f,
+            "undirected_edges": g.num_edges // 2 if g.symmetric else None,
+            "num_features": int(feats.shape[1]) if feats is not None else 0,
+            "feature_dtype": str(feats.dtype) if feats is not None else None,
+            "num_classes": count_attr(g.attrs, "num_classes", path, 0),
+            "labeled_nodes": count_attr(g.attrs, "num_labeled", path, 0) if labels is not None else 0,
+            "splits": split_sizes(g.f, path),
+            "degree": {"min": dmin, "mean": round(g.num_edges / n, 4) if n else 0.0, "max": dmax},
+            "isolated_nodes": isolated,
+            "index_dtype": str(g.f["adj/indices"].dtype),
+            "node_types": node_types,
+            "size_bytes": path.stat().st_size,
+            "fingerprint": str(attr_value(g.attrs.get("fingerprint", ""))),
+            "created_utc": attr_value(g.attrs.get("created_utc")),
+            "gnnprep_version": attr_value(g.attrs.get("gnnprep_version")),
+        }
+        if per_type is not None:
+            out["nodes_per_type"] = per_type
+        order = g.f.get("order/community")
+        out["node_order"] = None if order is None else {
+            "kind": "community", **{k: float(order.attrs[k]) for k in ("near_share_before", "near_share_after",
+                                                                      "seconds", "cpu_seconds") if k in order.attrs}}
+        return out

@@ -1,0 +1,127 @@
+"""The ``hag.h5`` artifact: write, read and check a HAG, and describe it for ``gnnprep info``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from gnnprep.core.artifact import (FORMAT_VERSIONS, attr_value, count_attr, dataset_or_none, json_attr, open_artifact,
+                                   plain_attrs)
+from gnnprep.core.errors import GnnprepError
+from gnnprep.hag.structure import Hag, graph_cost
+
+FORMAT = "gnnprep.hag"
+FORMAT_VERSION = FORMAT_VERSIONS[FORMAT]
+
+
+def write_hag(h: Hag, path, provenance: dict, aggregate: str, capacity: int, graph_fingerprint: str,
+              indptr: np.ndarray, inputs=()) -> dict:
+    """Write ``hag.h5`` atomically; return the summary written into its root attributes. ``inputs``:
+    the files the HAG was built from, which ``path`` must not be (refused, never overwritten)."""
+    import h5py
+
+    from gnnprep.core.output import atomic_output
+    from gnnprep.core.artifact import write_root_attrs
+
+    ag, tg = graph_cost(indptr)
+    summary = {
+        "num_nodes": h.num_nodes, "num_agg": h.num_agg, "levels": len(h.level_ptr) - 1,
+        "aggregate": aggregate, "capacity": int(capacity),
+        "aggregations_graph": ag, "aggregations_hag": h.aggregations(),
+        "transfers_graph": tg, "transfers_hag": h.transfers(),
+    }
+    idx_dtype = np.int32 if h.num_nodes + h.num_agg < 2**31 else np.int64
+    with atomic_output(path, inputs=inputs) as tmp:
+        with h5py.File(tmp, "w") as f:
+            f.create_dataset("agg/inputs", data=h.inputs.astype(idx_dtype).reshape(-1, 2))
+            f.create_dataset("agg/level_ptr", data=h.level_ptr.astype(np.int64))
+            f.create_dataset("adj/indptr", data=h.indptr.astype(np.int64))
+            f.create_dataset("adj/indices", data=h.indices.astype(idx_dtype))
+            write_root_attrs(f, FORMAT, FORMAT_VERSION, provenance, graph_fingerprint=graph_fingerprint, **summary)
+    return summary
+
+
+def _read_index(f, path, name: str, ndim: int) -> np.ndarray:
+    """An integer dataset of the HAG as int64, or a one-line error naming it."""
+    if name not in f or not hasattr(f[name], "dtype"):
+        raise GnnprepError(f"{path}: missing dataset /{name}; the HAG is incomplete")
+    ds = f[name]
+    if ds.dtype.kind not in "iu" or ds.ndim != ndim or (ndim == 2 and ds.shape[1] != 2):
+        want = "[|VA|, 2] integers" if ndim == 2 else "a 1-D integer array"
+        raise GnnprepError(f"{path}: /{name} is {ds.dtype} of shape {ds.shape}; expected {want}")
+    return ds[:].astype(np.int64)
+
+
+def check_hag(h: Hag, path) -> None:
+    """GnnprepError unless ``h`` is a well-formed HAG (one vectorised pass over its arrays), so that
+    the executor's kernels never index out of bounds: ``level_ptr`` runs from 0 to |VA| without
+    decreasing; every input of an aggregation node of level l+1 lies in [0, n + level_ptr[l]) (graph
+    nodes or earlier levels: topological); the in-lists are a CSR over V ∪ VA."""
+    from gnnprep.graph.store import check_ids, check_indptr
+
+    n, na, lp = h.num_nodes, h.num_agg, h.level_ptr
+    if len(lp) < 1 or lp[0] != 0 or lp[-1] != na or (np.diff(lp) < 0).any():
+        runs = f"runs from {int(lp[0])} to {int(lp[-1])}" if len(lp) else "is empty"
+        raise GnnprepError(f"{path}: /agg/level_ptr {runs} or decreases; expected non-decreasing offsets from 0 "
+                           f"to {na} (the file is corrupt)")
+    bound = n + np.repeat(lp[:-1], np.diff(lp))
+    bad = np.flatnonzero(((h.inputs < 0) | (h.inputs >= bound[:, None])).any(axis=1))
+    if len(bad):
+        i = int(bad[0])
+        raise GnnprepError(f"{path}: /agg/inputs[{i}] = {h.inputs[i].tolist()}; expected ids in [0, {int(bound[i])}) "
+                           "(graph nodes or aggregation nodes of earlier levels; the file is corrupt)")
+    check_indptr(h.indptr, n, len(h.indices), f"{path}: /adj/indptr")
+    check_ids(h.indices, n + na, f"{path}: /adj/indices")
+
+
+def read_hag(path) -> tuple[Hag, dict]:
+    """The HAG in ``path`` and its root attributes, validated by :func:`check_hag`."""
+    with open_artifact(path, expect=FORMAT) as f:
+        n = f.attrs.get("num_nodes")
+        if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 0:
+            raise GnnprepError(f"{path}: root attribute 'num_nodes' is {n!r}; expected a count")
+        h = Hag(int(n), _read_index(f, path, "agg/inputs", 2), _read_index(f, path, "agg/level_ptr", 1),
+                _read_index(f, path, "adj/indptr", 1), _read_index(f, path, "adj/indices", 1))
+        attrs = plain_attrs(f.attrs)
+    check_hag(h, path)
+    return h, attrs
+
+
+def read_hag_summary(path, graph_fingerprint: str) -> dict | None:
+    """The root summary of a HAG built for the graph with ``graph_fingerprint``, or None when
+    ``path`` is missing, unreadable or for another graph (``--hag auto`` then ignores it)."""
+    try:
+        with open_artifact(path, expect=FORMAT) as f:
+            attrs = plain_attrs(f.attrs)
+    except GnnprepError:
+        return None
+    return attrs if attrs.get("graph_fingerprint") == graph_fingerprint else None
+
+
+# -- the description for ``gnnprep info`` ---------------------------------------------------------------
+HAG_COUNTS = ("num_nodes", "num_agg", "capacity", "aggregations_graph", "aggregations_hag", "transfers_graph",
+              "transfers_hag")
+
+
+def describe(path: Path) -> dict:
+    with open_artifact(path, expect="gnnprep.hag") as f:
+        a = {k: attr_value(v) for k, v in f.attrs.items()}
+        prov = json_attr(f.attrs, "provenance", path, dict, {}, "attribute")
+        a.pop("provenance", None)
+        a.update({k: count_attr(f.attrs, k, path) for k in HAG_COUNTS})
+        missing = [k for k in HAG_COUNTS if a[k] is None]
+        if missing:
+            raise GnnprepError(f"{path}: root attribute {missing[0]!r} is missing; the HAG is incomplete")
+        level_ptr = dataset_or_none(f, "agg/level_ptr", path, 1)
+        if level_ptr is None:
+            raise GnnprepError(f"{path}: missing dataset /agg/level_ptr; the HAG is incomplete")
+        timings = prov.get("timings") if isinstance(prov.get("timings"), dict) else {}
+        peak = prov.get("peak_bytes")
+        out = {"file": str(path), **a, "aggregate": str(a.get("aggregate")), "levels": max(0, len(level_ptr) - 1),
+               "search_seconds": timings.get("search_seconds"),
+               "peak_bytes": peak if isinstance(peak, int) and not isinstance(peak, bool) else None,
+               "size_bytes": path.stat().st_size}
+    out["aggregation_ratio"] = round(out["aggregations_graph"] / max(1, out["aggregations_hag"]), 4)
+    out["transfer_ratio"] = round(out["transfers_graph"] / max(1, out["transfers_hag"]), 4)
+    return out

@@ -1,0 +1,199 @@
+"""The ``hdg.h5`` artifact: one CSC-offset array per level, a global schema tree (FlexGraph's
+storage; see :mod:`gnnprep.hdg.structure`); write, read and check it, and describe it for
+``gnnprep info``."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+
+from gnnprep.core.artifact import FORMAT_VERSIONS, attr_value, count_attr, json_attr, open_artifact, plain_attrs
+from gnnprep.core.errors import GnnprepError
+from gnnprep.hdg.structure import Hdg, Level
+
+FORMAT = "gnnprep.hdg"
+FORMAT_VERSION = FORMAT_VERSIONS[FORMAT]
+
+
+def write_hdg(h: Hdg, path, provenance: dict, selector: str, spec: str, seed: int, graph_fingerprint: str,
+              graph_store_bytes: int, graph_adj_bytes: int, inputs=()) -> dict:
+    """Write ``hdg.h5`` atomically; return the summary written into its root attributes. ``selector``
+    and ``spec`` name the selector and its canonical SPEC (:func:`gnnprep.hdg.select.select_spec`);
+    ``inputs``: the files it was built from, which ``path`` must not be (refused, never overwritten)."""
+    import h5py
+
+    from gnnprep.core.output import atomic_output
+    from gnnprep.core.artifact import write_root_attrs
+
+    idx_dtype = np.int32 if h.num_nodes < 2**31 else np.int64
+    with atomic_output(path, inputs=inputs) as tmp:
+        with h5py.File(tmp, "w") as f:
+            parent = "node"
+            for r in h.roots:
+                parent = "node"
+                for lvl in r.walk():
+                    g = f.create_group(f"levels/{lvl.name}")
+                    if lvl.offsets is not None and not lvl.fanout:
+                        narrow = np.int32 if lvl.offsets[-1] < 2**31 else np.int64
+                        g.create_dataset("offsets", data=lvl.offsets.astype(narrow))
+                    if lvl.ids is not None:
+                        g.create_dataset("ids", data=lvl.ids.astype(idx_dtype))
+                    if lvl.weights is not None:
+                        g.create_dataset("weights", data=lvl.weights.astype(np.float32))
+                    g.attrs.update(kind=lvl.kind, parent=parent, fanout=int(lvl.fanout),
+                                   num_parents=int(lvl.num_parents), num_children=int(lvl.num_children))
+                    parent = lvl.name
+            hdg_bytes = sum(ds.nbytes for g in f["levels"].values() for ds in g.values())
+            summary = {"num_nodes": h.num_nodes, "selector": selector, "spec": spec, "seed": int(seed),
+                       "levels": len(h.levels()), "hdg_bytes": int(hdg_bytes),
+                       "graph_store_bytes": int(graph_store_bytes), "graph_adj_bytes": int(graph_adj_bytes)}
+            write_root_attrs(f, FORMAT, FORMAT_VERSION, provenance, graph_fingerprint=graph_fingerprint,
+                             schema=json.dumps(h.schema()), channels=json.dumps(h.channels()), **summary)
+    summary["channels"] = h.channels()
+    return summary
+
+
+MAX_DEPTH = 16  # levels below the root that a reader follows (the selectors make at most 2)
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
+
+
+def _dataset(g, path, name: str, kinds: str) -> np.ndarray | None:
+    """``g[name]`` as a 1-D array of dtype kind in ``kinds`` (None when absent)."""
+    if name not in g:
+        return None
+    ds = g[name]
+    if not hasattr(ds, "dtype") or ds.ndim != 1 or ds.dtype.kind not in kinds:
+        raise GnnprepError(f"{path}: {ds.name} is {getattr(ds, 'dtype', 'a group')} of shape {getattr(ds, 'shape', '')}; "
+                           f"expected a 1-D {'integer' if kinds == 'iu' else 'float'} array")
+    return ds[:]
+
+
+def _schema_node(node, path, depth: int) -> tuple[str, str, int]:
+    """(name, kind, fanout) of one schema node, checked."""
+    where = f"{path}: schema"
+    if not isinstance(node, dict) or depth > MAX_DEPTH:
+        raise GnnprepError(f"{where} has a level that is not an object or nests deeper than {MAX_DEPTH}; the HDG is corrupt")
+    name, kind, fanout = node.get("level"), node.get("kind"), node.get("fanout") or 0
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or kind not in ("instances", "vertices") \
+            or not isinstance(fanout, int) or fanout < 0:
+        raise GnnprepError(f"{where} level {name!r}: kind {kind!r}, fanout {fanout!r}; expected a name, kind "
+                           "instances or vertices and a fanout ≥ 0")
+    if kind == "instances":
+        children, combine, slots = node.get("children"), node.get("combine"), node.get("slots") or []
+        if not isinstance(children, list) or len(children) != 1 or combine not in ("slots", "reduce") \
+                or (combine == "slots" and (not fanout or not isinstance(slots, list) or len(slots) != fanout
+                                            or not all(isinstance(x, str) and _NAME.fullmatch(x) for x in slots))):
+            raise GnnprepError(f"{where} level {name!r}: expected one child level, combine slots (with one slot name "
+                               "per fanout) or reduce")
+    return name, kind, int(fanout)
+
+
+def _offsets(g, path, name: str, num_parents: int, fanout: int) -> np.ndarray | None:
+    """The level's CSC offsets, checked: P+1 entries from 0, non-decreasing (None with a fixed fanout)."""
+    from gnnprep.graph.store import check_indptr
+
+    if fanout:
+        return None
+    offsets = _dataset(g, path, "offsets", "iu")
+    if offsets is None:
+        raise GnnprepError(f"{path}: /levels/{name} has no offsets and no fixed fanout")
+    offsets = offsets.astype(np.int64)
+    end = int(offsets[-1]) if len(offsets) else 0
+    check_indptr(offsets, num_parents, end, f"{path}: /levels/{name}/offsets")
+    return offsets
+
+
+def _load_level(f, path, node, num_parents: int, n: int, depth: int = 1) -> Level:
+    """One level and the levels below it, every array checked against the counts it implies, so
+    that aggregation never indexes out of bounds: ids in [0, n), offsets from 0, non-decreasing and
+    ending at the child count, weights finite and one per id."""
+    from gnnprep.graph.store import check_ids
+
+    name, kind, fanout = _schema_node(node, path, depth)
+    g = f.get(f"levels/{name}")
+    if g is None or hasattr(g, "dtype"):
+        raise GnnprepError(f"{path}: missing group /levels/{name}; the HDG is incomplete")
+    offsets = _offsets(g, path, name, num_parents, fanout)
+    num_children = num_parents * fanout if fanout else int(offsets[-1])
+    ids = weights = child = None
+    if kind == "vertices":
+        ids = _dataset(g, path, "ids", "iu")
+        if ids is None or len(ids) != num_children:
+            raise GnnprepError(f"{path}: /levels/{name}/ids has {None if ids is None else len(ids)} entries; "
+                               f"expected {num_children} (one per child)")
+        ids = ids.astype(np.int64)
+        check_ids(ids, n, f"{path}: /levels/{name}/ids")
+        weights = _dataset(g, path, "weights", "f")
+        if weights is not None and (len(weights) != num_children or not np.isfinite(weights).all()):
+            raise GnnprepError(f"{path}: /levels/{name}/weights has {len(weights)} entries or non-finite values; "
+                               f"expected {num_children} finite weights")
+    else:
+        child = _load_level(f, path, node["children"][0], num_children, n, depth + 1)
+    return Level(name, kind, num_parents, fanout, offsets, ids, weights, node.get("combine"),
+                 tuple(node.get("slots") or ()), child)
+
+
+def read_hdg(path) -> tuple[Hdg, dict]:
+    """The HDG in ``path`` and its root attributes, every level checked (:func:`_load_level`); the
+    ``channels`` attribute must be the schema's channels."""
+    with open_artifact(path, expect=FORMAT) as f:
+        n = f.attrs.get("num_nodes")
+        if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 0:
+            raise GnnprepError(f"{path}: root attribute 'num_nodes' is {n!r}; expected a count")
+        schema = json_attr(f.attrs, "schema", path, dict)
+        roots = schema.get("children")
+        if not isinstance(roots, list) or not roots:
+            raise GnnprepError(f"{path}: schema has no levels below the root; the HDG is corrupt")
+        h = Hdg(int(n), tuple(_load_level(f, path, c, int(n), int(n)) for c in roots))
+        channels = json_attr(f.attrs, "channels", path, list)
+        if channels != h.channels() or len(set(channels)) != len(channels):
+            raise GnnprepError(f"{path}: root attribute 'channels' is {channels}; expected the schema's channels "
+                               f"{h.channels()}, each once")
+        attrs = plain_attrs(f.attrs)
+    return h, attrs
+
+
+# -- the description for ``gnnprep info`` ---------------------------------------------------------------
+def level_rows(f, path, schema: dict) -> list[dict]:
+    """Each level of the schema tree (top-down order) with its counts and bytes."""
+    levels, stack = [], list(reversed(schema.get("children") or []))
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, dict) or not isinstance(node.get("level"), str) \
+                or not isinstance(node.get("children", []), list):
+            raise GnnprepError(f"{path}: schema has a level that is not an object with a name; the HDG is corrupt")
+        stack += list(reversed(node.get("children", [])))
+        name = node["level"]
+        g = f.get(f"levels/{name}")
+        if g is None or hasattr(g, "dtype"):
+            raise GnnprepError(f"{path}: missing group /levels/{name}; the HDG is incomplete")
+        levels.append({"level": name, "kind": attr_value(g.attrs.get("kind")), "parent": attr_value(g.attrs.get("parent")),
+                       "fanout": count_attr(g.attrs, "fanout", path, 0) or None,
+                       "parents": count_attr(g.attrs, "num_parents", path, 0),
+                       "instances": count_attr(g.attrs, "num_children", path, 0),
+                       "bytes": int(sum(ds.nbytes for ds in g.values() if hasattr(ds, "dtype"))),
+                       "arrays": sorted(g.keys())})
+    return levels
+
+
+def describe(path: Path) -> dict:
+    """Levels of an HDG (instances and bytes per level) and its size relative to the graph store."""
+    with open_artifact(path, expect="gnnprep.hdg") as f:
+        a = {k: attr_value(v) for k, v in f.attrs.items()}
+        prov = json_attr(f.attrs, "provenance", path, dict, {}, "attribute")
+        a.pop("provenance", None)
+        a["schema"] = json_attr(f.attrs, "schema", path, dict, {}, "attribute")
+        a["channels"] = [str(c) for c in json_attr(f.attrs, "channels", path, list, [], "attribute")]
+        for k in ("graph_store_bytes", "graph_adj_bytes"):
+            a[k] = count_attr(f.attrs, k, path, 0)
+        levels = level_rows(f, path, a["schema"])
+        timings = prov.get("timings") if isinstance(prov.get("timings"), dict) else {}
+        out = {"file": str(path), **a, "levels": levels, "select_seconds": timings.get("select_seconds"),
+               "size_bytes": path.stat().st_size}
+    out["hdg_bytes"] = int(sum(lv["bytes"] for lv in levels))
+    out["size_vs_graph_store"] = round(out["hdg_bytes"] / max(1, out["graph_store_bytes"]), 4)
+    out["size_vs_graph_adj"] = round(out["hdg_bytes"] / max(1, out["graph_adj_bytes"]), 4)
+    return out

@@ -1,0 +1,214 @@
+"""Hierarchical dependency graphs (HDG): neighbour selection beyond 1-hop, stored compactly.
+
+Wang et al., "FlexGraph: A Flexible and Efficient Distributed Framework for GNN Training" (EuroSys
+2021), NAU abstraction: a GNN's neighbours of v need not be its 1-hop in-neighbours. A
+NeighborSelection stage builds, for every node v, a tree of *instances* whose leaves are graph
+vertices; Aggregation runs bottom-up over that tree. For gnnprep an HDG is a precomputable graph
+filter: the hierarchical aggregation of X becomes extra feature channels.
+
+This module holds the structure (:class:`Hdg`, :class:`Level`), its aggregation, the ``hdg.h5``
+format (:func:`read_hdg` checks every level's arrays against the counts they imply, so a corrupt
+file is one error, never an out-of-bounds product) and :func:`read_graph`, the checked graph store
+input of the selectors that build an HDG (``--select SPEC``), which are in :mod:`gnnprep.hdg.select`.
+
+Layout of ``hdg.h5`` (``format = "gnnprep.hdg"``, ``format_version = 1``). The n graph nodes are the
+implicit root level ``node``. The schema tree, one JSON root attribute ``schema`` shared by all
+nodes, lists each level below the root: ``{"level", "kind", "fanout", "weighted", "combine",
+"slots", "children"}``. ``kind`` is ``"instances"`` (an inner level) or ``"vertices"`` (a leaf level
+whose children are graph node ids). Every level stores its children grouped by parent, in parent
+order, so a child's parent is implied by position and no destination array is stored:
+
+- ``/levels/<name>/offsets`` [P+1] int32 or int64 (CSC offsets: parent p's children are
+  ``offsets[p] .. offsets[p+1]-1``), omitted when the schema gives a fixed ``fanout`` F (then parent
+  p's children are ``p·F .. p·F+F-1``);
+- ``/levels/<name>/ids`` [C] int32 or int64, vertex levels only: the graph node ids;
+- ``/levels/<name>/weights`` [C] float32, where the selector weights members (visit counts, P-GNN
+  distance weights); absent means weight 1.
+
+P (the number of parents) is n below the root and the parent level's child count below that. An
+inner level's ``combine`` says how its instances reach the node above: ``"slots"`` (fixed fanout;
+slot i of every parent is its own output channel, named ``slots[i]``) or ``"reduce"`` (mean, sum or
+max over the instances into one channel named after the level). A leaf directly under the root is one
+channel named after the level. Group attrs of each level: ``kind``, ``parent``, ``fanout`` (0 when
+variable), ``num_parents``, ``num_children``. Root attrs: ``num_nodes``, ``selector``, ``spec``,
+``seed``, ``graph_fingerprint``, ``graph_store_bytes`` (the store's file size when the HDG was built),
+``graph_adj_bytes`` (its ``/adj`` arrays), ``hdg_bytes`` (all level arrays), ``channels`` (JSON list).
+
+The three selectors: random-walk = ``node → topk`` (one vertex level, variable fanout ≤ K,
+weighted); hop-shells = ``node → shell`` (fanout K, combine slots ``hop1..hopK``) ``→ shell_members``
+(offsets over the n·K shells); anchors = ``node → anchor_set`` (fanout S, combine reduce)
+``→ anchor_members`` (offsets over the n·S instances, weighted).
+
+Within a parent, ``topk`` members are ordered by visit count (most first, ties by smaller id);
+shell and anchor members by id. Every index array can be regenerated from the store, the SPEC and
+``seed``: walks, shell samples and anchor sets are seeded and do not depend on the thread count.
+
+Aggregation (:func:`aggregate`) runs bottom-up: a vertex level is one sparse product ``M·X``,
+M = csr(weights, ids, offsets) of shape [P, n] (per-member messages are never materialised), divided
+by the row sums of M for ``mean`` (an empty parent gives 0); a fixed-fanout inner level reshapes its
+child's [P·F, d] result to [P, F, d] — no index arrays at all — and takes slot i as channel i
+(``slots``) or the mean/sum over the F instances (``reduce``); a variable-fanout inner level is one
+more sparse product with its 0/1 offsets matrix.
+
+``max`` replaces each Σ by a max: a vertex level gives h[p] = max_{c ∈ children(p)} w_c · X[ids[c]]
+(elementwise; an empty parent gives 0) through the fused max-reduce row kernel
+(:func:`gnnprep.sparse.kernels.spmm_rows_max`, again no per-member messages), a fixed-fanout reduce level
+the max over its F instances, a variable-fanout one the max over each parent's instances (an empty
+parent gives 0). A NaN is skipped as by ``np.fmax`` (NaN only where every member is NaN).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from gnnprep.core.errors import GnnprepError
+
+REDUCES = ("mean", "sum", "max")   # how instance levels (and vertex levels) combine their children
+
+
+# -- the HDG ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Level:
+    """One level of the schema tree with its arrays (see the module docstring)."""
+
+    name: str
+    kind: str                       # "instances" or "vertices"
+    num_parents: int
+    fanout: int = 0                 # children per parent when fixed (offsets implied), 0 = variable
+    offsets: np.ndarray | None = None
+    ids: np.ndarray | None = None   # vertex levels: graph node ids
+    weights: np.ndarray | None = None
+    combine: str | None = None      # inner levels: "slots" or "reduce"
+    slots: tuple[str, ...] = ()
+    child: "Level | None" = None
+
+    @property
+    def num_children(self) -> int:
+        return self.num_parents * self.fanout if self.fanout else int(self.offsets[-1])
+
+    def schema(self) -> dict:
+        d = {"level": self.name, "kind": self.kind, "fanout": self.fanout or None,
+             "weighted": self.weights is not None}
+        if self.kind == "instances":
+            d.update(combine=self.combine, slots=list(self.slots), children=[self.child.schema()])
+        return d
+
+    def walk(self):
+        lvl = self
+        while lvl is not None:
+            yield lvl
+            lvl = lvl.child
+
+
+@dataclass(frozen=True)
+class Hdg:
+    num_nodes: int
+    roots: tuple[Level, ...]        # the levels directly below the implicit root level "node"
+
+    def levels(self) -> list[Level]:
+        return [lvl for r in self.roots for lvl in r.walk()]
+
+    def schema(self) -> dict:
+        return {"level": "node", "kind": "root", "children": [r.schema() for r in self.roots]}
+
+    def channels(self) -> list[str]:
+        out: list[str] = []
+        for r in self.roots:
+            out += list(r.slots) if r.combine == "slots" else [r.name]
+        return out
+
+    def nbytes(self) -> int:
+        return sum(a.nbytes for lvl in self.levels() for a in (lvl.offsets, lvl.ids, lvl.weights) if a is not None)
+
+
+def reweighted(hdg: Hdg, weight) -> Hdg:
+    """The HDG with every vertex level's member weights replaced by ``weight(ids, roots, w)``: the
+    member's graph node id, the id of the node whose channel it feeds (the root of its tree), and
+    its stored weight (1 where the level is unweighted), each an array over the level's members;
+    it returns one weight per member (``precompute --hdg-weight``, a user function, see
+    :mod:`gnnprep.precompute.user_operators`)."""
+
+    def walk(lvl: Level, parent_roots: np.ndarray) -> Level:
+        counts = np.full(lvl.num_parents, lvl.fanout) if lvl.fanout else np.diff(lvl.offsets)
+        roots = np.repeat(parent_roots, counts)          # the root of each child of this level
+        if lvl.kind == "vertices":
+            w = lvl.weights.astype(np.float64) if lvl.weights is not None else np.ones(len(lvl.ids))
+            new = np.asarray(weight(lvl.ids, roots, w), dtype=np.float32)
+            return dataclasses.replace(lvl, weights=new)
+        return dataclasses.replace(lvl, child=walk(lvl.child, roots))
+
+    return Hdg(hdg.num_nodes, tuple(walk(r, np.arange(hdg.num_nodes)) for r in hdg.roots))
+
+
+# -- aggregation ------------------------------------------------------------------------------------------
+def _segment_max(offsets: np.ndarray, ids: np.ndarray, w: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """out[p] = max_{c ∈ offsets[p] .. offsets[p+1]-1} w[c] · x[ids[c]] (elementwise), 0 for an empty
+    segment: the max-reduce row kernel with l = r = 1 and no self-loop (numba, imported when used)."""
+    from gnnprep.sparse.kernels import spmm_rows_max
+
+    if x.dtype not in (np.float32, np.float64):
+        x = x.astype(np.float32)   # float16: numba computes in float32 (mean/sum do the same in scipy)
+    p = len(offsets) - 1
+    out = np.empty((p, x.shape[1]), dtype=x.dtype)
+    ones = np.ones(max(p, len(x)), dtype=x.dtype)
+    spmm_rows_max(np.ascontiguousarray(offsets, dtype=np.int64), np.ascontiguousarray(ids, dtype=np.int64),
+                  np.ascontiguousarray(w, dtype=x.dtype), 0, ones, ones, 0.0, np.ascontiguousarray(x), out)
+    return out
+
+
+def _aggregate_level(lvl: Level, x: np.ndarray, reduce: str) -> np.ndarray | list[tuple[str, np.ndarray]]:
+    """[num_parents, d] for the level's parents (or the slot channels of a slots level)."""
+    p = lvl.num_parents
+    if lvl.kind == "vertices":
+        offsets = lvl.offsets if lvl.offsets is not None else np.arange(p + 1, dtype=np.int64) * lvl.fanout
+        w = lvl.weights if lvl.weights is not None else np.ones(len(lvl.ids), dtype=x.dtype)
+        if reduce == "max":
+            return _segment_max(offsets, lvl.ids, w, x)
+        m = sp.csr_matrix((w.astype(x.dtype, copy=False), lvl.ids, offsets), shape=(p, len(x)))
+        out = np.asarray(m @ x)
+        if reduce == "mean":
+            den = np.asarray(m.sum(axis=1)).ravel()
+            out /= np.where(den == 0, 1, den)[:, None].astype(x.dtype)
+        return out
+    h = _aggregate_level(lvl.child, x, reduce)
+    d = x.shape[1]
+    if lvl.fanout:
+        h = h.reshape(p, lvl.fanout, d)
+        if lvl.combine == "slots":
+            return [(name, np.ascontiguousarray(h[:, i])) for i, name in enumerate(lvl.slots)]
+        if reduce == "max":
+            return np.fmax.reduce(h, axis=1)   # NaN as in the kernel: skipped unless all are
+        return h.mean(axis=1) if reduce == "mean" else h.sum(axis=1)
+    if reduce == "max":
+        return _segment_max(lvl.offsets, np.arange(len(h), dtype=np.int64), np.ones(len(h), dtype=h.dtype), h)
+    ind = sp.csr_matrix((np.ones(len(h), dtype=x.dtype), np.arange(len(h)), lvl.offsets), shape=(p, len(h)))
+    out = np.asarray(ind @ h)
+    if reduce == "mean":
+        cnt = np.diff(lvl.offsets)
+        out /= np.maximum(cnt, 1)[:, None].astype(x.dtype)
+    return out
+
+
+def aggregate(hdg: Hdg, x: np.ndarray, reduce: str = "mean") -> dict[str, np.ndarray]:
+    """Bottom-up hierarchical aggregation of node features ``x`` [n, d] over the HDG: one [n, d]
+    array per channel (see :mod:`gnnprep.hdg.select` for the formulas per selector); ``reduce`` is
+    mean, sum or max (module docstring)."""
+    if reduce not in REDUCES:
+        raise GnnprepError(f"reduce {reduce!r}: expected mean, sum or max")
+    x = np.asarray(x)
+    if x.ndim != 2 or len(x) != hdg.num_nodes:
+        raise GnnprepError(f"features of shape {x.shape}; expected [{hdg.num_nodes}, d]")
+    if not np.issubdtype(x.dtype, np.floating):
+        x = x.astype(np.float64)
+    out: dict[str, np.ndarray] = {}
+    for r in hdg.roots:
+        h = _aggregate_level(r, x, reduce)
+        if isinstance(h, list):
+            out.update(h)
+        else:
+            out[r.name] = h
+    return out

@@ -1,0 +1,197 @@
+"""``gnnprep calibrate``: measure the planner's coefficients on small generated graphs.
+
+The LC paper's optimiser uses memory/time coefficients "measured on small graphs" (its footnote);
+this does the same for our cost model (:class:`gnnprep.precompute.plan.Profile`): kernel seconds per stored
+nonzero at several column-block widths, the per-row term, HDF5 read/write and copy bandwidth, and the
+per-block overhead. The profile is saved to ``$GNNPREP_CONFIG`` or ``~/.config/gnnprep`` and used by
+later ``precompute --blocks auto`` runs on the same device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from gnnprep.precompute.plan import Profile, profile_path
+from gnnprep.core.progress import Progress, no_progress
+
+
+def generated_csr(n: int, avg_degree: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A symmetric power-law graph with communities and permuted ids (row-sorted CSR, no loops)."""
+    rng = np.random.default_rng(seed)
+    m = n * avg_degree // 2
+    w = rng.pareto(1.5, n) + 1
+    w /= w.sum()
+    size = min(2000, n)
+    src = rng.choice(n, m, p=w)
+    inside = rng.random(m) < 0.85
+    dst = np.where(inside, np.minimum((src // size) * size + rng.integers(0, size, m), n - 1), rng.choice(n, m, p=w))
+    perm = rng.permutation(n)
+    src, dst = perm[src], perm[dst]
+    keys = np.unique(np.concatenate([dst * n + src, src * n + dst]))
+    keys = keys[keys // n != keys % n]
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(keys // n, minlength=n))]).astype(np.int64)
+    return indptr, (keys % n).astype(np.int32)
+
+
+def _best(fn, repeats: int = 2) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _kernel_table(indptr, indices, scale, rng, widths, device: str, progress: Progress) -> tuple[dict, list]:
+    """Kernel ns per stored nonzero at each column width (best of two), and on the CPU the per-row
+    term in ns per output column (the kernel over empty rows)."""
+    from gnnprep.sparse import kernels
+
+    n, nnz = len(indptr) - 1, len(indices)
+    cuda = device.startswith("cuda")
+    table, row_cost = {}, []
+    if cuda:
+        import torch
+
+        block = kernels.TorchBlock(indptr, indices, None, 0, n, scale, scale, 1.0, device)
+    else:
+        kernels.warm_up()
+    for i, w in enumerate(widths):
+        progress("widths", i, len(widths))
+        x = rng.standard_normal((n, w), dtype=np.float32)
+        if cuda:
+            xt = torch.from_numpy(x).to(device)
+
+            def run():
+                block.matmul(xt)
+                torch.cuda.synchronize()
+        else:
+            out = np.empty_like(x)
+
+            def run():
+                kernels.spmm_rows_numba(indptr, indices, None, 0, scale, scale, 1.0, x, out)
+
+            empty = np.zeros(n + 1, dtype=np.int64)
+            t_rows = _best(lambda: kernels.spmm_rows_numba(empty, indices[:0], None, 0, scale, scale, 1.0, x, out))
+            row_cost.append(t_rows / (n * w) * 1e9)
+        run()
+        table[w] = round(_best(run) / nnz * 1e9, 3)
+    progress("widths", len(widths), len(widths))
+    return table, row_cost
+
+
+def _reorder_gain(indptr, indices, scale, rng) -> tuple[float, float]:
+    """(kernel seconds after / before community reordering, capped at 1; reordering ns per entry)."""
+    from gnnprep.sparse import kernels
+    from gnnprep.sparse.order import community_order, permute_csr
+
+    n, nnz = len(indptr) - 1, len(indices)
+    t0 = time.perf_counter()
+    order = community_order(indptr, indices)
+    p_indptr, p_indices, _ = permute_csr(indptr, indices, order)
+    reorder_ns = (time.perf_counter() - t0) / (nnz + n) * 1e9
+    x = rng.standard_normal((n, 128), dtype=np.float32)
+    out = np.empty_like(x)
+    plain = _best(lambda: kernels.spmm_rows_numba(indptr, indices, None, 0, scale, scale, 1.0, x, out))
+    xp = x[order]
+    ordered = _best(lambda: kernels.spmm_rows_numba(p_indptr, p_indices, None, 0, scale, scale, 1.0, xp, out))
+    return min(1.0, ordered / plain), reorder_ns
+
+
+def _bandwidths(rng, device: str) -> tuple[int, float, float, float]:
+    """(bytes moved, HDF5 read seconds, HDF5 write seconds, copy seconds) for a 64 MiB array; the
+    copy is host to host on the CPU, pinned host to device on CUDA."""
+    with tempfile.TemporaryDirectory() as tmp:
+        a = rng.standard_normal((1 << 24,), dtype=np.float32)  # 64 MiB
+        path = Path(tmp) / "bw.h5"
+
+        def write():
+            with h5py.File(path, "w") as f:
+                f.create_dataset("a", data=a)
+
+        t_write = _best(write)
+
+        def read():
+            with h5py.File(path, "r") as f:
+                f["a"][:]
+
+        t_read = _best(read)
+    if device.startswith("cuda"):
+        import torch
+
+        pinned = torch.from_numpy(a).pin_memory()
+
+        def copy():
+            pinned.to(device, non_blocking=True)
+            torch.cuda.synchronize()
+    else:
+        b = np.empty_like(a)
+
+        def copy():
+            np.copyto(b, a)
+    return a.nbytes, t_read, t_write, _best(copy, 3)
+
+
+def _block_overhead(indptr, indices, scale, rng, device: str) -> float:
+    """Seconds per extra block: the same rows as 64 blocks versus one (a fixed 0.5 ms on CUDA)."""
+    from gnnprep.sparse import kernels
+
+    n = len(indptr) - 1
+    x = rng.standard_normal((n, 8), dtype=np.float32)
+    if device.startswith("cuda"):
+        return 0.0005
+    out = np.empty_like(x)
+    bounds = np.linspace(0, n, 65).astype(int)
+    one = _best(lambda: kernels.spmm_rows_numba(indptr, indices, None, 0, scale, scale, 1.0, x, out))
+    many = _best(lambda: [kernels.spmm_rows_numba(indptr[r0:r1 + 1], indices[indptr[r0]:indptr[r1]], None, r0,
+                                                  scale, scale, 1.0, x, out[r0:r1])
+                          for r0, r1 in zip(bounds[:-1], bounds[1:])])
+    return max(0.0, (many - one) / 63)
+
+
+def _save(prof: Profile) -> Path:
+    """Write the profile atomically where :func:`gnnprep.precompute.plan.load_profile` finds it for its device."""
+    target = profile_path(prof.device)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + f".tmp-{os.getpid()}")
+    tmp.write_text(prof.to_json())
+    os.replace(tmp, target)
+    return target
+
+
+def calibrate(device: str = "cpu", nodes: int = 200_000, degree: int = 20,
+              widths: tuple[int, ...] = (8, 16, 32, 64, 128, 256), progress: Progress = no_progress,
+              save: bool = True) -> tuple[Profile, Path | None]:
+    """Measure the cost model's coefficients on a generated graph of ``nodes`` nodes (average degree
+    ``degree``) on ``device`` (a resolved name: cpu, cuda or cuda:<i>); save the profile unless
+    ``save`` is False. Returns the profile and where it was saved (None when not)."""
+    indptr, indices = generated_csr(nodes, degree)
+    n, nnz = nodes, len(indices)
+    scale = np.full(n, 0.1, dtype=np.float32)
+    rng = np.random.default_rng(1)
+    cuda = device.startswith("cuda")
+    table, row_cost = _kernel_table(indptr, indices, scale, rng, widths, device, progress)
+    reorder_speedup, reorder_ns = Profile().reorder_speedup, Profile().reorder_ns_per_entry
+    if not cuda:
+        reorder_speedup, reorder_ns = _reorder_gain(indptr, indices, scale, rng)
+    nbytes, t_read, t_write, t_copy = _bandwidths(rng, device)
+    overhead = _block_overhead(indptr, indices, scale, rng, device)
+    prof = Profile(device="cuda" if cuda else "cpu", spmm_ns_per_nnz=table,
+                   row_ns_per_col=round(float(np.median(row_cost)), 4) if row_cost else 0.01,
+                   read_bytes_per_s=round(nbytes / t_read), write_bytes_per_s=round(nbytes / t_write),
+                   copy_bytes_per_s=round(2 * nbytes / t_copy if not cuda else nbytes / t_copy),
+                   block_overhead_s=round(overhead, 6), reorder_ns_per_entry=round(reorder_ns, 3),
+                   reorder_speedup=round(reorder_speedup, 3), kernel_ref_rows=n,
+                   measured=f"gnnprep calibrate, {time.strftime('%Y-%m-%d')}, {n} nodes, {nnz} nonzeros, pid {os.getpid()}")
+    return prof, (_save(prof) if save else None)
+
+
+def as_dict(prof: Profile) -> dict:
+    return dataclasses.asdict(prof)

@@ -1,0 +1,86 @@
+"""The precompute run's configuration and report: plain dataclasses, importable without torch or
+numba (the command line builds its options from them without paying for those imports)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from gnnprep.core.errors import GnnprepError
+
+REORDER_MODES = ("auto", "none", "community", "bfs")
+ROWS = ("all", "labeled")
+DTYPES = ("float32", "float16")
+HDG_REDUCE = ("mean", "sum", "max")
+NORMALIZE_X = ("none", "row")
+
+
+@dataclass(frozen=True)
+class PrecomputeConfig:
+    """Everything that defines a precompute run (:func:`gnnprep.precompute.run.precompute`)."""
+
+    hops: int = 3
+    operators: tuple[str, ...] = ("sym",)  # channel names: built-ins, and the functions of operator_files
+    operator_files: tuple[str, ...] = ()   # "path:name": user operators (gnnprep.precompute.user_operators), named in operators too
+    rows: str = "all"                      # all | labeled (the union of the splits)
+    dtype: str = "float32"                 # output dtype: float32 | float16
+    device: str = "auto"                   # auto | cpu | cuda[:i]
+    backend: str = "auto"                  # auto | numba | torch (torch on CPU tests the CUDA path)
+    memory_budget: int | None = None       # None: gnnprep.core.device.default_budget
+    blocks: tuple[int, int, int] | None = None   # (a, b, c) override
+    reorder: str = "auto"                  # auto | none | community | bfs: node order of the computation
+    hag: str | None = None                 # a hag.h5 for the graph, or auto (see plan.choose_hag); CPU
+    hdg: str | None = None                 # an hdg.h5 for the graph: its channels of every hop
+    hdg_reduce: str = "mean"               # mean | sum | max at the HDG's levels
+    hdg_weight: str | None = None          # "path:name": a user function re-weighting the HDG's members
+    normalize_features: str = "none"       # row: X_i / sum_j |X_ij| before propagation (SGC, GCN, PyG)
+    dry_run: bool = False
+
+    def check(self) -> None:
+        """GnnprepError for a value no run can use (before anything is read)."""
+        if self.hops < 0:
+            raise GnnprepError(f"--hops {self.hops}: expected a non-negative integer")
+        if self.dtype not in DTYPES:
+            raise GnnprepError(f"--dtype {self.dtype!r}: expected float32 or float16")
+        if self.rows not in ROWS:
+            raise GnnprepError(f"--rows {self.rows!r}: expected all or labeled")
+        if self.reorder not in REORDER_MODES:
+            raise GnnprepError(f"--reorder {self.reorder!r}: expected one of {', '.join(REORDER_MODES)}")
+        if self.normalize_features not in NORMALIZE_X:
+            raise GnnprepError(f"--normalize-features {self.normalize_features!r}: expected none or row")
+        if self.hdg is not None and self.hdg_reduce not in HDG_REDUCE:
+            raise GnnprepError(f"--hdg-reduce {self.hdg_reduce!r}: expected mean, sum or max")
+
+    def backend_for(self, device: str) -> str:
+        """numba (the CPU kernels) or torch (torch.sparse, the CUDA path) on the resolved ``device``."""
+        if self.backend == "auto":
+            return "torch" if device.startswith("cuda") else "numba"
+        if self.backend not in ("numba", "torch"):
+            raise GnnprepError(f"--backend {self.backend!r}: expected auto, numba or torch")
+        if self.backend == "numba" and device != "cpu":
+            raise GnnprepError("--backend numba runs on the CPU only")
+        return self.backend
+
+
+@dataclass(frozen=True)
+class PrecomputeReport:
+    output: str
+    plan: dict
+    hops: int
+    operators: tuple[str, ...]
+    rows: int
+    dtype: str
+    hop_seconds: tuple[float, ...]
+    seconds: float
+    predicted_peak_bytes: int
+    measured_peak_bytes: int | None
+    baseline_rss_bytes: int
+    resumed_units: int
+    dry_run: bool = False
+    hag: dict | None = None       # {"mode": file|auto, "used", "path", "reason"}
+    reorder: dict | None = None   # {"kind", "used", "near_share_before", "near_share_after", "seconds"}
+    warnings: tuple[str, ...] = ()  # also passed to the ``warn`` callback as they arise
+    hop_entries: tuple[int, ...] = ()  # entries each hop 1..K reads as planned (empty: all, every hop)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)

@@ -1,0 +1,441 @@
+"""The features artifact (``format = "gnnprep.features"``): hop features S^k X for chosen rows.
+
+Layout: ``/rows`` [r] sorted node ids; ``/hops/0..K`` [r, d] (float32 or float16) for the first
+operator; ``/channels/<op>/<k>`` for every operator (hard links: no copies; hop 0 is X for all) and
+every HDG channel; ``/labels`` [r]; ``/splits/{train,valid,test}`` node ids as in the graph store.
+Root attributes: ``hops``, ``operator``, ``operators`` (JSON: operator and HDG channel names),
+``hdg_channels`` (JSON), ``plan`` (JSON), ``graph_fingerprint``, ``num_classes``, ``rows`` (``all`` or
+``labeled``), ``dtype``, ``num_nodes``, ``num_features``, ``provenance``.
+
+Writers: :func:`create_layout` (every dataset allocated up front, so a resumed run only writes raw
+data) and :func:`write_root`. Readers: :class:`FeatureStore`, which validates what the trainer reads
+(rows, labels, splits, hop datasets) with one-line errors.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from gnnprep.core.artifact import (FORMAT_VERSIONS, Artifact, attr_value, count_attr, dataset_or_none, json_attr,
+                                   write_root_attrs)
+from gnnprep.core.errors import GnnprepError
+from gnnprep.graph.store import GraphStore, feature_chunk_rows, split_sizes
+
+FORMAT = "gnnprep.features"
+FORMAT_VERSION = FORMAT_VERSIONS[FORMAT]
+SPLITS = ("train", "valid", "test")
+
+
+def create_early(group: h5py.Group, name: str, shape: tuple, dtype, chunks: tuple | None) -> h5py.Dataset:
+    """A dataset whose storage is allocated now, so later writes never change file metadata."""
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
+    dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
+    if chunks is not None and all(shape):
+        dcpl.set_chunk(tuple(int(c) for c in chunks))
+    space = h5py.h5s.create_simple(tuple(int(s) for s in shape))
+    tid = h5py.h5t.py_create(np.dtype(dtype))
+    dsid = h5py.h5d.create(group.id, name.encode(), tid, space, dcpl=dcpl)
+    return h5py.Dataset(dsid)
+
+
+def select_rows(store: GraphStore, rows: str) -> np.ndarray | None:
+    """The node ids a features artifact stores: None for all rows, else the sorted union of the splits."""
+    if rows == "all":
+        return None
+    if rows != "labeled":
+        raise GnnprepError(f"--rows {rows!r}: expected all or labeled")
+    splits = store.splits()
+    if not splits:
+        raise GnnprepError(f"{store.path}: --rows labeled needs splits, and this graph store has none")
+    return np.unique(np.concatenate(list(splits.values()))).astype(np.int64)
+
+
+def _hop_chunks(rows: int, width: int, c: int, dtype: str) -> tuple | None:
+    # one column block: contiguous rows (a single pwrite per write, row-block reads for training);
+    # several: chunks one column block wide, so block writes never rewrite each other's chunks
+    if c == 1:
+        return None
+    return min(max(rows, 1), feature_chunk_rows(width, np.dtype(dtype).itemsize)), width
+
+
+def disk_bytes(rows: int, n: int, d: int, hops: int, operators: int, dtype: str, hdg_channels: int = 0) -> int:
+    """About what the artifact takes on disk: every hop of every operator (hop 0 shared) for the
+    stored rows, every HDG channel's hops for all n rows, and the rows, labels and splits."""
+    item = np.dtype(dtype).itemsize
+    hop_bytes = (1 + hops * operators) * rows * d * item
+    channel_bytes = hdg_channels * (hops + 1) * n * d * item
+    return int(hop_bytes + channel_bytes + 24 * rows + (1 << 20))
+
+
+def _create_hops(f: h5py.File, hops: int, operators: tuple[str, ...], make) -> h5py.Group:
+    """``/channels/<op>/<k>`` for every operator and hop, each made by ``make(group, op, k)`` (hop 0
+    made once and hard linked into every operator: it is X for all), ``/hops/<k>`` linked to the
+    first operator's."""
+    channels = f.create_group("channels")
+    first = operators[0]
+    for op in operators:
+        g = channels.create_group(op)
+        for k in range(hops + 1):
+            if k == 0 and op != first:
+                continue
+            make(g, op, k)
+    for op in operators[1:]:
+        channels[op]["0"] = channels[first]["0"]
+    hop_group = f.create_group("hops")
+    for k in range(hops + 1):
+        hop_group[str(k)] = channels[first][str(k)]
+    return channels
+
+
+def _allocated(shape: tuple, dtype: str, chunks: tuple | None):
+    """A ``make`` for :func:`_create_hops`: every hop an early-allocated dataset of ``shape``."""
+    return lambda g, op, k: create_early(g, str(k), shape, dtype, chunks)
+
+
+def create_layout(f: h5py.File, store: GraphStore, out_rows: np.ndarray | None, hops: int,
+                  operators: tuple[str, ...], dtype: str, c: int, width: int,
+                  hdg_channels: tuple[str, ...] = ()) -> None:
+    """Allocate every dataset of the artifact: rows, hops of every operator (hop 0 shared), HDG
+    channels (all rows), labels and splits of the stored rows."""
+    n, d = store.features.shape
+    r = n if out_rows is None else len(out_rows)
+    channels = _create_hops(f, hops, operators, _allocated((r, d), dtype, _hop_chunks(r, width, c, dtype)))
+    chunks = _hop_chunks(n, width, c, dtype)
+    for ch in hdg_channels:
+        g = channels.create_group(ch)
+        for k in range(hops + 1):
+            create_early(g, str(k), (n, d), dtype, chunks)
+    _rows_labels_splits(f, store, out_rows)
+
+
+def write_root(f: h5py.File, provenance: dict, store: GraphStore, hops: int, operators: tuple[str, ...],
+               hdg_channels: tuple[str, ...], plan: dict, rows: str, dtype: str) -> None:
+    """The root attributes of a finished artifact (written last, just before the commit)."""
+    n, d = store.features.shape
+    write_root_attrs(f, FORMAT, FORMAT_VERSION, provenance,
+                     hops=hops, operator=operators[0],
+                     operators=json.dumps(list(operators) + list(hdg_channels)),
+                     hdg_channels=json.dumps(list(hdg_channels)),
+                     plan=json.dumps(plan), graph_fingerprint=store.fingerprint,
+                     num_classes=int(store.attrs.get("num_classes", 0)), rows=rows, dtype=dtype,
+                     num_nodes=n, num_features=d)
+
+
+class FeatureStore(Artifact):
+    """Read access to a features artifact; hop datasets are read lazily (row blocks)."""
+
+    FORMAT = FORMAT
+
+    def _int_attr(self, name: str, default: int | None = None) -> int:
+        value = self.f.attrs.get(name, default)
+        if value is None:
+            raise GnnprepError(f"{self.path}: root attribute {name!r} is missing")
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
+            raise GnnprepError(f"{self.path}: root attribute {name!r} is {value!r}; expected a non-negative integer")
+        return int(value)
+
+    @property
+    def hops(self) -> int:
+        """K: the artifact holds hops 0..K."""
+        return self._int_attr("hops")
+
+    @property
+    def rows(self) -> np.ndarray:
+        """The sorted node ids of the stored rows."""
+        if "rows" not in self.f:
+            raise GnnprepError(f"{self.path}: has no /rows; expected the sorted node ids of the stored rows")
+        return self.f["rows"][:].astype(np.int64)
+
+    @property
+    def num_classes(self) -> int:
+        """As recorded from the graph store (0: unknown)."""
+        return self._int_attr("num_classes", 0)
+
+    @property
+    def graph_fingerprint(self) -> str:
+        return str(self.f.attrs.get("graph_fingerprint", ""))
+
+    @property
+    def normalized(self) -> str:
+        """How X was normalised before propagation (``precompute --normalize-features``): none or row."""
+        return str(self.f.attrs.get("normalize_features", "none"))
+
+    @property
+    def provenance_text(self) -> str:
+        return str(self.f.attrs.get("provenance", ""))
+
+    def hop(self, k: int, operator: str | None = None) -> h5py.Dataset:
+        return self.f[self.hop_name(k, operator)]
+
+    def hop_name(self, k: int, operator: str | None = None) -> str:
+        """The dataset path of hop k of ``operator`` (None or the first operator: ``hops/k``)."""
+        first = self.operators()[0]
+        name = f"hops/{k}" if operator is None or operator == first else f"channels/{operator}/{k}"
+        if name not in self.f:
+            raise GnnprepError(f"{self.path}: has no /{name}; expected hop {k} of operator {operator or first!r}")
+        return name
+
+    def operators(self) -> list[str]:
+        """Operator and HDG channel names, the first one's hops under ``/hops``."""
+        if "operators" not in self.f.attrs:
+            return [str(self.f.attrs.get("operator", "sym"))]
+        ops = json_attr(self.f.attrs, "operators", self.path, list)
+        if not isinstance(ops, list) or not ops or not all(isinstance(o, str) for o in ops):
+            raise GnnprepError(f"{self.path}: root attribute 'operators' is {ops!r}; expected a list of names")
+        return ops
+
+    def plan(self) -> dict:
+        return json_attr(self.f.attrs, "plan", self.path, dict)
+
+    def labels(self) -> h5py.Dataset:
+        """``/labels``, one class per stored row (read lazily)."""
+        if "labels" not in self.f:
+            raise GnnprepError(f"{self.path}: has no /labels; training needs labels "
+                               "(precompute from a graph store with labels)")
+        labels, r = self.f["labels"], len(self.f["rows"]) if "rows" in self.f else -1
+        if labels.ndim != 1 or labels.shape[0] != r:
+            raise GnnprepError(f"{self.path}: /labels has shape {labels.shape}; expected [{r}] (one class per row)")
+        return labels
+
+    def split_positions(self, rows: np.ndarray) -> dict[str, np.ndarray]:
+        """Each split's positions in ``rows`` (sorted); train and valid must exist and not be empty."""
+        f = self.f
+        if "splits" not in f or "train" not in f["splits"] or "valid" not in f["splits"]:
+            raise GnnprepError(f"{self.path}: has no /splits/train and /splits/valid; "
+                               "training needs a train and a validation split")
+        positions = {}
+        for name in SPLITS:
+            if name not in f["splits"]:
+                continue
+            ids = f["splits"][name][:].astype(np.int64)
+            pos = np.searchsorted(rows, ids)
+            pos = np.minimum(pos, len(rows) - 1) if len(rows) else pos
+            missing = int((rows[pos] != ids).sum()) if len(rows) else len(ids)
+            if missing:
+                raise GnnprepError(f"{self.path}: /splits/{name} has {missing} node ids not in /rows "
+                                   "(features were precomputed for other rows)")
+            positions[name] = np.sort(pos)
+        if len(positions["train"]) == 0 or len(positions["valid"]) == 0:
+            raise GnnprepError(f"{self.path}: /splits/train and /splits/valid must not be empty")
+        return positions
+
+    def hop_shape(self, names: list[str], rows: int) -> tuple[int, np.dtype]:
+        """(d, dtype) shared by the hop datasets ``names``, each [rows, d] float32 or float16."""
+        shapes = {self.f[n].shape for n in names}
+        if len(shapes) != 1 or len(next(iter(shapes))) != 2 or next(iter(shapes))[0] != rows:
+            raise GnnprepError(f"{self.path}: hop datasets have shapes {sorted(shapes)}; expected [{rows}, d] each")
+        dtypes = {self.f[n].dtype for n in names}
+        if not all(dt in (np.float32, np.float16) for dt in dtypes) or len(dtypes) != 1:
+            raise GnnprepError(f"{self.path}: hop datasets have dtype {', '.join(map(str, dtypes))}; "
+                               "expected float32 or float16")
+        return next(iter(shapes))[1], next(iter(dtypes))
+
+
+# -- artifacts written by several ranks (torchrun; gnnprep.core.distributed) -----------------------------
+SHARD_FORMAT = "gnnprep.features-shard"
+
+
+def shard_name(output_name: str, rank: int, ranks: int, run_key: str) -> str:
+    """The file rank ``rank`` of ``ranks`` writes next to the output ``output_name``: its columns
+    of every hop. The run key is part of the name, so a rerun with other inputs never overwrites a
+    shard that a published artifact still reads."""
+    return f"{output_name}.shard-{rank}-of-{ranks}-{run_key[:8]}.h5"
+
+
+def shard_prefix(output_name: str) -> str:
+    """What every shard file (and its partial files) of the output ``output_name`` starts with."""
+    return f"{output_name}.shard-"
+
+
+def create_shard_layout(f: h5py.File, rows: int, columns: int, hops: int, operators: tuple[str, ...], dtype: str,
+                        c: int, width: int) -> None:
+    """Allocate a shard's hop datasets: ``/channels/<op>/<k>`` [rows, columns] (hop 0 shared by
+    the operators, ``/hops/<k>`` links to the first operator's), in ``c`` column blocks of
+    ``width`` (one block: contiguous, written with O_DIRECT like a one-process artifact)."""
+    _create_hops(f, hops, operators, _allocated((rows, columns), dtype, _hop_chunks(rows, width, c, dtype)))
+
+
+def write_shard_root(f: h5py.File, provenance: dict, shard: dict) -> None:
+    """A finished shard's root attributes: ``shard`` (JSON: run key, rank, ranks, columns, ...)."""
+    write_root_attrs(f, SHARD_FORMAT, 1, provenance, shard=json.dumps(shard, sort_keys=True))
+
+
+def read_shard_attr(path) -> dict | None:
+    """The ``shard`` attribute of a finished shard file, or None (absent, unreadable, another file)."""
+    try:
+        with h5py.File(path, "r") as f:
+            if f.attrs.get("format") != SHARD_FORMAT:
+                return None
+            value = json.loads(f.attrs["shard"])
+            return value if isinstance(value, dict) else None
+    except (OSError, KeyError, ValueError, TypeError):
+        return None
+
+
+def _rows_labels_splits(f: h5py.File, store: GraphStore, out_rows: np.ndarray | None) -> None:
+    """``/rows`` (the stored node ids), ``/labels`` of those rows, ``/splits`` as in the store."""
+    n = store.features.shape[0]
+    f.create_dataset("rows", data=(np.arange(n) if out_rows is None else out_rows).astype(
+        np.int32 if n < 2**31 else np.int64))
+    labels = store.labels()
+    if labels is not None:
+        f.create_dataset("labels", data=labels if out_rows is None else labels[out_rows])
+    sp = f.create_group("splits")
+    for name, ids in store.splits().items():
+        sp.create_dataset(name, data=ids)
+
+
+def create_virtual_layout(f: h5py.File, store: GraphStore, out_rows: np.ndarray | None, hops: int,
+                          operators: tuple[str, ...], dtype: str, shards: list[dict]) -> None:
+    """The published artifact of a sharded run: ``/rows``, ``/labels``, ``/splits`` as
+    :func:`create_layout` writes them, and every hop dataset an HDF5 virtual dataset whose columns
+    ``shard["columns"]`` map the same dataset of the shard file ``shard["file"]`` (a name relative
+    to the artifact's folder: HDF5 looks for relative source files next to the virtual file, so the
+    folder can be moved). A missing shard would read as the fill value, NaN, never as plausible
+    zeros; ``gnnprep info`` checks that every shard is present (:func:`check_shards`)."""
+    n, d = store.features.shape
+    r = n if out_rows is None else len(out_rows)
+    _rows_labels_splits(f, store, out_rows)
+
+    def virtual(g, op, k):
+        layout = h5py.VirtualLayout(shape=(r, d), dtype=np.dtype(dtype))
+        for s in shards:
+            c0, c1 = s["columns"]
+            layout[:, c0:c1] = h5py.VirtualSource(s["file"], f"channels/{op}/{k}", shape=(r, c1 - c0),
+                                                  dtype=np.dtype(dtype))
+        g.create_virtual_dataset(str(k), layout, fillvalue=np.nan)
+
+    _create_hops(f, hops, operators, virtual)
+
+
+def merge_shards(f: h5py.File, store: GraphStore, out_rows: np.ndarray | None, hops: int, operators: tuple[str, ...],
+                 dtype: str, c: int, width: int, folder, shards: list[dict], row_bytes: int = 64 << 20) -> None:
+    """The published artifact of a sharded run with ``--merge``: the layout of a one-process run
+    (:func:`create_layout`, ``c`` column blocks of ``width``) with every shard's columns copied in,
+    ``row_bytes`` of rows at a time."""
+    from pathlib import Path
+
+    create_layout(f, store, out_rows, hops, operators, dtype, c, width)
+    first = operators[0]
+    names = [f"channels/{first}/0"] + [f"channels/{op}/{k}" for op in operators for k in range(1, hops + 1)]
+    for s in shards:
+        c0, c1 = s["columns"]
+        with h5py.File(Path(folder) / s["file"], "r") as src:
+            for name in names:
+                a, b = src[name], f[name]
+                step = max(1, row_bytes // max(1, (c1 - c0) * a.dtype.itemsize))
+                for p0 in range(0, a.shape[0], step):
+                    p1 = min(a.shape[0], p0 + step)
+                    b[p0:p1, c0:c1] = a[p0:p1]
+
+
+def check_shards(f: h5py.File, path) -> list[dict] | None:
+    """The shards of a sharded artifact (root attribute ``shards``), each with ``present`` and
+    ``bytes_on_disk``; None for an ordinary artifact. A shard that is missing, has another size
+    than recorded or belongs to another run is a GnnprepError naming it (HDF5 would read its
+    columns as the fill value)."""
+    if "shards" not in f.attrs:
+        return None
+    shards = json_attr(f.attrs, "shards", path, list)
+    folder = Path(path).absolute().parent
+    out = []
+    for s in shards:
+        if not isinstance(s, dict) or not isinstance(s.get("file"), str) or "/" in s["file"]:
+            raise GnnprepError(f"{path}: root attribute 'shards' has {s!r}; expected objects with a file name")
+        p = folder / s["file"]
+        present = p.is_file()
+        size = p.stat().st_size if present else None
+        if not present:
+            raise GnnprepError(f"{path}: shard {s['file']} is missing (rank {s.get('rank')}'s columns "
+                               f"{s.get('columns')}; expected next to the artifact)")
+        if s.get("bytes") is not None and size != s["bytes"]:
+            raise GnnprepError(f"{path}: shard {s['file']} has {size} bytes; expected {s['bytes']} "
+                               "(it was replaced or damaged)")
+        attr = read_shard_attr(p)
+        if attr is None or attr.get("key") != s.get("key"):
+            raise GnnprepError(f"{path}: shard {s['file']} is not the shard this artifact was published with "
+                               "(another run's, or unreadable)")
+        out.append({**s, "present": True, "bytes_on_disk": size})
+    return out
+
+
+SHARD_FILE = re.compile(r"^(.*\.shard-\d+-of-\d+-[0-9a-f]+\.h5)(.*)$")
+
+
+def sweep_shards(output: Path, keep) -> None:
+    """Remove the shard files (and partial shards) of ``output`` not named in ``keep``: those of
+    earlier sharded runs, which the artifact just published no longer reads. A partial shard whose
+    lock is held (a rank writing it now) is left alone."""
+    import fcntl
+
+    prefix = shard_prefix(output.name)
+    groups: dict[str, list[Path]] = {}
+    try:
+        entries = list(output.parent.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        m = SHARD_FILE.match(entry.name) if entry.name.startswith(prefix) else None
+        if m is not None and m.group(1) not in keep:
+            groups.setdefault(m.group(1), []).append(entry)
+    for base, files in groups.items():
+        lock = output.parent / f"{base}.partial.lock"
+        if lock.exists():
+            try:
+                with open(lock, "a") as fh:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # held: a rank is writing this shard
+        for p in files:
+            try:
+                p.unlink()
+            except OSError:
+                pass
+
+
+# -- the description for ``gnnprep info`` ---------------------------------------------------------------
+def _plan(f, path) -> dict:
+    plan = json_attr(f.attrs, "plan", path, dict, {}, "attribute")
+    return {k: plan.get(k, "?") for k in ("a", "b", "c", "device")} | plan
+
+
+def describe(path: Path) -> dict:
+    with FeatureStore(path) as fs:
+        f = fs.f
+        h0 = dataset_or_none(f, "hops/0", path, 2)
+        if h0 is None:
+            raise GnnprepError(f"{path}: has no /hops/0; the features artifact is incomplete")
+        prov = json_attr(f.attrs, "provenance", path, dict, {}, "attribute")
+        seconds = prov.get("timings", {}).get("hop_seconds") if isinstance(prov.get("timings"), dict) else None
+        order = prov.get("reorder")
+        shards = check_shards(f, path)  # a sharded artifact (torchrun): every shard present, or one error
+        operators = json_attr(f.attrs, "operators", path, list, [str(attr_value(f.attrs.get("operator", "sym")))], "attribute")
+        return {
+            "file": str(path),
+            "format": "gnnprep.features",
+            "format_version": int(f.attrs["format_version"]),
+            "hops": count_attr(f.attrs, "hops", path),
+            "operators": [str(o) for o in operators],
+            "rows": int(h0.shape[0]),
+            "row_selection": attr_value(f.attrs.get("rows")),
+            "num_features": int(h0.shape[1]),
+            "dtype": str(h0.dtype),
+            "num_classes": count_attr(f.attrs, "num_classes", path, 0),
+            "splits": split_sizes(f, path),
+            "plan": _plan(f, path),
+            "hop_seconds": seconds if isinstance(seconds, list) and all(
+                isinstance(s, (int, float)) for s in seconds) else None,
+            "node_order": order if isinstance(order, dict) and {"kind", "used"} <= set(order) else None,
+            "graph_fingerprint": attr_value(f.attrs.get("graph_fingerprint")),
+            "size_bytes": path.stat().st_size,
+            "created_utc": attr_value(f.attrs.get("created_utc")),
+            "shards": shards,
+            "shards_bytes": sum(s["bytes_on_disk"] for s in shards) if shards is not None else None,
+            "operator_sources": json_attr(f.attrs, "operator_sources", path, dict, {}, "attribute"),
+        }

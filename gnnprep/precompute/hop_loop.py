@@ -1,0 +1,424 @@
+"""The hop loop of one precompute run: for every operator and column block, hop 0 (X itself) and
+hops 1..K, written as they finish; then the HDG channels, the root attributes and the commit.
+
+H_0 = X[:, J];  H_k = S H_{k-1}, edge block by edge block (:mod:`gnnprep.precompute.backends`), each block's
+finished rows queued to the writer thread (:mod:`gnnprep.precompute.hop_writer`) while the next block computes;
+hop k's writes overlap hop k+1's kernels (two buffers per column block). Each (operator, column
+block, hop) is a unit recorded in the resumable output as soon as its rows are on disk.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from gnnprep.precompute import features as fa
+from gnnprep.core.output import ResumableOutput
+from gnnprep.precompute.backends import HopGraph, make_backend
+from gnnprep.core.directio import ALIGN
+from gnnprep.precompute.hop_writer import Gather, HopWriter
+from gnnprep.core.memory import empty_pages
+from gnnprep.core.artifact import Timer
+from gnnprep.precompute.operators import make_operator
+from gnnprep.precompute.plan import Plan, Problem, column_blocks
+from gnnprep.precompute.config import PrecomputeConfig, PrecomputeReport
+from gnnprep.core.progress import Progress
+from gnnprep.graph.store import GraphStore
+
+WRITE_BYTES = 32 << 20    # rows per queued write: at most this many bytes of a column block in flight
+
+
+@dataclass
+class Job:
+    """What the run computes, resolved before anything is written."""
+
+    config: PrecomputeConfig
+    device: str
+    backend: str                       # numba | torch
+    plan: Plan
+    problem: Problem
+    out_rows: np.ndarray | None        # None: every node
+    hag: object = None                 # gnnprep.hag.structure.Hag
+    hag_path: Path | None = None
+    hag_info: dict | None = None
+    hdg: object = None                 # gnnprep.hdg.structure.Hdg
+    hdg_channels: tuple[str, ...] = ()
+    baseline: int = 0
+    profile: object = None             # gnnprep.precompute.plan.Profile the plan was made with
+    user: dict = dataclasses.field(default_factory=dict)  # --operator-file: {name: (UserFunction, Factors)}
+    hdg_weight: tuple | None = None    # --hdg-weight: (UserFunction, the re-weighted HDG)
+    degrees: object = None             # gnnprep.precompute.user_operators.Degrees of the graph (loop 0), for compiling user operators
+
+
+
+def operator_sources(job: Job) -> dict:
+    """The artifact's ``operator_sources``: each ``--operator-file`` operator's (and the
+    ``--hdg-weight`` function's) file, hash, source text, reduce, loop, and the factors the planner
+    found (:mod:`gnnprep.precompute.user_operators`); empty without them."""
+    out = {name: {**fn.provenance(), "factors": factors.to_dict(), "plan": factors.describe()}
+           for name, (fn, factors) in job.user.items()}
+    if job.hdg_weight is not None:
+        fn = job.hdg_weight[0]
+        out[f"hdg-weight:{fn.name}"] = {**fn.provenance(), "plan": "the weight of every member of the HDG's "
+                                        "vertex levels, evaluated once"}
+    return out
+
+
+class HopRun:
+    """One run over an open resumable output: layout → for every operator and column block, hop 0
+    (X itself) and hops 1..K → HDG channels → root attributes → commit.
+
+    ``shard`` (a rank of a torchrun job, :mod:`gnnprep.precompute.run`): only the column blocks inside
+    ``shard["columns"]`` = [C0, C1) are computed, into a shard file whose hop datasets hold those
+    columns (column c of X is the shard's column c − C0); the root attributes describe the shard."""
+
+    def __init__(self, store: GraphStore, out: ResumableOutput, job: Job, progress: Progress, command: str,
+                 t_start: float, shard: dict | None = None):
+        self.store, self.out, self.job, self.progress = store, out, job, progress
+        self.shard = shard
+        self.command, self.t_start = command, t_start
+        self.config, self.plan = job.config, job.plan
+        self._row_l1 = None   # row sums of |X| (normalize_features="row"), found on first use
+        self.n, self.d = store.features.shape
+        self.r = self.n if job.out_rows is None else len(job.out_rows)
+        self.timer = Timer()
+        self.hop_seconds = [0.0] * (self.config.hops + 1)
+        self.done = set(out.done)
+        self.resumed_units = len(self.done)
+        self.cols = column_blocks(self.d, self.plan.width)
+        self.col0 = 0   # X's column c is the output's column c - col0
+        if shard is not None:
+            s0, s1 = shard["columns"]
+            self.cols = [(c0, c1) for c0, c1 in self.cols if s0 <= c0 and c1 <= s1]
+            self.col0 = s0
+        self.step = max(1, WRITE_BYTES // max(1, 4 * self.plan.width))
+        k, ops = self.config.hops, len(self.config.operators)
+        self.units_total = len(self.cols) * (1 + k * ops) + (len(self.cols) * (k + 1) if job.hdg is not None else 0)
+        self._parts = None
+        self._inputs = None  # rows hop K-1 computes for --rows labeled (_last_hop_inputs)
+        self._spare_buffer = None  # a diffusion operator's third column-block buffer
+        self.graph = HopGraph(store, self.plan, "bfs" if self.config.reorder == "bfs" else "community",
+                              force=self.config.reorder in ("community", "bfs"),
+                              spare=(self.n, min(self.d, self.plan.width)) if self.plan.reorder else None)
+
+    def execute(self) -> PrecomputeReport:
+        config = self.config
+        # 4 KiB-aligned datasets: hop rows are written to the file with O_DIRECT (gnnprep.core.directio)
+        self.f = h5py.File(self.out.partial, "r+" if self.out.resumed else "w", alignment_threshold=ALIGN,
+                           alignment_interval=ALIGN)
+        try:
+            if not self.out.resumed and self.shard is not None:
+                s0, s1 = self.shard["columns"]
+                fa.create_shard_layout(self.f, self.r, s1 - s0, config.hops, tuple(config.operators), config.dtype,
+                                       len(self.cols), self.plan.width)
+                self.f.flush()
+            elif not self.out.resumed:
+                fa.create_layout(self.f, self.store, self.job.out_rows, config.hops, tuple(config.operators),
+                                 config.dtype, self.plan.c, self.plan.width, self.job.hdg_channels)
+                self.f.flush()
+            with self.timer("normalise"):
+                user = self.job.user
+                deg = self.graph.degree(self.plan.a) if set(config.operators) - set(user) else None
+                self.ops = {name: self._user_operator(name) if name in user else
+                            make_operator(name, deg, self.store.symmetric) for name in config.operators}
+                self.job.degrees = None  # compiled: no longer needed
+            # page-cache-free writes, unless the HDG pass reads the hops back right after
+            self.writer = HopWriter(config.dtype, self.out.partial if self.job.hdg is None else None)
+            self.progress("units", len(self.done), self.units_total)
+            try:
+                for name in config.operators:  # operator-outer: a resident S is built once per operator
+                    self._operator(name)
+                if self.job.hdg is not None:
+                    with self.timer("hdg"):
+                        self.writer.wait()
+                        self._hdg_channels()
+            finally:
+                self.writer.close()
+            self._write_root()
+        finally:
+            self.f.close()
+        self.out.commit()
+        return self._report()
+
+    # -- steps ---------------------------------------------------------------------------------------
+    def _operator(self, name: str) -> None:
+        """Hops 1..K of operator ``name`` for every column block (and hop 0 where not yet written)."""
+        be = None  # one backend per operator for the whole run: a resident S is built (and moved) once
+        for j, (c0, c1) in enumerate(self.cols):
+            x_block, hop0 = self._hop0(j, c0, c1)
+            todo = [k for k in range(1, self.config.hops + 1) if (name, j, k) not in self.done]
+            if not todo:
+                if hop0 is not None:
+                    self._finish(hop0)
+                continue
+            if be is None:
+                self._row_parts()  # the node order is known from here on
+                be = make_backend(self.job.backend, self.graph, self.ops[name], self.job.device, self.job.hag)
+            self._column_block(be, name, j, c0, c1, todo, x_block, hop0)
+
+    def _user_operator(self, name: str):
+        """A ``--operator-file`` operator compiled to scalings, loop and CSR values (:mod:`gnnprep.precompute.user_operators`)."""
+        from gnnprep.precompute.user_operators import compile_operator, degrees
+
+        fn, factors = self.job.user[name]
+        if self.job.degrees is None:
+            self.job.degrees = degrees(self.store, 0.0, self.plan.a)
+        return compile_operator(fn, factors, self.job.degrees.with_loop(fn.loop))
+
+    def _hop0(self, j: int, c0: int, c1: int):
+        """Read X[:, c0:c1] and queue it as hop 0 (in stored order, while the node order may still be
+        found); returns (the block or None, (unit, last write seq) or None)."""
+        if ("x", j, 0) in self.done:
+            return None, None
+        x_block = self._load_x(c0, c1)
+        rows = self.job.out_rows
+        for p0 in range(0, self.r, self.step):
+            p1 = min(self.r, p0 + self.step)
+            part = x_block[p0:p1] if rows is None else Gather(x_block, rows[p0:p1])
+            self.writer.put(self.f["hops/0"], p0, p1, c0 - self.col0, c1 - self.col0, part)
+        self.done.add(("x", j, 0))
+        return x_block, (("x", j, 0), self.writer.issued)
+
+    def _column_block(self, be, name: str, j: int, c0: int, c1: int, todo: list[int], x_block, hop0) -> None:
+        """Carry column block j through hops ``todo[0]``..K of operator ``name``: two buffers, hop k's
+        writes overlapping hop k+1's kernels."""
+        if todo[0] > 1 and self.job.out_rows is None:
+            # resume: the last finished hop of this block is in the artifact
+            src = empty_pages((self.n, c1 - c0))
+            src[:] = self.f[f"channels/{name}/{todo[0] - 1}"][:, c0 - self.col0:c1 - self.col0]
+            start_k = todo[0]
+        else:
+            src = x_block if x_block is not None else self._load_x(c0, c1)
+            start_k = 1
+        cur = be.prepare(src)
+        # the buffers are reused for later hops; a reordered copy frees X's buffer for hop 1
+        # (fresh memory is slow to fault in on VMs that return free pages to the host)
+        reuse = isinstance(cur, np.ndarray) and cur is not src and cur.shape == src.shape
+        nxt = src if reuse else be.empty_like(cur)
+        del src, x_block
+        # (unit, last write seq) of the previous hop, still being written from ``cur``
+        pending = hop0 if hop0 is not None and not reuse else None
+        if reuse and hop0 is not None:
+            self._finish(hop0)  # hop 1 overwrites X's buffer
+        for k in range(start_k, self.config.hops + 1):
+            t0 = time.perf_counter()
+            write = (name, j, k) not in self.done
+            ds = self.f[f"channels/{name}/{k}"]
+            pruned = self.job.out_rows is not None and be.selects_rows
+            if be.op.restart:
+                seq = self._diffusion_hop(be, ds, write, cur, nxt, c0, c1)
+            elif pruned and k == self.config.hops:
+                seq = self._stored_rows_hop(be, ds, write, cur, c0, c1)
+            elif pruned and k == self.config.hops - 1:
+                seq = self._hop(be, ds, write, cur, nxt, c0, c1, only=self._last_hop_inputs())
+            else:
+                seq = self._hop(be, ds, write, cur, nxt, c0, c1)
+            self.hop_seconds[k] += time.perf_counter() - t0
+            if pending is not None:
+                # hop k-1's rows are on disk before its unit is marked and before its buffer (cur)
+                # is overwritten by hop k+1; hop k's writes overlap hop k+1
+                self._finish(pending)
+            pending = ((name, j, k), seq) if write else None
+            if not write:
+                self.writer.wait(seq)
+            cur, nxt = nxt, cur
+        if pending is not None:
+            self._finish(pending)
+        self.writer.wait()
+
+    def _diffusion_hop(self, be, ds, write: bool, cur, nxt, c0: int, c1: int) -> int:
+        """nxt = P cur for a diffusion operator (``ppr``): K passes z ← (1-α) Ŝ z + α cur (the
+        (1-α) is in the operator's row scaling), through nxt and one more buffer, alternating so
+        that no pass reads the buffer it writes and the last pass (the written one) lands in nxt."""
+        steps, alpha = be.op.steps, be.op.restart
+        if steps > 1 and (self._spare_buffer is None or tuple(self._spare_buffer.shape) != tuple(cur.shape)):
+            self._spare_buffer = None
+            self._spare_buffer = be.empty_like(cur)
+        z = cur
+        for t in range(steps - 1):
+            out = self._spare_buffer if (steps - 1 - t) % 2 == 1 else nxt
+            be.begin_hop(z)
+            for r0, r1 in self.graph.blocks():
+                be.hop_block(r0, r1, z, out)
+                out[r0:r1] += alpha * cur[r0:r1]
+            z = out
+        return self._hop(be, ds, write, z, nxt, c0, c1, restart=(alpha, cur))
+
+    def _hop(self, be, ds, write: bool, cur, nxt, c0: int, c1: int, only=None, restart=None) -> int:
+        """nxt = S cur, edge block by edge block, each block's finished rows queued for writing (or,
+        with a node order, all rows gathered back to stored order after the hop); the last write's seq.
+        With ``only`` (rows in computation order, sorted) only those rows of nxt are computed; with
+        ``restart`` = (α, h), each block's rows get α h added before they are written."""
+        row_parts, write_parts = self._row_parts()
+        seq = self.writer.issued
+        c0, c1 = c0 - self.col0, c1 - self.col0  # the output's columns
+        be.begin_hop(cur)
+        for r0, r1, writes in row_parts:
+            if only is None:
+                be.hop_block(r0, r1, cur, nxt)
+            else:
+                a, z = np.searchsorted(only, [r0, r1])
+                be.hop_rows_in_place(only[a:z], cur, nxt)
+            if restart is not None:
+                nxt[r0:r1] += restart[0] * restart[1][r0:r1]
+            if write and write_parts is None:
+                be.sync()
+                for rows, p0, p1 in writes:
+                    seq = self.writer.put(ds, p0, p1, c0, c1, be.to_host(nxt, rows), owned=be.name == "torch")
+        be.sync()
+        if write and write_parts is not None:
+            for p0, p1, idx in write_parts:
+                seq = self.writer.put(ds, p0, p1, c0, c1, Gather(nxt, idx))
+        if write:
+            seq = self.writer.put("sync", self.f)
+        return seq
+
+    def _last_hop_inputs(self) -> np.ndarray:
+        """The rows (computation order, sorted) the last hop of ``--rows labeled`` reads: the stored
+        rows and their in-neighbours. Hop K−1 computes only these (with 1.4% of nodes stored and
+        mean degree 29, about a third of the rows)."""
+        if self._inputs is None:
+            g = self.graph
+            rows = self.job.out_rows if g.inv is None else g.inv[self.job.out_rows]
+            starts, lens = g.indptr[rows], g.indptr[rows + 1] - g.indptr[rows]
+            entries = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
+            mark = np.zeros(self.n, dtype=bool)
+            mark[rows] = True
+            mark[g._indices[entries]] = True
+            self._inputs = np.flatnonzero(mark)
+        return self._inputs
+
+    def _stored_rows_hop(self, be, ds, write: bool, cur, c0: int, c1: int) -> int:
+        """The last hop of ``--rows labeled``: only the stored rows of S·cur are computed (no later
+        hop needs the others), straight in stored order, through two alternating buffers; the
+        last write's seq."""
+        seq = self.writer.issued
+        if not write:
+            return seq
+        rows = self.job.out_rows if self.graph.inv is None else self.graph.inv[self.job.out_rows]
+        bufs = [np.empty((min(self.step, self.r), c1 - c0), dtype=np.float32) for _ in range(2)]
+        c0, c1 = c0 - self.col0, c1 - self.col0  # the output's columns
+        seqs = []
+        for i, p0 in enumerate(range(0, self.r, self.step)):
+            p1 = min(self.r, p0 + self.step)
+            if i >= 2:
+                self.writer.wait(seqs[i - 2])  # that buffer's rows are written
+            out = bufs[i % 2][:p1 - p0]
+            be.hop_rows(rows[p0:p1], cur, out)
+            seqs.append(self.writer.put(ds, p0, p1, c0, c1, out))
+        return self.writer.put("sync", self.f)
+
+    def _row_parts(self):
+        """(row_parts, write_parts), once the computation's node order is known.
+
+        row_parts: (r0, r1, [(rows, p0, p1), ...]) an edge block and the output rows it finishes;
+        write_parts: with a node order, (p0, p1, rows) written after the whole hop (output rows, in
+        stored order, gathered from the computation's order), else None."""
+        if self._parts is not None:
+            return self._parts
+        self.graph.ready()
+        out_rows, step, r = self.job.out_rows, self.step, self.r
+        row_parts = []
+        for r0, r1 in self.graph.blocks():
+            if out_rows is None:
+                writes = [(slice(q, min(r1, q + step)), q, min(r1, q + step)) for q in range(r0, r1, step)]
+            else:
+                a, z = (int(v) for v in np.searchsorted(out_rows, [r0, r1]))
+                writes = [(out_rows[q:min(z, q + step)], q, min(z, q + step)) for q in range(a, z, step)]
+            row_parts.append((r0, r1, writes))
+        write_parts = None
+        if self.graph.inv is not None:
+            ids = np.arange(self.n) if out_rows is None else out_rows
+            write_parts = [(p0, min(r, p0 + step), self.graph.inv[ids[p0:p0 + step]]) for p0 in range(0, r, step)]
+        self._parts = row_parts, write_parts
+        return self._parts
+
+    def _load_x(self, c0: int, c1: int) -> np.ndarray:
+        """X[:, c0:c1], row-normalised with ``normalize_features="row"`` (X_i / Σ_j |X_ij|, the
+        row sums over all d columns found once; zero rows stay zero), as GCN (Kipf & Welling 2017),
+        SGC (Wu et al. 2019) and PyG's NormalizeFeatures do before propagating (PyG also clamps the
+        sum to at least 1; here no row is scaled up or down by anything but its own L1 norm)."""
+        t0 = time.perf_counter()
+        xb = self.store.feature_columns(c0, c1)
+        if self.config.normalize_features == "row":
+            if self._row_l1 is None:
+                l1 = self.store.feature_row_l1()
+                self._row_l1 = np.where(l1 > 0, l1, 1.0).astype(np.float32)
+            np.divide(xb, self._row_l1[:, None], out=xb)
+        self.hop_seconds[0] += time.perf_counter() - t0
+        return xb
+
+    def _mark(self, unit) -> None:
+        self.out.mark(unit, self.f)
+        self.progress("units", len(self.out.done), self.units_total)
+
+    def _finish(self, unit_seq) -> None:
+        """Wait for a unit's writes, then record it as finished."""
+        t0 = time.perf_counter()
+        self.writer.wait(unit_seq[1])
+        self._mark(unit_seq[0])
+        unit = unit_seq[0]
+        self.hop_seconds[0 if unit[0] == "x" else unit[2]] += time.perf_counter() - t0
+
+    def _hdg_channels(self) -> None:
+        """HDG channels (FlexGraph's hierarchical aggregation, Wang et al. 2021) of every hop:
+        ``/channels/<c>/<k> = HDG_c(S^k X)``, computed bottom-up by :func:`gnnprep.hdg.structure.aggregate`
+        from the hop as written (one column block at a time: the HDG's sparse products act on
+        columns independently). Each (hop, column block) is one resumable unit."""
+        from gnnprep.hdg.structure import aggregate
+
+        config = self.config
+        for k in range(config.hops + 1):
+            for j, (c0, c1) in enumerate(self.cols):
+                if ("hdg", j, k) in self.done:
+                    continue
+                x = self.f[f"hops/{k}"][:, c0:c1].astype(np.float32, copy=False)
+                hdg = self.job.hdg if self.job.hdg_weight is None else self.job.hdg_weight[1]
+                for ch, arr in aggregate(hdg, x, config.hdg_reduce).items():
+                    self.f[f"channels/{ch}/{k}"][:, c0:c1] = arr.astype(config.dtype, copy=False)
+                self.f.flush()
+                self._mark(("hdg", j, k))
+
+    def _write_root(self) -> None:
+        config, job = self.config, self.job
+        provenance = self.provenance()
+        if self.shard is not None:
+            fa.write_shard_root(self.f, provenance, self.shard)
+            return
+        fa.write_root(self.f, provenance, self.store, config.hops, tuple(config.operators), job.hdg_channels,
+                      self.plan.to_dict(), config.rows, config.dtype)
+        self.f.attrs["normalize_features"] = config.normalize_features
+        if job.user or job.hdg_weight is not None:
+            import json
+
+            self.f.attrs["operator_sources"] = json.dumps(self.operator_sources())
+
+    def provenance(self) -> dict:
+        """The run's provenance (the artifact's ``provenance`` attribute)."""
+        config, job = self.config, self.job
+        return {
+            "command": self.command or "precompute",
+            "parameters": {**dataclasses.asdict(config), "device": job.device, "backend": job.backend},
+            "inputs": [{"path": str(Path(self.store.path).absolute()), "graph_fingerprint": self.store.fingerprint}],
+            "plan": self.plan.to_dict(),
+            "timings": {**self.timer.timings, "hop_seconds": [round(s, 4) for s in self.hop_seconds]},
+            "reorder": self.graph.reorder_info,
+            **({"operator_sources": self.operator_sources()} if self.job.user or self.job.hdg_weight else {}),
+        }
+
+    def operator_sources(self) -> dict:
+        return operator_sources(self.job)
+
+    def _report(self) -> PrecomputeReport:
+        config = self.config
+        return PrecomputeReport(
+            output=str(self.out.path), plan=self.plan.to_dict(), hops=config.hops, operators=tuple(config.operators),
+            rows=self.r, dtype=config.dtype, hop_seconds=tuple(round(s, 4) for s in self.hop_seconds),
+            seconds=round(time.perf_counter() - self.t_start, 3), predicted_peak_bytes=self.plan.predicted_peak,
+            measured_peak_bytes=None, baseline_rss_bytes=self.job.baseline, resumed_units=self.resumed_units,
+            reorder=self.graph.reorder_info, hop_entries=tuple(self.job.problem.hop_entries))

@@ -1,0 +1,431 @@
+"""Block plan for precompute: how S and X are split so each piece fits the memory budget.
+
+Following Maekawa et al. (LC transformation, block-wise precomputation), S is split into ``b``
+nnz-balanced edge blocks (contiguous row ranges of the row-sorted CSR) and X into ``c`` column
+blocks; normalisation runs over ``a`` edge blocks. The paper picks the smallest counts that satisfy
+
+    (αA·BA + αS·BS)/a + αD·BD ≤ B        and        βS·BS/b + βX·BX/c ≤ B
+
+with coefficients measured on small graphs. We keep those constraints (with α, β made concrete by
+the memory model below), add host RAM and transfer costs, and choose among the feasible (b, c) the
+plan with the smallest *predicted time* from a calibrated :class:`Profile`.
+
+Column blocks are independent through all hops (S^k X[:, J] = S^k (X[:, J])), so each column block
+is carried through hops 1..K while S stays resident when it fits (moved to the device once), or is
+streamed block by block once per (hop, column block) when it does not.
+
+Memory model (bytes), n nodes, m stored entries, w = ⌈d / c⌉ columns per block:
+  vectors   = 16 n  (indptr int64, plus l and r in float32)
+  S part    = s_idx·m / b  (+ 4m/b with edge weights; + 12m/b explicit values on torch)
+  columns   = 2 · 4 n w  (the block's current hop and the next hop, float32)
+  out buf   = rows_b · w · (4 if rows are selected + 2 if float16): the one write in flight
+Predicted peak above the measured baseline RSS = 1.05 × the sum (allocator slack) + 40 MiB fixed
+(HDF5 buffers, the writer thread's arena).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from gnnprep.core.errors import GnnprepError
+from gnnprep.core.sizes import format_size
+
+SLACK = 1.05
+FIXED = 40 << 20  # HDF5 buffers and chunk cache, the writer thread's arena, pages first touched late
+
+
+REORDER_MIN_BLOCK_BYTES = 32 << 20  # a column block of X at most this large stays in the last-level cache
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Machine coefficients; ``gnnprep calibrate`` measures them, these defaults were measured on the
+    2-core CI-class machine (numba kernel, power-law graph; kernel table 2026-11-23 with the
+    two-neighbour kernel, ``calibrate(nodes=1_000_000)``; I/O figures 2026-11-22, kept conservative)."""
+
+    device: str = "cpu"
+    # kernel seconds per stored nonzero, by column-block width (interpolated in between)
+    spmm_ns_per_nnz: dict = field(default_factory=lambda: {8: 15.6, 16: 17.1, 32: 21.1, 64: 28.7, 128: 46.4,
+                                                           256: 106.8})
+    row_ns_per_col: float = 0.4        # self term, scaling, output write per row·column
+    read_bytes_per_s: float = 1.5e9    # HDF5 read (page cache warm-ish)
+    write_bytes_per_s: float = 1.0e9   # HDF5 write
+    copy_bytes_per_s: float = 1.0e10   # host<->device (CUDA) or memcpy
+    block_overhead_s: float = 0.002    # per (edge block, column block, hop) launch and bookkeeping
+    # community order (label propagation, mostly hidden behind reading X) + relabelling, per entry;
+    # kernel time ratio in that order: 1M nodes, 20M entries, communities of 2,000 (bench_precompute)
+    reorder_ns_per_entry: float = 40.0
+    reorder_speedup: float = 0.5
+    # relabelling alone (the order found at ingest, or by an earlier run): one parallel gather per entry
+    relabel_ns_per_entry: float = 15.0
+    # the kernel's cost per entry grows with the gathered block beyond the table's graph (caches,
+    # TLB reach): x (1 + kernel_growth * log2(rows / kernel_ref_rows)) for larger graphs. Fitted on
+    # the papers100M-shaped bench graph (5.55M rows, community order) against the 1M-row table
+    kernel_ref_rows: int = 1_000_000
+    kernel_growth: float = 0.27
+    # first touch of fresh memory (the two column buffers; VMs that return free pages to the host
+    # fault them in slowly): 2.8 GB took 0.7 s with huge pages, 1.6 s without (2026-11-23)
+    fault_bytes_per_s: float = 2.0e9
+    measured: str = "built-in defaults"
+
+    def spmm_seconds(self, nnz: int, rows: int, width: int) -> float:
+        table = sorted((int(k), float(v)) for k, v in self.spmm_ns_per_nnz.items())
+        if width <= table[0][0]:
+            ns = table[0][1] * width / table[0][0]
+        elif width >= table[-1][0]:
+            ns = table[-1][1] * width / table[-1][0]
+        else:
+            for (w0, t0), (w1, t1) in zip(table, table[1:]):
+                if w0 <= width <= w1:
+                    ns = t0 + (t1 - t0) * (width - w0) / (w1 - w0)
+                    break
+        if rows > self.kernel_ref_rows > 0:
+            ns *= 1 + self.kernel_growth * math.log2(rows / self.kernel_ref_rows)
+        return nnz * ns * 1e-9 + rows * width * self.row_ns_per_col * 1e-9
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1)
+
+    @staticmethod
+    def from_json(text: str) -> "Profile":
+        d = json.loads(text)
+        d["spmm_ns_per_nnz"] = {int(k): float(v) for k, v in d["spmm_ns_per_nnz"].items()}
+        return Profile(**d)
+
+
+def profile_path(device: str) -> Path:
+    base = Path(os.environ.get("GNNPREP_CONFIG") or Path.home() / ".config" / "gnnprep")
+    return base / f"profile-{device}.json"
+
+
+def load_profile(device: str) -> Profile:
+    p = profile_path(device)
+    if p.is_file():
+        try:
+            return Profile.from_json(p.read_text())
+        except (ValueError, TypeError, KeyError) as e:
+            raise GnnprepError(f"{p}: unreadable calibration profile ({e}); rerun gnnprep calibrate") from None
+    if device.startswith("cuda"):
+        return Profile(device="cuda", spmm_ns_per_nnz={8: 0.15, 32: 0.3, 128: 0.9, 256: 1.8}, row_ns_per_col=0.01,
+                       copy_bytes_per_s=2.0e10, block_overhead_s=0.0005)
+    return Profile()
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What is to be computed: sizes only, so plans can be made (and tested) without data."""
+
+    num_nodes: int
+    num_entries: int
+    num_features: int
+    hops: int
+    operators: int = 1
+    out_rows: int = 0            # rows stored per hop (n for --rows all)
+    index_bytes: int = 4
+    weighted: bool = False
+    out_itemsize: int = 4
+    in_itemsize: int = 4
+    device: str = "cpu"
+    order_known: bool = False     # a node order is kept in or beside the store: only relabelling costs
+    # stored entries each hop 1..K reads (empty: all of them, every hop); ``--rows labeled`` prunes
+    # hops K and K-1 (see :func:`pruned_hop_entries`)
+    hop_entries: tuple = ()
+    passes: int = 0               # kernel passes per hop over all operators (0: one each; ppr: K)
+    value_bytes: int = 0          # per entry, beside the stored weights: a user operator's CSR values
+    buffers: int = 2              # column-block buffers of n rows (a diffusion operator needs 3)
+
+
+@dataclass(frozen=True)
+class Plan:
+    a: int                        # normalisation edge blocks
+    b: int                        # propagation edge blocks
+    c: int                        # column blocks
+    width: int                    # columns per column block (last one may be narrower)
+    s_resident: bool              # S held (on the device) for the whole run
+    device: str
+    budget: int
+    predicted_peak: int           # bytes above the baseline
+    predicted_seconds: float
+    baseline_rss: int = 0
+    source: str = "auto"          # auto | user
+    reorder: bool = False         # compute in a locality node order (results in original order)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _passes(p: Problem) -> int:
+    """Kernel passes per hop over all operators."""
+    return p.passes or p.operators
+
+
+def _s_bytes(p: Problem) -> int:
+    per = p.index_bytes + (4 if p.weighted else 0) + p.value_bytes + (12 if p.device.startswith("cuda") else 0)
+    return per * p.num_entries
+
+
+def memory(p: Problem, b: int, c: int) -> int:
+    n, d = p.num_nodes, p.num_features
+    w = math.ceil(d / c) if d else 0
+    vectors = 16 * n
+    s_part = math.ceil(_s_bytes(p) / b) + (8 * math.ceil(n / b) if b > 1 else 0)
+    cols = p.buffers * 4 * n * w
+    # one write in flight: a gathered copy (selected rows) and/or a float16 conversion of at most
+    # one edge block's rows, capped at the writer's 32 MiB chunks
+    rows_b = min(math.ceil(max(p.out_rows, 1) / b), max(1, (32 << 20) // max(1, 4 * w)))
+    gathered = 4 * rows_b * w if p.out_rows < n else 0
+    converted = p.out_itemsize * rows_b * w if p.out_itemsize != 4 else 0
+    # one column block: contiguous hop datasets, written around the page cache from two staging buffers
+    staging = 2 * p.out_itemsize * rows_b * w if c == 1 else 0
+    return int(SLACK * (vectors + s_part + cols + gathered + converted + staging) + FIXED)
+
+
+def column_blocks(d: int, width: int) -> list[tuple[int, int]]:
+    """The column ranges [c0, c1) of blocks of ``width`` columns (the last one narrower)."""
+    return [(c0, min(d, c0 + width)) for c0 in range(0, d, width)]
+
+
+def _widths(d: int, w: int) -> list[int]:
+    """Column-block widths for d columns in blocks of w (the last one narrower)."""
+    return [w] * (d // w) + ([d % w] if d % w else []) if w else []
+
+
+def pruned_hop_entries(degrees, stored_rows, hops: int) -> tuple:
+    """Entries read by hops 1..K when only ``stored_rows`` are kept (``--rows labeled``): hop K reads
+    the stored rows' entries (exact); hop K-1 the rows of the stored ones and of their neighbours,
+    estimated as if the stored rows were placed at random: a row of degree d is needed with
+    probability 1 - (1 - ρ)^(d + 1), ρ the stored share (exact counts would need all of the indices);
+    earlier hops read everything."""
+    degrees = np.asarray(degrees, dtype=np.float64)
+    n, m = len(degrees), float(degrees.sum())
+    if n == 0 or hops < 1:
+        return ()
+    rho = len(stored_rows) / n
+    last = float(degrees[stored_rows].sum())
+    before = float((degrees * -np.expm1((degrees + 1) * np.log1p(-min(rho, 1 - 1e-12)))).sum()) if rho < 1 else m
+    entries = [m] * hops
+    entries[-1] = last
+    if hops >= 2:
+        entries[-2] = max(before, last)
+    return tuple(int(e) for e in entries)
+
+
+def _hop_entries(p: Problem, b: int) -> tuple:
+    """Entries each hop reads: pruned (``p.hop_entries``) only with S resident (b = 1)."""
+    return p.hop_entries if p.hop_entries and b == 1 else (p.num_entries,) * p.hops
+
+
+def predict_seconds(p: Problem, prof: Profile, b: int, c: int) -> float:
+    n, m, d, K = p.num_nodes, p.num_entries, p.num_features, p.hops
+    w = math.ceil(d / c) if d else 0
+    widths = _widths(d, w)
+    compute = _passes(p) * sum(prof.spmm_seconds(e, n, wj) for e in _hop_entries(p, b) for wj in widths)
+    s_reads = 1 if b == 1 else _passes(p) * K * len(widths)
+    stream = s_reads * _s_bytes(p) / prof.read_bytes_per_s
+    if p.device.startswith("cuda"):
+        stream += s_reads * _s_bytes(p) / prof.copy_bytes_per_s + p.operators * 2 * K * n * d * 4 / prof.copy_bytes_per_s
+    io = len(widths) * n * d * p.in_itemsize / prof.read_bytes_per_s  # chunks span all columns
+    io += (p.operators * K + 1) * p.out_rows * d * p.out_itemsize / prof.write_bytes_per_s
+    overhead = _passes(p) * K * b * len(widths) * prof.block_overhead_s
+    fresh = 0.0 if p.device.startswith("cuda") else 2 * n * w * 4 / prof.fault_bytes_per_s
+    return compute + stream + io + overhead + fresh
+
+
+def choose_plan(p: Problem, budget: int, prof: Profile, baseline_rss: int = 0,
+                blocks: tuple[int, int, int] | None = None) -> Plan:
+    """The feasible (a, b, c) with the least predicted time, or the user's counts checked."""
+    n, d = p.num_nodes, max(p.num_features, 1)
+    a = max(1, math.ceil((8 * n + _s_bytes(p)) / max(1, budget - 16 * n))) if budget > 16 * n else None
+
+    def make(b: int, c: int, source: str) -> Plan:
+        w = math.ceil(d / c)
+        c = math.ceil(d / w)  # the number of blocks of that width actually needed
+        aa = a if a is not None else b
+        return Plan(a=min(aa, max(1, n)), b=b, c=c, width=w, s_resident=(b == 1), device=p.device, budget=budget,
+                    predicted_peak=memory(p, b, c), predicted_seconds=round(predict_seconds(p, prof, b, c), 3),
+                    baseline_rss=baseline_rss, source=source)
+
+    if blocks is not None:
+        a_user, b, c = blocks
+        if min(blocks) < 1:
+            raise GnnprepError(f"--blocks {a_user},{b},{c}: counts must be positive integers")
+        b, c = min(b, max(1, n)), min(c, d)
+        plan = make(b, c, "user")
+        return Plan(**{**plan.to_dict(), "a": min(a_user, max(1, n))})
+    best = None
+    max_b = max(1, n)
+    for c in _column_counts(d):
+        fixed = memory(p, 10**18, c)  # everything but S
+        if fixed >= budget:
+            continue
+        room = budget / SLACK - fixed / SLACK
+        b = max(1, math.ceil(_s_bytes(p) / max(1.0, room - 8 * n)))
+        if b > max_b:
+            continue
+        while b <= max_b and memory(p, b, c) > budget:
+            b = b * 2 if b < 64 else b + max(1, b // 4)
+        if b > max_b:
+            continue
+        plan = make(b, c, "auto")
+        if best is None or plan.predicted_seconds < best.predicted_seconds:
+            best = plan
+    if best is None:
+        need = memory(p, max_b, d)
+        raise GnnprepError(f"--memory-budget {format_size(budget)} is too small for this graph: even one column "
+                           f"and row-sized edge blocks need about {format_size(need)}")
+    return best
+
+
+def keep_columns(plan: Plan, p: Problem, prof: Profile, c: int, width: int) -> Plan:
+    """``plan`` with another column blocking (a resumed run keeps the one its partial file was laid
+    out with); the predicted peak moves by the difference of the two blockings' column buffers."""
+    if (c, width) == (plan.c, plan.width):
+        return plan
+    peak = plan.predicted_peak - memory(p, plan.b, plan.c) + memory(p, plan.b, c)
+    return Plan(**{**plan.to_dict(), "c": c, "width": width, "predicted_peak": peak,
+                   "predicted_seconds": round(plan.predicted_seconds - predict_seconds(p, prof, plan.b, plan.c)
+                                              + predict_seconds(p, prof, plan.b, c), 3)})
+
+
+def _column_counts(d: int) -> list[int]:
+    """The column-block counts the planners try (powers and small multiples, and every divisor)."""
+    return sorted({c for c in {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, d} |
+                   {math.ceil(d / w) for w in range(1, d + 1) if d % w == 0} if c <= d})
+
+
+def _ordered(plan: Plan, p: Problem, prof: Profile) -> tuple[Plan, bool]:
+    """``plan`` computed in a locality order, and whether the order is predicted to pay there: a
+    column block of X larger than the last-level cache (else every gather hits it anyway) and a
+    kernel saving (``reorder_speedup``) above the order's cost."""
+    widths = _widths(p.num_features, plan.width)
+    kernel = _passes(p) * sum(prof.spmm_seconds(e, p.num_nodes, wj) for e in _hop_entries(p, 1) for wj in widths)
+    cost = (p.num_entries + p.num_nodes) * (prof.relabel_ns_per_entry if p.order_known else prof.reorder_ns_per_entry) * 1e-9
+    # found and relabelled in a background thread while the first column block of X is read
+    # (whole row chunks: every column's bytes)
+    cost = max(0.0, cost - p.num_nodes * p.num_features * p.in_itemsize / prof.read_bytes_per_s)
+    gain = kernel * (1 - prof.reorder_speedup)
+    # order, inverse, stored indptr kept, new indptr; then either (order to find) labels, counts and
+    # the relabelled indices beside the old, or (order known) one block of the stored ids streamed
+    # into the relabelled copy, which replaces S's
+    extra = 8 * p.num_nodes * 4 + (p.index_bytes * (1 << 24) if p.order_known and not p.weighted else
+                                   (p.index_bytes + 4) * p.num_nodes + p.index_bytes * p.num_entries)
+    if p.weighted:  # the stored weights moved with their entries: a copy beside the old while it is made
+        extra += 4 * p.num_entries
+    large = p.num_nodes * 4 * min(plan.width, p.num_features) > REORDER_MIN_BLOCK_BYTES
+    ordered = Plan(**{**plan.to_dict(), "reorder": True, "predicted_peak": plan.predicted_peak + int(SLACK * extra),
+                      "predicted_seconds": round(plan.predicted_seconds + cost - gain, 3)})
+    return ordered, large and gain > cost
+
+
+def with_reorder(plan: Plan, p: Problem, prof: Profile, locality: float, mode: str = "auto",
+                 budget: int | None = None) -> Plan:
+    """Decide the node order jointly with the column blocking (:mod:`gnnprep.sparse.order`): a locality
+    order runs with S resident on the CPU kernel, only when ids look arbitrary (mean |u - v| / n
+    above 0.1), and costs memory (the permutation and a relabelled copy of the indices). Under a
+    tight budget more, narrower column blocks leave room for it — each block of X is smaller, the
+    permutation is shared by all — so every column count from ``plan``'s up is tried with the order
+    (S resident), and the plan with the least predicted time that fits wins, the unordered ``plan``
+    included. ``mode`` community or bfs forces an order (the fastest plan that fits with one);
+    column counts the user gave (``--blocks``) are kept."""
+    if mode == "none" or p.device != "cpu":
+        return plan
+    forced = mode in ("bfs", "community")
+    counts = [plan.c] if plan.source == "user" else [c for c in _column_counts(max(1, p.num_features)) if c >= plan.c]
+    options = [] if forced else [plan]
+    for c in counts:
+        base = plan if c == plan.c and plan.s_resident else None
+        if base is None:
+            if plan.source == "user":
+                continue  # the user's edge blocks stream S: no order
+            base = choose_plan(p, budget or plan.budget, prof, plan.baseline_rss, (plan.a, 1, c))
+            base = Plan(**{**base.to_dict(), "source": plan.source})
+        ordered, pays = _ordered(base, p, prof)
+        if (budget is None or ordered.predicted_peak <= budget) and (forced or (pays and locality > 0.1)):
+            options.append(ordered)
+    return min(options, key=lambda q: q.predicted_seconds) if options else plan
+
+
+# rounds search seconds per stored entry (capacity |V|/4..all), measured on the 2-core CI-class machine
+# on overlapping-group graphs of 2.3M and 22.8M entries (2026-11-22); the search re-sorts every entry
+# once per round, so this is two orders above a kernel pass (≈ 90 ns per entry at d = 128)
+HAG_SEARCH_NS_PER_ENTRY = 8000.0
+
+
+@dataclass(frozen=True)
+class HagChoice:
+    use: bool
+    build: bool
+    reason: str
+    predicted_saving_s: float = 0.0
+
+
+def choose_hag(plan: Plan, p: Problem, prof: Profile, cached: dict | None, budget: int) -> HagChoice:
+    """``--hag auto``: use a HAG only when the predicted kernel saving pays for it.
+
+    With a HAG the Â part of a hop costs like a sparse product over ``transfers_hag`` entries
+    (its rewired in-lists plus two reads per aggregation node, Jia et al. 2020, §3.2) instead of m.
+    A cached HAG (one written beside the graph store earlier) is used when its plan
+    (:func:`plan_with_hag`) fits the budget and is predicted to save more than 5% of the run's time;
+    a new one is searched for only when even a perfect HAG (saving every kernel second) would repay
+    the predicted search time.
+    """
+    if p.weighted:  # (the CPU-only rule is decided by the caller, gnnprep.precompute.run)
+        return HagChoice(False, False, "HAG aggregation shares sums over unweighted in-lists")
+    w = plan.width
+    widths = _widths(p.num_features, w)
+
+    def kernel(entries: int) -> float:
+        return _passes(p) * p.hops * sum(prof.spmm_seconds(entries, p.num_nodes, wj) for wj in widths)
+
+    plain = kernel(p.num_entries)
+    if cached is None:
+        search = p.num_entries * HAG_SEARCH_NS_PER_ENTRY * 1e-9
+        if plain > search:
+            return HagChoice(False, True, f"no cached HAG; a search (~{search:.1f} s) can repay at most {plain:.1f} s",
+                             plain - search)
+        return HagChoice(False, False, f"no cached HAG; a search (~{search:.1f} s) would cost more than the "
+                                       f"{plain:.2f} s of kernel time it could save")
+    try:
+        with_hag = plan_with_hag(p, prof, budget, plan.baseline_rss, int(cached["num_agg"]), int(cached["transfers_hag"]))
+    except GnnprepError:
+        return HagChoice(False, False, "the cached HAG's aggregation rows do not fit the memory budget")
+    saving = plan.predicted_seconds - with_hag.predicted_seconds
+    if saving > 0.05 * plan.predicted_seconds:
+        return HagChoice(True, False, f"cached HAG saves ~{saving:.2f} s of {plan.predicted_seconds:.2f} s", saving)
+    return HagChoice(False, False, f"cached HAG would save only ~{max(saving, 0.0):.3f} s of "
+                                   f"{plan.predicted_seconds:.2f} s", saving)
+
+
+def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num_agg: int, hag_entries: int,
+                  blocks: tuple[int, int, int] | None = None) -> Plan:
+    """The plan for aggregating through a HAG: its arrays resident (b = 1: rewired in-lists and
+    input pairs, int64 as read) plus a row per aggregation node for the current column block, with
+    the fewest column blocks that fit.
+    Time as a product over the HAG's ``hag_entries`` (= transfers_hag) entries."""
+    hag_index = 8 * (p.num_nodes + 1) + 8 * hag_entries  # indptr, indices and the 2 inputs per node
+
+    def make(c: int, source: str) -> Plan:
+        w = math.ceil(p.num_features / c) if p.num_features else 0
+        c = math.ceil(p.num_features / w) if w else 1
+        peak = memory(p, 1, c) + int(SLACK * (hag_index + 4 * num_agg * w))
+        q = Problem(**{**asdict(p), "num_entries": hag_entries})
+        return Plan(a=1, b=1, c=c, width=w, s_resident=True, device=p.device, budget=budget, predicted_peak=peak,
+                    predicted_seconds=round(predict_seconds(q, prof, 1, c), 3), baseline_rss=baseline_rss,
+                    source=source)
+
+    if blocks is not None:
+        return make(min(max(1, blocks[2]), max(1, p.num_features)), "user")
+    d = max(1, p.num_features)
+    for c in sorted({c for c in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, d) if c <= d}):
+        plan = make(c, "auto")
+        if plan.predicted_peak <= budget:
+            return plan
+    raise GnnprepError(f"--memory-budget {format_size(budget)} is too small to aggregate through this HAG "
+                       f"({num_agg:,} aggregation nodes): even one column needs about "
+                       f"{format_size(make(d, 'auto').predicted_peak)}; run without --hag")

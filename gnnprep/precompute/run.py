@@ -1,0 +1,345 @@
+"""Precompute hop features S^k X, k = 0..K, block-wise and within a memory budget.
+
+Maekawa et al. ("GNN Transformation Framework for Improving Efficiency and Scalability") show that
+GCN, JKNet and GPRGNN can be rewritten so that every graph multiplication touches only X; the
+products S^k X are then computed once, here. For each operator and each column block J
+(:mod:`gnnprep.precompute.plan`), X[:, J] is loaded once and carried through the hops:
+
+    H_0 = X[:, J];   H_k = S H_{k-1}   (rows r0..r1 of each edge block at a time)
+
+Every edge lies in exactly one edge block (contiguous row ranges of the CSR) and every column in
+exactly one column block, so nothing is dropped. Output row slices are written straight into the
+artifact (no per-block n-row accumulators) by a writer thread while the next block computes
+(:mod:`gnnprep.precompute.hop_writer`). Units (operator, column block, hop) are recorded as they finish; a rerun
+of the same command continues after the last finished unit (:class:`gnnprep.core.output.ResumableOutput`).
+
+This module is the orchestration only: plan (:mod:`gnnprep.precompute.plan`) → inputs (rows, HAG/HDG, node
+order decision) → the hop loop (:mod:`gnnprep.precompute.hop_loop`, over :mod:`gnnprep.precompute.backends`) → the
+artifact (:mod:`gnnprep.precompute.features`).
+
+Under torchrun (:mod:`gnnprep.core.distributed`, :mod:`gnnprep.precompute.sharded`) the column blocks are
+divided among the ranks: every rank plans under its own budget, the ranks agree on the narrowest
+column width (at most d/P, so every rank gets columns; a resumed job keeps its shards' width), and
+rank r computes a contiguous range of column blocks, every hop and operator, into its shard
+``<out>.shard-<r>-of-<P>-<key>.h5`` (a resumable output of its own). Per column the arithmetic is
+that of a one-process run (the column blocking never changes a column's sums), so the bytes are
+equal. After every rank has reported success, rank 0 publishes ``<out>``: rows, labels, splits and
+root attributes as a one-process run writes them, each hop an HDF5 virtual dataset over the shards
+(``--merge``: a copy, the shards then removed), atomically. See :mod:`gnnprep.precompute.sharded`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from gnnprep.core import device as devices
+from gnnprep.precompute import features as fa
+from gnnprep.core.output import ResumableOutput, check_free_space, disk_full_error, is_disk_full, refuse_input_as_output
+from gnnprep.core.errors import GnnprepError
+from gnnprep.precompute.backends import HopGraph
+from gnnprep.precompute.hop_loop import HopRun, Job
+from gnnprep.core.memory import PeakMeter, rss
+from gnnprep.core.artifact import file_fingerprint
+from gnnprep.precompute.operators import make_operator
+from gnnprep.precompute.plan import (
+    Plan, Problem, choose_hag, choose_plan, keep_columns, load_profile, plan_with_hag, pruned_hop_entries,
+    with_reorder,
+)
+from gnnprep.precompute.config import PrecomputeConfig, PrecomputeReport
+from gnnprep.core.progress import Progress, Warn, no_progress, no_warning
+from gnnprep.graph.store import GraphStore
+
+
+# -- the plan and the inputs ------------------------------------------------------------------------
+def _hag_unsupported(backend: str, store: GraphStore, user: dict | None = None) -> str | None:
+    """Why a HAG cannot be used for this run (None: it can). The one place that decides it: the
+    HAG executor is the CPU kernel, and a HAG shares sums of unweighted in-lists."""
+    if backend != "numba":
+        return "the HAG executor runs on the CPU kernel"
+    if "adj/weights" in store.f:
+        return "a HAG shares sums over unweighted in-lists, and this graph store is weighted"
+    for name, (fn, factors) in (user or {}).items():
+        if fn.reduce == "max" or factors.values in ("entry", "weight"):
+            return f"a HAG shares plain sums over in-lists, and operator {name} has per-entry values or reduce max"
+    return None
+
+
+def _user_operators(store: GraphStore, config: PrecomputeConfig, backend: str) -> tuple[dict, object]:
+    """``--operator-file`` functions, loaded, checked and classified on this graph's degrees and
+    weights: ({name: (UserFunction, Factors)}, the :class:`gnnprep.precompute.user_operators.Degrees` or None)."""
+    from gnnprep.precompute import user_operators as udf
+    from gnnprep.precompute.operators import OPERATORS
+
+    user = {}
+    deg = sample = None
+    for spec in config.operator_files:
+        fn = udf.load(spec, OPERATORS)
+        if fn.name in user:
+            raise GnnprepError(f"--operator-file {spec!r}: the channel {fn.name!r} is named twice")
+        if fn.reduce == "max" and backend != "numba":
+            raise GnnprepError(f"{fn.path}: {fn.name}.reduce = 'max' runs on the CPU kernel; use --device cpu")
+        if deg is None:  # once for every function: the degrees and a sample of the weights
+            deg, sample = udf.degrees(store, 0.0), udf.weight_sample(store)
+        factors = udf.classify(fn, deg.with_loop(fn.loop), sample)
+        user[fn.name] = (fn, factors)
+    return user, deg
+
+
+def _hdg_weight(store: GraphStore, spec: str, hdg, deg=None):
+    """``--hdg-weight path:name``: the user function (:mod:`gnnprep.precompute.user_operators`) evaluated once on every
+    member of the HDG's vertex levels, as c(d_member, d_root, w) with the graph's (weighted) degrees
+    and the selector's weight; returns (UserFunction, the re-weighted HDG)."""
+    from gnnprep.precompute import user_operators as udf
+    from gnnprep.hdg.structure import reweighted
+    from gnnprep.precompute.operators import OPERATORS
+
+    fn = udf.load(spec, OPERATORS)
+    if fn.reduce != "sum" or fn.loop != 0:
+        raise GnnprepError(f"{fn.path}: {fn.name}.reduce/.loop do not apply to --hdg-weight (a member's weight); "
+                           "the HDG's levels reduce by --hdg-reduce")
+    deg = deg if deg is not None else udf.degrees(store, 0.0)
+    return fn, reweighted(hdg, lambda ids, roots, w: udf.member_weights(fn, deg.src[ids], deg.dst[roots], w))
+
+
+def _steps(name: str) -> int:
+    """Kernel passes per hop of operator ``name`` (ppr: its K)."""
+    from gnnprep.precompute.operators import PPR, spec_values
+
+    return int(spec_values(name)["k"]) if name.startswith(PPR + ":") else 1
+
+
+def _problem(store: GraphStore, config: PrecomputeConfig, device: str, backend: str, out_rows) -> Problem:
+    n, d = store.features.shape
+    # the CPU kernel prunes hops K and K-1 to the rows they need (hoploop: --rows labeled)
+    pruned = out_rows is not None and backend == "numba" and config.hdg is None
+    entries = pruned_hop_entries(np.diff(store.indptr()), out_rows, config.hops) if pruned else ()
+    return Problem(num_nodes=n, num_entries=store.num_edges, num_features=d, hops=config.hops,
+                   operators=len(config.operators), out_rows=n if out_rows is None else len(out_rows),
+                   hop_entries=entries,
+                   passes=sum(_steps(name) for name in config.operators),
+                   buffers=3 if any(_steps(name) > 1 for name in config.operators) else 2,
+                   index_bytes=store.f["adj/indices"].dtype.itemsize, weighted="adj/weights" in store.f,
+                   out_itemsize=np.dtype(config.dtype).itemsize, in_itemsize=store.features.dtype.itemsize,
+                   device=device if backend == "torch" else "cpu")
+
+
+def _auto_hag(store: GraphStore, plan: Plan, problem: Problem, profile, budget: int,
+              dry_run: bool) -> tuple[Path | None, dict]:
+    """``--hag auto``: the cached HAG's path when it pays (building it first, with
+    :func:`gnnprep.hag.builder.build`, when even a perfect HAG would repay the search), else None; and what
+    was decided, for the report."""
+    from gnnprep.hag import builder as hags, file as hag_file
+
+    cache = hags.cache_path(store.path)
+    choice = choose_hag(plan, problem, profile, hag_file.read_hag_summary(cache, store.fingerprint), budget)
+    if choice.build and not dry_run:
+        try:
+            hags.build(store.indptr(), store.indices(), cache, graph_fingerprint=store.fingerprint,
+                       input_path=str(store.path), method="rounds", capacity=store.num_nodes // 4,
+                       memory_budget=budget, command="gnnprep precompute --hag auto")
+        except (OSError, GnnprepError):
+            pass  # a read-only folder: nothing cached, decide without it
+        choice = choose_hag(plan, problem, profile, hag_file.read_hag_summary(cache, store.fingerprint), budget)
+    return (cache if choice.use else None), {"mode": "auto", "used": choice.use,
+                                             "path": str(cache) if choice.use else None, "reason": choice.reason}
+
+
+def _choose_hag(job: Job, store: GraphStore, profile, budget: int) -> None:
+    """Resolve ``--hag`` (a file, or auto) into ``job.hag`` and a plan that holds its rows."""
+    config = job.config
+    if config.hag is None:
+        return
+    unsupported = _hag_unsupported(job.backend, store, job.user)
+    if config.hag == "auto":
+        if unsupported is not None:
+            job.hag_info = {"mode": "auto", "used": False, "path": None, "reason": unsupported}
+            return
+        job.hag_path, job.hag_info = _auto_hag(store, job.plan, job.problem, profile, budget, config.dry_run)
+    else:
+        if unsupported is not None:
+            raise GnnprepError(f"--hag {config.hag}: {unsupported}" +
+                               ("; use --device cpu" if job.backend != "numba" else ""))
+        job.hag_path = Path(config.hag)
+        job.hag_info = {"mode": "file", "used": True, "path": str(config.hag), "reason": "--hag given"}
+    if job.hag_path is not None:
+        from gnnprep.hag.builder import load_for
+
+        job.hag = load_for(job.hag_path, store)
+        job.plan = plan_with_hag(job.problem, profile, budget, job.baseline, job.hag.num_agg, job.hag.transfers(),
+                                 config.blocks)
+
+
+def _prepare(store: GraphStore, config: PrecomputeConfig, device: str, backend: str) -> Job:
+    """Plan the run and load its inputs: rows, blocking, node order, HAG, HDG."""
+    if store.features is None:
+        raise GnnprepError(f"{store.path}: the graph store has no /nodes/features to propagate")
+    out_rows = fa.select_rows(store, config.rows)
+    budget = config.memory_budget or devices.default_budget(device)
+    user, user_degrees = _user_operators(store, config, backend)
+    missing = [name for name in user if name not in config.operators]
+    if missing:  # a file's function is a channel of its own, after the named operators
+        config = dataclasses.replace(config, operators=tuple(config.operators) + tuple(missing))
+    problem = _problem(store, config, device, backend, out_rows)
+    if any(factors.values in ("entry", "weight") for _, factors in user.values()):
+        # a user operator's per-entry values: held like weights (computed in the node order, if any);
+        # on a weighted store beside the stored weights (one operator's values at a time)
+        problem = dataclasses.replace(problem, weighted=True, value_bytes=4 if problem.weighted else 0)
+    index_dtype = store.f["adj/indices"].dtype
+    if backend == "numba":  # only the variants this run uses (each costs seconds on a fresh install)
+        from gnnprep.sparse import kernels
+
+        variants = {problem.weighted} | ({False} if user else set())
+        kernels.warm_up((index_dtype,), tuple(variants), hag=False, gather=False, selected=out_rows is not None,
+                        **({"max_reduce": True} if any(fn.reduce == "max" for fn, _ in user.values()) else {}))
+    profile = load_profile(device)
+    baseline = rss()
+    job = Job(config, device, backend, choose_plan(problem, budget, profile, baseline, config.blocks), problem,
+               out_rows, baseline=baseline, profile=profile, user=user, degrees=user_degrees)
+    _choose_hag(job, store, profile, budget)
+    if job.hag is None and backend == "numba":
+        from gnnprep.graph import order as kept_order
+        from gnnprep.sparse import order as node_order
+
+        kind = "bfs" if config.reorder == "bfs" else "community"
+        known = kept_order.known(store, kind)
+        gain = kept_order.stored_gain(store, kind)
+        # auto: the order kept at ingest already says whether it brings neighbours closer
+        mode = "none" if config.reorder == "auto" and gain is not None and gain < HopGraph.REORDER_MIN_GAIN \
+            else config.reorder
+        job.plan = with_reorder(job.plan, dataclasses.replace(problem, order_known=known), profile,
+                                kept_order.sampled_locality(store), mode, budget)
+        if job.plan.reorder:
+            node_order.warm_up((index_dtype,), (kind,), find=not known)
+            kernels.warm_up((), (), hag=False, gather=True, selected=False)
+    elif job.hag is not None:
+        kernels.warm_up((), (), hag=True, gather=False, selected=False)
+    if config.hdg is not None:
+        from gnnprep.hdg.builder import load_for
+
+        job.hdg, channels = load_for(config.hdg, store, tuple(config.operators), config.rows, config.hdg_reduce)
+        job.hdg_channels = tuple(channels)
+        if config.hdg_weight is not None:
+            job.hdg_weight = _hdg_weight(store, config.hdg_weight, job.hdg, job.degrees)
+    elif config.hdg_weight is not None:
+        raise GnnprepError("--hdg-weight re-weights the members of an HDG's levels; give --hdg too")
+    return job
+
+
+def _run_key(store: GraphStore, job: Job) -> str:
+    """What the output depends on (besides the plan, which a resumed run keeps): a rerun with the
+    same key continues the partial output."""
+    c = job.config
+
+    def identity(path):
+        return None if path is None else [str(Path(path).absolute()), file_fingerprint(path)]
+
+    # what was ingested: content fingerprints where ingest recorded them, else the file's identity
+    # (a re-ingested store then never resumes an output computed from the old one)
+    contents = [str(store.attrs.get(k, "")) for k in ("features_fingerprint", "labels_fingerprint",
+                                                       "splits_fingerprint")]
+    if not all(contents):
+        contents = identity(store.path)
+    parts = [store.fingerprint, contents, c.hops, list(c.operators), c.rows, c.dtype, identity(job.hag_path),
+             [identity(c.hdg), c.hdg_reduce] if c.hdg else None]
+    if c.normalize_features != "none":
+        parts.append(c.normalize_features)   # (absent when none: keys of earlier partial outputs still match)
+    if "adj/weights" in store.f:
+        # the store's fingerprint covers the pattern (indptr, indices) only: weights added or changed
+        # later must not resume an output computed with other ones (a sample: 64 slices of 4,096)
+        from gnnprep.precompute.user_operators import weight_sample
+
+        parts.append(hashlib.sha256(weight_sample(store).astype(np.float32).tobytes()).hexdigest()[:16])
+    if job.user:
+        parts.append(sorted((name, fn.sha256) for name, (fn, _) in job.user.items()))
+    if job.hdg_weight is not None:
+        parts.append(["hdg-weight", job.hdg_weight[0].name, job.hdg_weight[0].sha256])
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
+
+
+def _resume_plan(job: Job, out: ResumableOutput, warn: Warn) -> None:
+    """A resumed run keeps the interrupted run's column blocks (the partial file's layout is made of
+    them); its edge blocks follow the new budget. Say so when the new plan would block differently."""
+    stored = json.loads(out.state.get("plan", "{}")) if out.resumed else {}
+    if stored and (stored["c"], stored["width"]) != (job.plan.c, job.plan.width):
+        new = job.plan
+        job.plan = keep_columns(new, job.problem, job.profile, stored["c"], stored["width"])
+        warn(f"resuming {out.path.name} with the interrupted run's column blocks (c={stored['c']}, width "
+             f"{stored['width']}); this budget alone would choose c={new.c} (width {new.width}); predicted peak "
+             f"now {job.plan.predicted_peak / 2**20:.0f} MiB for a {new.budget / 2**20:.0f} MiB budget. "
+             f"Delete {out.partial.name} to start over with the new plan")
+    out.state["plan"] = json.dumps({k: job.plan.to_dict()[k] for k in ("a", "b", "c", "width")})
+
+
+def _artifact_bytes(store: GraphStore, job: Job) -> int:
+    c = job.config
+    return fa.disk_bytes(job.problem.out_rows, store.num_nodes, store.features.shape[1], c.hops, len(c.operators),
+                         c.dtype, len(job.hdg_channels))
+
+
+def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeConfig = PrecomputeConfig(),
+               progress: Progress = no_progress, command: str = "", warn: Warn = no_warning) -> PrecomputeReport:
+    """Write the features artifact ``output`` (:mod:`gnnprep.precompute.features`) for the graph store
+    ``graph_path``: hops 0..K of every operator (and HDG channel) for the chosen rows. One
+    process; under torchrun, :func:`gnnprep.precompute.sharded.precompute_sharded` runs each rank."""
+    t_start = time.perf_counter()
+    config.check()
+    device = devices.resolve(config.device)
+    backend = config.backend_for(device)
+    inputs = [graph_path, config.hdg] + ([config.hag] if config.hag not in (None, "auto") else [])
+    if config.hag == "auto":
+        from gnnprep.hag.builder import cache_path
+
+        inputs.append(cache_path(graph_path))  # it may be written (cached) by this run, then read
+    refuse_input_as_output(output, inputs)
+    with GraphStore(graph_path) as store:
+        job = _prepare(store, config, device, backend)
+        config = job.config  # with the --operator-file channels named
+        if config.dry_run:
+            return PrecomputeReport(str(output), job.plan.to_dict(), config.hops, tuple(config.operators),
+                                    job.problem.out_rows, config.dtype, (), 0.0, job.plan.predicted_peak, None,
+                                    job.baseline, 0, dry_run=True, hag=job.hag_info,
+                                    hop_entries=tuple(job.problem.hop_entries))
+        for name in config.operators:  # refuse before anything is written
+            if name not in job.user:
+                make_operator(name, np.zeros(1), store.symmetric)
+        meter = PeakMeter().start()
+        job.baseline = meter.baseline
+        out = ResumableOutput(output, _run_key(store, job), inputs)
+        if not out.resumed:
+            try:
+                check_free_space(output, _artifact_bytes(store, job))
+            except GnnprepError:
+                out.close(keep=False)
+                raise
+        warnings: list[str] = []
+
+        def say(message: str) -> None:
+            warnings.append(message)
+            warn(message)
+
+        try:
+            _resume_plan(job, out, say)
+            report = HopRun(store, out, job, progress, command, t_start).execute()
+            fa.sweep_shards(out.path, keep=())  # an earlier sharded run's files: nothing reads them now
+        except GnnprepError:
+            # the input must change before a rerun can succeed, and a changed input changes the run
+            # key: nothing worth resuming, leave no trace
+            out.close(keep=False)
+            raise
+        except OSError as e:
+            if not is_disk_full(e):
+                out.close(keep=True)
+                raise
+            out.close(keep=False)  # a partial file would keep the disk full
+            raise disk_full_error(out.path, _artifact_bytes(store, job)) from None
+        except BaseException:
+            out.close(keep=True)  # crash or interrupt: keep the partial output for a rerun to resume
+            raise
+        return dataclasses.replace(report, measured_peak_bytes=meter.above(), hag=job.hag_info,
+                                   warnings=tuple(warnings))

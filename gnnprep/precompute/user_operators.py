@@ -1,0 +1,506 @@
+"""User-defined propagation operators, compiled to the fused row kernels (Graphiler's idea).
+
+A user operator is a Python function in a file, named on the command line as ``--operator-file
+ops.py:name``::
+
+    import numpy as np
+
+    def weighted_gcn(src_deg, dst_deg, w):
+        "the coefficient of edge u -> v: w / sqrt(d̃_u d̃_v)"
+        return w / np.sqrt(src_deg * dst_deg)
+
+    weighted_gcn.loop = 1.0      # optional: propagate over A + loop·I (default 0: no self-loop)
+    weighted_gcn.reduce = "sum"  # optional: sum | mean | max over a node's in-edges (default sum)
+
+The contract: the function is pure and vectorised. It receives three float64 arrays of one length
+m (a batch of edges u → v: the source's degree, the destination's degree, the edge's weight) and
+returns m finite coefficients; it never sees features. Degrees count the self-loop: d̃ = deg + loop,
+where deg is the (weighted) number of edges into v (``dst_deg``) or out of u (``src_deg``; the same
+number on a symmetric store); w is the stored edge weight, 1 on an unweighted store, and ``loop``
+for the self-loop. Hop k+1 of the channel ``name`` is then
+
+    sum, mean:  H'[v] = agg_{u ∈ N(v) ∪ {v if loop}} c(d̃_u, d̃_v, w_uv) H[u]     (mean: / count)
+    max:        H'[v, j] = max_{u ∈ N(v) ∪ {v if loop}} c(d̃_u, d̃_v, w_uv) H[u, j]   (0 without in-edges)
+
+Executed as written (DGL's or PyG's message and reduce functions), every hop materialises an
+|E| × d message tensor before the scatter. Xie et al. ("Graphiler: Optimizing Graph Neural Networks
+with Message Passing Data Flow Graph", MLSys 2022) compile the user's functions instead: a factor
+that depends only on the source or only on the destination is broadcast per node, not per edge,
+and message creation is fused into the aggregation. Here the planner (:func:`classify`) finds the
+factors by evaluating the function on probes — every distinct degree value (a quantile sample of
+1,024 when there are more) against each other and against a sample of the stored weights — and
+checks that the function is the product of them:
+
+    c(s, d, w) = c(s, d0, w0) · c(s0, d, w0) · c(s0, d0, w) / c(s0, d0, w0)²
+
+When it is (within 1e-5 relative), the destination factor becomes the row scaling l, the source
+factor the column scaling r, and the edge factor e(w), when the function reads w at all, the CSR
+values: the stored weights themselves when e(w) = κ·w (κ goes into l), else e(w) computed once per
+stored entry (on every core: the function is pure). S = diag(l) (E ∘ A + λ I) diag(r), the form
+every kernel of :mod:`gnnprep.sparse.kernels` runs. When it is not, the whole coefficient is the CSR value
+of each entry (l = r = 1), computed once per run (resident S) or per edge block as it is read
+(streamed S). With a self-loop then r[v] = c(d̃_v, d̃_v, loop) and λ = 1, so the kernels' loop term
+l[v] λ r[v] is the loop's coefficient, and the entries' values are c / r[u] (refused only where
+some r[v] is 0). ``mean`` divides l by the number
+of in-entries (with the loop); ``max`` runs its own kernel, with the destination factor hoisted
+out of the max only where it is non-negative (else the whole coefficient is per entry). No
+per-edge message tensor exists at any point.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import math
+import re
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from gnnprep.core.errors import GnnprepError
+
+REDUCES = ("sum", "mean", "max")
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*\Z")
+PROBES = 1024          # distinct degree values probed per side (a quantile sample beyond)
+WEIGHT_PROBES = 64     # distinct weights probed
+RTOL = 1e-5            # separability tolerance (relative to the largest coefficient compared)
+CHUNK = 1 << 20        # entries (or nodes) per call of the user's function
+
+
+@dataclass(frozen=True)
+class UserFunction:
+    """A loaded ``--operator-file`` function and what the artifact records about it."""
+
+    spec: str            # "path:name" as given
+    path: str            # the file's absolute path
+    name: str            # the function, and the channel's name
+    source: str          # the file's text
+    sha256: str
+    reduce: str
+    loop: float
+    fn: object = field(compare=False, repr=False)
+
+    def provenance(self) -> dict:
+        """The file (path, sha256, whole text) and the function's own lines, with its reduce and loop."""
+        try:
+            own = inspect.getsource(self.fn)
+        except (OSError, TypeError):
+            own = self.source
+        return {"file": self.path, "function": self.name, "sha256": self.sha256, "reduce": self.reduce,
+                "loop": self.loop, "source": self.source, "function_source": own}
+
+    def __call__(self, src, dst, w, finite: bool = True) -> np.ndarray:
+        """The coefficients for one batch of edges, checked: one line naming the file and the
+        problem on an exception, a wrong shape or (``finite``) a value that is not finite."""
+        m = len(w)
+        where = f"{self.path}: {self.name}(src_deg, dst_deg, w)"
+        try:
+            with np.errstate(all="ignore"):  # a value that is not finite is reported below, once
+                out = self.fn(src, dst, w)
+        except Exception as e:  # the user's code: any failure becomes one line
+            line = _user_line(e, self.path)
+            raise GnnprepError(f"{where} raised {type(e).__name__}: {e}{line}") from None
+        try:
+            out = np.asarray(out)
+        except Exception:
+            raise GnnprepError(f"{where} returned a {type(out).__name__}; expected a numpy array of {m} numbers") \
+                from None
+        if out.dtype.kind not in "fiub":
+            raise GnnprepError(f"{where} returned dtype {out.dtype}; expected {m} real numbers")
+        if out.shape != (m,):
+            raise GnnprepError(f"{where} returned shape {out.shape} for {m} edges; expected ({m},)")
+        out = out.astype(np.float64, copy=False)
+        bad = ~np.isfinite(out)
+        if finite and bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise GnnprepError(f"{where} returned {out[i]} for src_deg={src[i]:g}, dst_deg={dst[i]:g}, w={w[i]:g}; "
+                               "expected finite coefficients")
+        return out
+
+
+def _user_line(e: BaseException, path: str) -> str:
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == path]
+    return f" (line {frames[-1].lineno})" if frames else ""
+
+
+def load(spec: str, builtin: tuple[str, ...] = ()) -> UserFunction:
+    """The function ``name`` of the file in ``spec`` ("path:name"), with its ``reduce`` and ``loop``
+    attributes checked; GnnprepError (one line naming the file and the problem) otherwise.
+    ``builtin``: names the channel may not take."""
+    path_text, sep, name = spec.rpartition(":")
+    if not sep or not path_text or not name:
+        raise GnnprepError(f"--operator-file {spec!r}: expected PATH:NAME (a Python file and a function in it)")
+    if not NAME.match(name):
+        raise GnnprepError(f"--operator-file {spec!r}: {name!r} is not a function name")
+    if name in builtin or name.startswith("norm"):
+        raise GnnprepError(f"--operator-file {spec!r}: {name!r} is a built-in operator's name; rename the function")
+    path = Path(path_text)
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise GnnprepError(f"{path}: cannot read the operator file ({e.strerror or e})") from None
+    try:
+        source = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise GnnprepError(f"{path}: the operator file is not UTF-8 text") from None
+    where = str(path.absolute())
+    try:
+        code = compile(source, where, "exec")
+    except SyntaxError as e:
+        raise GnnprepError(f"{path}:{e.lineno}: syntax error in the operator file: {e.msg}") from None
+    module: dict = {"__name__": f"gnnprep_operator_{name}", "__file__": where}
+    try:
+        exec(code, module)  # the user's own file, as a config file is read
+    except Exception as e:
+        raise GnnprepError(f"{path}: running the operator file raised {type(e).__name__}: {e}"
+                           f"{_user_line(e, where)}") from None
+    fn = module.get(name)
+    if fn is None:
+        found = sorted(k for k, v in module.items() if inspect.isfunction(v) and not k.startswith("_"))
+        raise GnnprepError(f"{path}: no function {name!r} in the operator file"
+                           + (f" (it defines {', '.join(found)})" if found else ""))
+    if not callable(fn):
+        raise GnnprepError(f"{path}: {name} is a {type(fn).__name__}; expected a function (src_deg, dst_deg, w)")
+    try:
+        sig = inspect.signature(fn)
+        sig.bind(0.0, 0.0, 0.0)
+    except TypeError:
+        raise GnnprepError(f"{path}: {name}{sig}: expected a function of three arguments (src_deg, dst_deg, w)") \
+            from None
+    except ValueError:
+        pass  # no signature to read (a builtin): the probes will tell
+    reduce = getattr(fn, "reduce", "sum")
+    if reduce not in REDUCES:
+        raise GnnprepError(f"{path}: {name}.reduce = {reduce!r}; expected one of {', '.join(REDUCES)}")
+    loop = getattr(fn, "loop", 0.0)
+    try:
+        loop = float(loop)
+    except (TypeError, ValueError):
+        raise GnnprepError(f"{path}: {name}.loop = {loop!r}; expected a number >= 0") from None
+    if not math.isfinite(loop) or loop < 0:
+        raise GnnprepError(f"{path}: {name}.loop = {loop!r}; expected a finite number >= 0")
+    return UserFunction(spec, where, name, source, hashlib.sha256(raw).hexdigest(), reduce, loop, fn)
+
+
+# -- the graph's side of the contract ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Degrees:
+    """The degrees a user operator sees (loop counted) and the entry counts, in stored order."""
+
+    dst: np.ndarray        # d̃_in [n] float64: (weighted) edges into v, + loop
+    src: np.ndarray        # d̃_out [n] float64: (weighted) edges out of u, + loop
+    in_count: np.ndarray   # [n] entries of row v (the mean's denominator, without the loop)
+    out_count: np.ndarray  # [n] entries naming u
+    loop: float
+
+    def with_loop(self, loop: float) -> Degrees:
+        """The same graph's degrees for an operator with self-loop weight ``loop`` (these have none)."""
+        if loop == self.loop:
+            return self
+        dst = self.dst + (loop - self.loop)
+        src = dst if self.src is self.dst else self.src + (loop - self.loop)
+        return Degrees(dst, src, self.in_count, self.out_count, loop)
+
+    @property
+    def dst_used(self) -> np.ndarray:
+        """Nodes that are the destination of an entry (or of the self-loop)."""
+        return self.in_count > 0 if self.loop == 0 else np.ones(len(self.dst), dtype=bool)
+
+    @property
+    def src_used(self) -> np.ndarray:
+        return self.out_count > 0 if self.loop == 0 else np.ones(len(self.src), dtype=bool)
+
+
+def degrees(store, loop: float, a: int = 16) -> Degrees:
+    """A user operator's :class:`Degrees`: the (weighted) number of edges into and out of every
+    node, plus ``loop`` (this module's contract)."""
+    counts = np.diff(store.indptr())
+    din = store.in_degree(a)
+    if store.symmetric:
+        return Degrees(din + loop, din + loop, counts, counts, loop)
+    n = store.num_nodes
+    dout, cout = np.zeros(n), np.zeros(n, dtype=np.int64)
+    for _, _, p0, p1, w in store.weight_blocks(a):
+        idx = store.f["adj/indices"][p0:p1]
+        dout += np.bincount(idx, weights=w, minlength=n)
+        cout += np.bincount(idx, minlength=n)
+    return Degrees(din + loop, dout + loop, counts, cout, loop)
+
+
+def weight_sample(store, slices: int = 64, width: int = 4096) -> np.ndarray | None:
+    """Stored edge weights from ``slices`` places across /adj/weights (None: unweighted)."""
+    if "adj/weights" not in store.f:
+        return None
+    ds = store.f["adj/weights"]
+    m = len(ds)
+    starts = np.unique(np.linspace(0, max(0, m - width), slices).astype(np.int64))
+    return np.concatenate([ds[int(p):int(p) + width] for p in starts]).astype(np.float64) if m else np.ones(0)
+
+
+def member_weights(fn: UserFunction, member_deg: np.ndarray, root_deg: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``fn`` on an HDG level's members (``--hdg-weight``): c(d_member, d_root, w) in chunks."""
+    return _per_node(fn, member_deg, root_deg, w)
+
+
+# -- the plan: which factors, hoisted where -------------------------------------------------------------
+@dataclass(frozen=True)
+class Factors:
+    """What :func:`classify` found: which arguments the coefficient depends on, whether it is the
+    product of a source, a destination and an edge factor, and the reference point (s0, d0, w0)
+    with c(s0, d0, w0) = g0 ≠ 0 that the factors are taken at."""
+
+    source: bool
+    destination: bool
+    edge: bool
+    separable: bool
+    s0: float = 1.0
+    d0: float = 1.0
+    w0: float = 1.0
+    g0: float = 1.0
+    scale: float | None = None    # κ when the edge factor is κ·w: the stored weights serve as they are
+
+    @property
+    def values(self) -> str:
+        """The CSR values the kernel reads: none (scalings only), stored (the store's weights: the
+        edge factor is κ·w, κ folded into the row scaling), weight (e(w) per stored weight), or
+        entry (the whole coefficient per entry)."""
+        if not self.separable:
+            return "entry"
+        if not self.edge:
+            return "none"
+        return "stored" if self.scale is not None else "weight"
+
+    def describe(self) -> str:
+        if not self.separable:
+            return "not a product of source, destination and edge factors: the coefficient is computed per entry"
+        parts = [p for p, used in (("destination", self.destination), ("source", self.source), ("edge", self.edge))
+                 if used]
+        hoist = {"destination": "row scaling", "source": "column scaling",
+                 "edge": "the stored weights" if self.scale is not None else "CSR values e(w)"}
+        return ("constant" if not parts else
+                " × ".join(f"{p} ({hoist[p]})" for p in parts))
+
+    def to_dict(self) -> dict:
+        return {"source": self.source, "destination": self.destination, "edge": self.edge,
+                "separable": self.separable, "values": self.values, "reference": [self.s0, self.d0, self.w0],
+                "weight_scale": self.scale}
+
+
+def _probe_values(values: np.ndarray, k: int) -> np.ndarray:
+    """The distinct values, or a quantile sample of ``k`` of them (min and max included)."""
+    u = np.unique(values)
+    if len(u) > k:
+        u = np.unique(u[np.linspace(0, len(u) - 1, k).round().astype(np.int64)])
+    return u.astype(np.float64)
+
+
+def _close(a: np.ndarray, b: np.ndarray, scale: float) -> bool:
+    return bool(np.all(np.abs(a - b) <= RTOL * np.maximum(np.maximum(np.abs(a), np.abs(b)), scale * 1e-6)))
+
+
+def classify(fn: UserFunction, deg: Degrees, weights: np.ndarray | None, rng_seed: int = 0) -> Factors:
+    """Find the factors of ``fn`` on probes of this graph's degrees (of nodes at either end of an
+    entry, loop counted) and weights (None: unweighted, w = 1). A probe that gives a value that is
+    not finite (a pair of degrees no edge has, say) makes the function count as not separable: it
+    is then evaluated on the entries themselves, where such a value is an error."""
+    try:
+        return _classify(fn, deg, weights, rng_seed)
+    except _NotFinite:
+        return Factors(True, True, True, False)
+
+
+class _NotFinite(Exception):
+    pass
+
+
+def _classify(fn: UserFunction, deg: Degrees, weights: np.ndarray | None, rng_seed: int) -> Factors:
+    user = fn
+
+    def fn(s, d, w):  # noqa: F811 (the probes: non-finite values are not an error here)
+        out = user(s, d, w, finite=False)
+        if not np.isfinite(out).all():
+            raise _NotFinite
+        return out
+
+    S = _probe_values(deg.src[deg.src_used], PROBES)
+    D = _probe_values(deg.dst[deg.dst_used], PROBES)
+    W = _probe_values(weights, WEIGHT_PROBES) if weights is not None and len(weights) else np.ones(1)
+    if user.loop > 0:
+        W = np.union1d(W, [user.loop])
+    if len(S) == 0 or len(D) == 0:  # no entry at all
+        return Factors(False, False, False, True)
+    # the reference point: medians, moved until the coefficient there is not zero
+    g = None
+    for s0 in (S[len(S) // 2], *S):
+        d0s = fn(np.full(len(D), s0), D, np.full(len(D), W[len(W) // 2]))
+        nz = np.flatnonzero(d0s)
+        if len(nz):
+            d0 = D[nz[len(nz) // 2]]
+            w0 = W[len(W) // 2]
+            g = fn(np.array([s0]), np.array([d0]), np.array([w0]))[0]
+            break
+    if g is None or g == 0:
+        # zero wherever probed at the median weight: try the other weights before giving up
+        for w0 in W:
+            sd = _grid(fn, S, D, w0)
+            if np.any(sd):
+                i, j = np.unravel_index(int(np.flatnonzero(sd)[0]), sd.shape)
+                s0, d0, g = S[i], D[j], sd[i, j]
+                break
+        else:
+            return Factors(False, False, False, True, g0=0.0)  # zero everywhere probed
+    a = fn(S, np.full(len(S), d0), np.full(len(S), w0))          # c(s, d0, w0)
+    b = fn(np.full(len(D), s0), D, np.full(len(D), w0))          # c(s0, d, w0)
+    e = fn(np.full(len(W), s0), np.full(len(W), d0), W)          # c(s0, d0, w)
+    sd = _grid(fn, S, D, w0)
+    scale = float(np.abs(sd).max())
+    separable = _close(sd, np.outer(a, b) / g, scale)
+    source = bool(np.any(sd != sd[:1, :]))
+    destination = bool(np.any(sd != sd[:, :1]))
+    # the weight against each degree side, and random triples of all three
+    sw = _grid(fn, S, np.full(1, d0), None, W)[:, 0, :]
+    dw = _grid(fn, np.full(1, s0), D, None, W)[0]
+    edge = bool(np.any(sw != sw[:, :1]) or np.any(dw != dw[:, :1]) or np.any(e != e[0]))
+    if separable:
+        separable = (_close(sw, np.outer(a, e) / g, scale) and _close(dw, np.outer(b, e) / g, scale))
+    if separable:
+        rng = np.random.default_rng(rng_seed)
+        m = 20000
+        ts, td, tw = S[rng.integers(len(S), size=m)], D[rng.integers(len(D), size=m)], W[rng.integers(len(W), size=m)]
+        ia, ib, ie = (np.searchsorted(S, ts), np.searchsorted(D, td), np.searchsorted(W, tw))
+        separable = _close(fn(ts, td, tw), a[ia] * b[ib] * e[ie] / (g * g), scale)
+    scale = None
+    if separable and edge and W.min() >= 0:
+        # e(w) = κ w (a weighted GCN, say): no new CSR values, the kernel reads the stored weights
+        k = float(e @ W / (W @ W))
+        if _close(e, k * W, float(np.abs(e).max())):
+            scale = k
+    return Factors(source, destination, edge, separable, float(s0), float(d0), float(w0), float(g), scale)
+
+
+def _grid(fn: UserFunction, S: np.ndarray, D: np.ndarray, w0: float | None, W: np.ndarray | None = None):
+    """c on the grid S × D at weight w0 (evaluated a few rows of S at a time: no |S|·|D| index
+    grids), or S × D × W (small: one side of it has one value)."""
+    if W is None:
+        out = np.empty((len(S), len(D)))
+        rows = max(1, CHUNK // max(1, len(D)))
+        for i in range(0, len(S), rows):
+            j = min(len(S), i + rows)
+            k = (j - i) * len(D)
+            out[i:j] = fn(np.repeat(S[i:j], len(D)), np.tile(D, j - i), np.full(k, w0)).reshape(j - i, len(D))
+        return out
+    ss, dd, ww = np.meshgrid(S, D, W, indexing="ij")
+    return fn(ss.ravel(), dd.ravel(), ww.ravel()).reshape(ss.shape)
+
+
+def _per_node(fn: UserFunction, s, d, w) -> np.ndarray:
+    """fn over n nodes in chunks (each argument an array or a scalar)."""
+    n = max(np.size(s), np.size(d), np.size(w))
+    out = np.empty(n)
+    for i in range(0, n, CHUNK):
+        j = min(n, i + CHUNK)
+        args = [np.asarray(a[i:j], dtype=np.float64) if np.ndim(a) else np.full(j - i, float(a)) for a in (s, d, w)]
+        out[i:j] = fn(*args)
+    return out
+
+
+@dataclass(frozen=True)
+class EdgeValues:
+    """The CSR values of a user operator: e(w) per stored weight, or the whole coefficient per
+    entry (degrees in the computation's node order)."""
+
+    fn: UserFunction
+    whole: bool                   # True: c(d̃_u, d̃_v, w); False: c(s0, d0, w) (the edge factor)
+    s0: float
+    d0: float
+    src_deg: np.ndarray | None    # [n] float64 (whole only)
+    dst_deg: np.ndarray | None
+    divisor: np.ndarray | None = None  # [n]: values c / divisor[u] (the column scaling carries the loop's terms)
+
+    def permuted(self, order: np.ndarray) -> EdgeValues:
+        if not self.whole:
+            return self
+        return EdgeValues(self.fn, True, self.s0, self.d0, self.src_deg[order], self.dst_deg[order],
+                          None if self.divisor is None else self.divisor[order])
+
+    def values(self, indptr_block: np.ndarray, indices_block: np.ndarray, weights_block: np.ndarray | None,
+               r0: int, out: np.ndarray | None = None) -> np.ndarray:
+        """float32 values of the entries of rows r0.. (``indptr_block``: global offsets), into ``out``
+        when given."""
+        m = len(indices_block)
+        if out is None:
+            out = np.empty(m, dtype=np.float32)
+        base = int(indptr_block[0])
+        rows = len(indptr_block) - 1
+        for i in range(0, m, CHUNK):
+            j = min(m, i + CHUNK)
+            w = (np.asarray(weights_block[i:j], dtype=np.float64) if weights_block is not None else np.ones(j - i))
+            if self.whole:
+                # the destination of entries i..j: the row whose range holds them
+                dst = r0 + np.searchsorted(indptr_block[1:] - base, np.arange(i, j), side="right")
+                dst = np.minimum(dst, r0 + rows - 1)
+                src = indices_block[i:j]
+                c = self.fn(self.src_deg[src], self.dst_deg[dst], w)
+                out[i:j] = c if self.divisor is None else c / self.divisor[src]
+            else:
+                out[i:j] = self.fn(np.full(j - i, self.s0), np.full(j - i, self.d0), w)
+        return out
+
+
+def _on(used: np.ndarray, fn: UserFunction, s, d, w) -> np.ndarray:
+    """fn over the nodes in ``used`` (an array argument is indexed by them), 0 elsewhere: a node
+    at neither end of an entry never meets the coefficient, so it is not asked for one."""
+    out = np.zeros(len(used))
+    idx = np.flatnonzero(used)
+    out[idx] = _per_node(fn, *(a[idx] if np.ndim(a) else a for a in (s, d, w))) if len(idx) else 0.0
+    return out
+
+
+def compile_operator(fn: UserFunction, factors: Factors, deg: Degrees):
+    """The :class:`gnnprep.precompute.operators.Operator` of ``fn`` with ``factors`` (from :func:`classify`):
+    (left, right, loop, CSR values, reduce)."""
+    from gnnprep.precompute.operators import Operator
+
+    n = len(deg.dst)
+    f = factors
+    edge = None
+    if f.separable and f.g0 != 0:
+        right = _on(deg.src_used, fn, deg.src, f.d0, f.w0) / f.g0
+        if f.edge and f.scale is not None:  # c = l r κ w: κ into l, the stored weights as they are
+            left = _on(deg.dst_used, fn, f.s0, deg.dst, f.w0) / f.g0 * f.scale
+            loop = fn.loop
+        elif f.edge:
+            left = _on(deg.dst_used, fn, f.s0, deg.dst, f.w0) / f.g0
+            loop = float(_per_node(fn, f.s0, f.d0, np.full(1, fn.loop))[0]) if fn.loop > 0 else 0.0
+            edge = EdgeValues(fn, False, f.s0, f.d0, None, None)
+        else:
+            left = _on(deg.dst_used, fn, f.s0, deg.dst, f.w0)
+            loop = 1.0 if fn.loop > 0 else 0.0
+        if fn.reduce == "max" and (left < 0).any():
+            f = Factors(f.source, f.destination, f.edge, False)  # a negative l cannot leave the max
+    elif f.separable:  # zero wherever probed: still evaluated on the entries, where it must be finite
+        f = Factors(False, False, False, False)
+    if not f.separable:
+        left, right, loop, divisor = np.ones(n), np.ones(n), 0.0, None
+        if fn.loop > 0:
+            # the loop term is l[v] λ r[v] x[v]: with l = 1, λ = 1 and r[v] = c(d̃_v, d̃_v, loop) it is the
+            # self-loop's coefficient, and the entries' values are c / r[u] (w_p r[u] = c again)
+            right = _per_node(fn, deg.src, deg.dst, np.full(n, fn.loop))
+            if (right == 0).any():
+                raise unsupported_loop(fn)
+            loop, divisor = 1.0, right.astype(np.float32).astype(np.float64)
+        edge = EdgeValues(fn, True, f.s0, f.d0, deg.src, deg.dst, divisor)
+    if fn.reduce == "mean":
+        c = deg.in_count + (1 if loop else 0)
+        left = np.where(c > 0, left / np.maximum(c, 1), 0.0)
+    values = "edge" if edge is not None else ("stored" if f.separable and f.edge and f.scale is not None else "none")
+    return Operator(fn.name, left.astype(np.float32), right.astype(np.float32), loop,
+                    values=values, edge=edge, reduce=fn.reduce)
+
+
+def unsupported_loop(fn: UserFunction) -> GnnprepError:
+    return GnnprepError(f"{fn.path}: {fn.name}.loop = {fn.loop:g} with a coefficient that is not a product of source, "
+                        "destination and edge factors and is 0 for some node's self-loop: unsupported; give the "
+                        "self-loop a non-zero coefficient or set loop = 0")

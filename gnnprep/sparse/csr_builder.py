@@ -1,0 +1,366 @@
+"""Out-of-core construction of a row-sorted, duplicate-free CSR adjacency.
+
+Edges (src -> dst) arrive in chunks of any order. Each is encoded as one int64 key
+``dst * n + src`` (so sorting keys sorts rows, then columns within a row) and appended to the spill
+file of its destination range ("bucket"). Buckets are sized so that one of them can be sorted and
+deduplicated in memory within the budget; a bucket that came out larger than planned (skewed
+degrees, unknown edge count) is split again by finer destination ranges before it is processed.
+Rows are then written in order, bucket by bucket, straight into the HDF5 datasets, so neither the
+edges nor ``indptr`` are ever held whole.
+
+Symmetrisation adds (dst, src) for every (src, dst); self-loops are dropped when they arrive.
+Memory per processed entry: 8 B key + 1 B mask + 8 B deduplicated copy (~20 B with slack).
+
+Large chunks and buckets go through compiled kernels (:mod:`gnnprep.sparse.csr_kernels`) that fuse the
+numpy steps (self-loop mask, concatenation, bucket sort and gather; deduplication, column and row
+pointer arithmetic) into one or two passes, with the same results byte for byte. Small ones keep
+numpy: the compiler runtime costs ~130 MB of memory and a second to load, which only pays off
+when there is real work (and a budget that has room for it). Hashes of what is written run in a
+worker thread while HDF5 writes (hashlib releases the GIL).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from gnnprep.core.errors import GnnprepError
+from gnnprep.core.progress import Progress, no_progress
+
+BYTES_PER_SORTED_ENTRY = 20      # key + mask + deduplicated copy, with slack
+BYTES_PER_INCOMING_EDGE = 96     # src, dst, keys (both directions), bucket ids, order, gathered keys
+INDPTR_CHUNK = 1 << 16           # rows per HDF5 chunk of indptr (512 KiB: fits HDF5's chunk cache)
+MAX_NODES = 3_037_000_499        # largest n with n * n < 2**63 (keys must fit int64)
+KERNEL_MIN_BUDGET = 512 << 20    # compiled kernels only where the budget has room for their runtime
+KERNEL_MIN_ITEMS = 1 << 20       # ... and for chunks or buckets at least this large
+
+
+def _kernels():
+    """The compiled kernels, imported on first use (importing numba costs ~1 s and ~130 MB)."""
+    from gnnprep.sparse import csr_kernels
+
+    return csr_kernels
+
+
+def write_array(f, a: np.ndarray) -> None:
+    """Append an array's bytes to a binary file. (``ndarray.tofile`` reports a full disk as a short
+    write without errno; a file write raises OSError(ENOSPC), which becomes one clear error.)"""
+    f.write(np.ascontiguousarray(a).data)
+
+
+def incoming_chunk_edges(memory_budget: int) -> int:
+    """Edges per incoming chunk so that bucketing one chunk stays within ~30% of the budget."""
+    return max(1 << 10, int(memory_budget * 0.3) // BYTES_PER_INCOMING_EDGE)
+
+
+class CSRBuilder:
+    """Collect edges with :meth:`add`, then :meth:`write` the CSR into an HDF5 group."""
+
+    def __init__(self, num_nodes: int, workdir: Path, memory_budget: int, symmetrize: bool,
+                 expected_edges: int | None = None, kernels: bool | None = None):
+        """``kernels``: True/False forces the compiled or the numpy steps (tests compare the two);
+        None picks the compiled ones for large chunks and buckets when the budget has room."""
+        if num_nodes > MAX_NODES:
+            raise GnnprepError(f"{num_nodes} nodes: more than the {MAX_NODES} this ingest supports")
+        self.n = int(num_nodes)
+        self.workdir = Path(workdir)
+        self.budget = int(memory_budget)
+        self.symmetrize = symmetrize
+        self.bucket_entries = max(1 << 10, int(self.budget * 0.45) // BYTES_PER_SORTED_ENTRY)
+        self.chunk_edges = incoming_chunk_edges(self.budget)
+        # rows per indptr slab (degrees, pointers, bincount: 24 B a row), whole indptr chunks
+        self.row_slab = max(1, int(self.budget * 0.1) // 24 // INDPTR_CHUNK) * INDPTR_CHUNK
+        entries = (expected_edges or 0) * (2 if symmetrize else 1)
+        nb = max(1, math.ceil(entries / self.bucket_entries)) if entries else 16
+        nb = min(nb, max(1, self.n), 4096)
+        self.rows_per_bucket = max(1, math.ceil(self.n / nb))
+        self.num_buckets = max(1, math.ceil(self.n / self.rows_per_bucket)) if self.n else 1
+        self._files: dict[int, object] = {}
+        self.counts = np.zeros(self.num_buckets, dtype=np.int64)
+        self.edges_in = 0
+        self.self_loops = 0
+        self.kernels = kernels if kernels is not None else (None if self.budget >= KERNEL_MIN_BUDGET else False)
+        self._scratch: list[np.ndarray] = []     # keys of a chunk: two, reused (no fresh pages per chunk)
+        self._spill_pool: ThreadPoolExecutor | None = None
+        self._spills: list = []                  # spill writes in flight, oldest first
+
+    def _compiled(self, items: int) -> bool:
+        return bool(self.kernels) or (self.kernels is None and items >= KERNEL_MIN_ITEMS)
+
+    def _path(self, b: int, tag: str = "b") -> Path:
+        return self.workdir / f"{tag}{b:05d}.keys"
+
+    def add(self, src: np.ndarray, dst: np.ndarray) -> None:
+        """Add edges src[i] -> dst[i]; ids must already be validated to lie in [0, n)."""
+        for s in range(0, len(src), self.chunk_edges):
+            self._add(np.asarray(src[s:s + self.chunk_edges], dtype=np.int64),
+                      np.asarray(dst[s:s + self.chunk_edges], dtype=np.int64))
+
+    def _add(self, src: np.ndarray, dst: np.ndarray) -> None:
+        if self._compiled(len(src)):
+            self._add_compiled(np.ascontiguousarray(src), np.ascontiguousarray(dst))
+            return
+        self._wait_spills(0)  # appends stay in order, from one thread at a time
+        self.edges_in += len(src)
+        loop = src == dst
+        if loop.any():
+            self.self_loops += int(loop.sum())
+            keep = ~loop
+            src, dst = src[keep], dst[keep]
+        if self.symmetrize:
+            src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
+        keys = dst * self.n + src
+        if self.num_buckets == 1:
+            self._append(0, keys)
+            return
+        bucket = dst // self.rows_per_bucket
+        del src, dst
+        bucket = bucket.astype(np.uint16 if self.num_buckets <= 65535 else np.int64)
+        order = np.argsort(bucket, kind="stable")  # radix sort for 16-bit ids: linear time
+        sizes = np.bincount(bucket, minlength=self.num_buckets)
+        keys = keys[order]
+        del order, bucket
+        start = 0
+        for b in np.flatnonzero(sizes):
+            stop = start + int(sizes[b])
+            self._append(int(b), keys[start:stop])
+            start = stop
+
+    def _add_compiled(self, src: np.ndarray, dst: np.ndarray) -> None:
+        """:meth:`_add` in two passes of one kernel (count per bucket, then place): the same keys
+        in the same order per bucket, without the mask, concatenations, bucket ids and sort order
+        (~90 B per edge of temporaries). The keys go to the spill files in a worker thread while
+        the next chunk is read and bucketed, from two alternating buffers."""
+        need = len(src) * (2 if self.symmetrize else 1)
+        self._wait_spills(1)  # the write of two chunks ago, which used the buffer taken next, is done
+        buf = self._scratch.pop(0) if len(self._scratch) == 2 else None  # oldest of two, else a new one
+        if buf is None or len(buf) < need:
+            buf = np.empty(max(need, self.chunk_edges * (2 if self.symmetrize else 1)), dtype=np.int64)
+        self._scratch.append(buf)
+        sizes = np.zeros(self.num_buckets, dtype=np.int64)
+        loops, _ = _kernels().scatter_keys(src, dst, self.n, self.rows_per_bucket, self.symmetrize, sizes, buf)
+        self.edges_in += len(src)
+        self.self_loops += int(loops)
+        if self._spill_pool is None:
+            self._spill_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="csr-spill")
+        self._spills.append(self._spill_pool.submit(self._append_grouped, buf, sizes))
+
+    def _append_grouped(self, keys: np.ndarray, sizes: np.ndarray) -> None:
+        start = 0
+        for b in np.flatnonzero(sizes):
+            stop = start + int(sizes[b])
+            self._append(int(b), keys[start:stop])
+            start = stop
+
+    def _wait_spills(self, keep: int) -> None:
+        """Wait until at most ``keep`` spill writes are in flight (re-raising a failure)."""
+        while len(self._spills) > keep:
+            self._spills.pop(0).result()
+
+    def close_spills(self, check: bool = True) -> None:
+        """Finish the spill writes in flight and close the spill files. ``check=False`` (cleaning up
+        after another error) waits for the writes without raising theirs: afterwards nothing
+        writes into the work folder any more, so it can be removed."""
+        try:
+            while self._spills:
+                fut = self._spills.pop(0)
+                if check:
+                    fut.result()
+                else:
+                    fut.exception()
+        finally:
+            if self._spill_pool is not None:
+                self._spill_pool.shutdown(wait=True)
+                self._spill_pool = None
+            for f in self._files.values():
+                f.close()
+            self._files.clear()
+            self._scratch = []
+
+    def _append(self, b: int, keys: np.ndarray) -> None:
+        f = self._files.get(b)
+        if f is None:
+            if len(self._files) > 512:  # stay far below the open-file limit
+                for g in self._files.values():
+                    g.close()
+                self._files.clear()
+            f = self._files[b] = open(self._path(b), "ab")
+        write_array(f, keys)
+        self.counts[b] += len(keys)
+
+    @property
+    def index_dtype(self):
+        return np.int32 if self.n < 2**31 else np.int64
+
+    def entries_upper(self) -> int:
+        """Entries before deduplication (an upper bound of the stored ones), once every edge is added."""
+        self.close_spills()
+        return int(self.counts.sum())
+
+    def write(self, group: h5py.Group, progress: Progress = no_progress, on_rows=None, on_cols=None) -> dict:
+        """Write ``indptr``/``indices`` into ``group``; return stats (and a content fingerprint).
+        ``on_rows(lo, hi)`` is called, in row order, as soon as rows lo..hi-1 are in both datasets;
+        ``on_cols(offset, cols)`` with every run of column ids as it is written (before the
+        ``on_rows`` call of its rows; ``cols`` is reused afterwards: copy it)."""
+        self.close_spills()
+        self._on_rows, self._on_cols = on_rows, on_cols
+        n = self.n
+        index_dtype = self.index_dtype
+        indptr = group.create_dataset("indptr", shape=(n + 1,), dtype=np.int64,
+                                      chunks=(min(n + 1, INDPTR_CHUNK),))
+        upper = int(self.counts.sum())  # entries before deduplication: an upper bound
+        indices = group.create_dataset("indices", shape=(0,), maxshape=(None,), dtype=index_dtype,
+                                       chunks=(max(1, min(1 << 18, upper)),))
+        indptr[0] = 0
+        self._offset = 0
+        # two streams (column ids, row pointers), so the fingerprint depends only on the CSR and
+        # not on how the rows were cut into buckets (which depends on the memory budget)
+        self._hash_indices = hashlib.blake2b(digest_size=16)
+        self._hash_indptr = hashlib.blake2b(digest_size=16)
+        total = upper
+        self._done = 0
+        self._progress = progress
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="csr-hash")
+        self._pending: list = []
+        try:
+            for b in range(self.num_buckets):
+                lo = b * self.rows_per_bucket
+                hi = min(n, lo + self.rows_per_bucket)
+                self._process(lo, hi, self._path(b), int(self.counts[b]), indptr, indices, total, depth=0)
+            self._drain(0)
+        finally:
+            self._pool.shutdown(wait=True)
+            self._pending = []
+        indptr.flush()  # write failures surface here rather than when h5py frees the datasets
+        indices.flush()
+        return {
+            "stored_entries": int(self._offset),
+            "edges_read": int(self.edges_in),
+            "self_loops_dropped": int(self.self_loops),
+            "duplicates_dropped": int(total - self._offset),
+            "fingerprint": self._fingerprint(),
+            "index_dtype": np.dtype(index_dtype).name,
+        }
+
+    def _fingerprint(self) -> str:
+        h = hashlib.blake2b(digest_size=16)
+        h.update(np.int64(self.n).tobytes())
+        h.update(self._hash_indices.digest())
+        h.update(self._hash_indptr.digest())
+        return h.hexdigest()
+
+    def _process(self, lo, hi, path: Path, count: int, indptr, indices, total, depth: int) -> None:
+        if hi <= lo:
+            path.unlink(missing_ok=True)
+            return
+        if count > self.bucket_entries * 1.25 and hi - lo > 1:
+            self._split(lo, hi, path, count, indptr, indices, total, depth)
+            return
+        if count:
+            keys = np.fromfile(path, dtype=np.int64)
+            keys.sort()  # in place
+            if self._compiled(len(keys)):
+                keys = keys[:_kernels().unique_sorted(keys)]
+            else:
+                keep = np.empty(len(keys), dtype=bool)
+                keep[0] = True
+                np.not_equal(keys[1:], keys[:-1], out=keep[1:])
+                keys = keys[keep]
+                del keep
+        else:
+            keys = np.empty(0, dtype=np.int64)
+        if path.exists():
+            path.unlink()
+        self._write_cols(keys, indices)
+        self._write_indptr(lo, hi, keys, indptr)
+        if self._on_rows is not None:
+            self._on_rows(lo, hi)
+        self._offset += len(keys)
+        self._done += count
+        self._progress("sort", self._done, total)
+
+    def _hash_later(self, h, block: np.ndarray) -> None:
+        """Feed ``block`` to ``h`` in the worker thread (in submission order) while HDF5 writes;
+        the caller must not change ``block`` before :meth:`_drain` says it was hashed."""
+        self._pending.append(self._pool.submit(h.update, block))
+
+    def _drain(self, keep: int) -> None:
+        """Wait until at most ``keep`` blocks are still to be hashed (re-raising a failure)."""
+        while len(self._pending) > keep:
+            self._pending.pop(0).result()
+
+    def _write_cols(self, keys: np.ndarray, indices) -> None:
+        if not len(keys):
+            return
+        indices.resize((self._offset + len(keys),))
+        step = 1 << 23
+        compiled = self._compiled(len(keys))
+        ring = [np.empty(min(step, len(keys)), dtype=indices.dtype) for _ in range(2)] if compiled else None
+        for i, s in enumerate(range(0, len(keys), step)):
+            self._drain(1)  # the block hashed two steps ago (its ring buffer is next) is done
+            if compiled:
+                cols = ring[i % 2][:min(step, len(keys) - s)]
+                _kernels().columns(keys[s:s + step], self.n, cols)
+            else:
+                cols = (keys[s:s + step] % self.n).astype(indices.dtype)
+            self._hash_later(self._hash_indices, cols)
+            indices[self._offset + s:self._offset + s + len(cols)] = cols
+            if self._on_cols is not None:
+                self._on_cols(self._offset + s, cols)
+
+    def _write_indptr(self, lo: int, hi: int, keys: np.ndarray, indptr) -> None:
+        """indptr[lo+1 .. hi] from the sorted keys of rows [lo, hi), in slabs of ``row_slab`` rows:
+        memory stays bounded by the budget even when a bucket spans billions of (mostly empty) rows."""
+        step = 1 << 23
+        a = 0
+        for r0 in range(lo, hi, self.row_slab):
+            r1 = min(hi, r0 + self.row_slab)
+            b = int(np.searchsorted(keys, r1 * self.n, side="left"))  # keys of rows [r0, r1) are keys[a:b]
+            self._drain(1)
+            if self._compiled(b - a + r1 - r0):
+                ptr = np.empty(r1 - r0, dtype=np.int64)
+                _kernels().row_ends(keys, a, b, self.n, r0, ptr, self._offset)
+            else:
+                deg = np.zeros(r1 - r0, dtype=np.int64)
+                for s in range(a, b, step):
+                    deg += np.bincount(keys[s:min(b, s + step)] // self.n - r0, minlength=r1 - r0)
+                ptr = self._offset + a + np.cumsum(deg)
+            self._hash_later(self._hash_indptr, ptr)
+            indptr[r0 + 1:r1 + 1] = ptr
+            a = b
+
+    def _split(self, lo, hi, path: Path, count: int, indptr, indices, total, depth: int) -> None:
+        parts = min(hi - lo, max(2, math.ceil(2 * count / self.bucket_entries)))
+        width = math.ceil((hi - lo) / parts)
+        sub_counts = np.zeros(parts, dtype=np.int64)
+        sub_paths = [path.with_name(f"{path.stem}.{depth}.{p:04d}.keys") for p in range(parts)]
+        handles = [open(p, "wb") for p in sub_paths]
+        try:
+            with open(path, "rb") as f:
+                while True:
+                    keys = np.fromfile(f, dtype=np.int64, count=self.chunk_edges * 2)
+                    if not len(keys):
+                        break
+                    part = (keys // self.n - lo) // width
+                    order = np.argsort(part.astype(np.uint16 if parts <= 65535 else np.int64), kind="stable")
+                    sizes = np.bincount(part, minlength=parts)
+                    keys = keys[order]
+                    start = 0
+                    for p in np.flatnonzero(sizes):
+                        write_array(handles[p], keys[start:start + sizes[p]])
+                        sub_counts[p] += sizes[p]
+                        start += sizes[p]
+        finally:
+            for h in handles:
+                h.close()
+        os.unlink(path)
+        for p in range(parts):
+            plo = lo + p * width
+            self._process(plo, min(hi, plo + width), sub_paths[p], int(sub_counts[p]),
+                          indptr, indices, total, depth + 1)

@@ -1,0 +1,84 @@
+"""Compiled kernels of :mod:`gnnprep.sparse.csr_builder`: each fuses several numpy passes (and their
+temporary arrays) into one or two loops, producing exactly what the numpy steps produce.
+
+Imported only when a chunk or bucket is large enough to pay for loading numba (see
+``csr_builder.KERNEL_MIN_ITEMS``). All release the GIL, so hashing and HDF5 writes of the previous
+block can run beside them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(nogil=True, cache=True)
+def scatter_keys(src, dst, n, rows_per_bucket, symmetrize, counts, out):
+    """Keys ``dst * n + src`` of the edges that are not self-loops, and with ``symmetrize`` also
+    ``src * n + dst``, grouped by bucket (``row // rows_per_bucket``) into ``out``; ``counts[b]``
+    receives the size of bucket b. Within a bucket, keys keep the order of numpy's stable bucket
+    sort of ``concatenate([forward, reverse])``: all forward keys in edge order, then the reverse
+    ones. Returns (self-loops dropped, keys written)."""
+    m = len(src)
+    loops = 0
+    for i in range(m):
+        s, d = src[i], dst[i]
+        if s == d:
+            loops += 1
+            continue
+        counts[d // rows_per_bucket] += 1
+        if symmetrize:
+            counts[s // rows_per_bucket] += 1
+    pos = np.empty(len(counts), dtype=np.int64)
+    total = 0
+    for b in range(len(counts)):
+        pos[b] = total
+        total += counts[b]
+    for reverse in range(2 if symmetrize else 1):   # all forward keys, then all reverse ones
+        for i in range(m):
+            s, d = (dst[i], src[i]) if reverse else (src[i], dst[i])
+            if s != d:
+                b = d // rows_per_bucket
+                out[pos[b]] = d * n + s
+                pos[b] += 1
+    return loops, total
+
+
+@njit(nogil=True, cache=True)
+def unique_sorted(keys):
+    """Drop repeated keys of a sorted array in place; return how many remain (a prefix)."""
+    if len(keys) == 0:
+        return 0
+    k = 1
+    for i in range(1, len(keys)):
+        if keys[i] != keys[k - 1]:
+            keys[k] = keys[i]
+            k += 1
+    return k
+
+
+@njit(nogil=True, cache=True)
+def columns(keys, n, out):
+    """``out[i] = keys[i] % n`` for sorted non-negative keys, dividing only where the row changes
+    (an int64 division per entry was the bulk of the numpy version's time)."""
+    if len(keys) == 0:
+        return
+    base = keys[0] // n * n
+    for i in range(len(keys)):
+        k = keys[i]
+        if k - base >= n:
+            base = k // n * n
+        out[i] = k - base
+
+
+@njit(nogil=True, cache=True)
+def row_ends(keys, a, b, n, r0, out, offset):
+    """``out[r - r0] = offset + j`` with j the first index in [a, b] of sorted ``keys`` whose row
+    (key // n) exceeds r, for r in [r0, r0 + len(out)): the row pointers of rows r0.. by one merge
+    of rows and keys, no division and no degree array."""
+    j = a
+    for r in range(r0, r0 + len(out)):
+        limit = (r + 1) * n
+        while j < b and keys[j] < limit:
+            j += 1
+        out[r - r0] = offset + j
