@@ -1,11 +1,9 @@
 import os
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("OUTDATED_IGNORE", "1")
 # importing ogb starts a PyPI version check unless `outdated` cannot be imported: block it for
 # the whole test session, whichever test imports ogb first

@@ -1,0 +1,247 @@
+"""precompute under ``torchrun --nproc-per-node 2`` (gloo, CPU): the published artifact equals a
+one-process run bit for bit; a rank killed with SIGKILL fails the job with no artifact, and the
+rerun resumes to the same bytes; ``gnnprep info`` lists the shards and refuses a missing one.
+
+Each launch starts three Python processes that import torch (~7 s on 2 cores), so the cases are
+combined: both operators in every run, (rows, column blocks) parametrised."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from gnnprep.core.distributed import Dist, RankFailed
+from gnnprep.core.errors import GnnprepError
+from gnnprep.precompute.run import precompute
+from gnnprep.precompute.config import PrecomputeConfig
+from fixtures import make_store, run, torchrun
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                reason="the kill tests find a rank's process through /proc (Linux)")
+ATTRS = ("format", "format_version", "hops", "operator", "operators", "hdg_channels", "graph_fingerprint",
+         "num_classes", "rows", "dtype", "num_nodes", "num_features", "normalize_features")
+
+
+def assert_same_artifact(ref: Path, out: Path, operators=("sym", "rw"), hops=3) -> None:
+    with h5py.File(ref, "r") as a, h5py.File(out, "r") as b:
+        for op in operators:
+            for k in range(hops + 1):
+                x, y = a[f"channels/{op}/{k}"], b[f"channels/{op}/{k}"]
+                assert x.shape == y.shape and x.dtype == y.dtype, (op, k)
+                assert x[:].tobytes() == y[:].tobytes(), (op, k)
+        for k in range(hops + 1):
+            assert a[f"hops/{k}"][:].tobytes() == b[f"hops/{k}"][:].tobytes(), k
+        for name in ["rows", "labels"] + [f"splits/{s}" for s in a["splits"]]:
+            np.testing.assert_array_equal(a[name][:], b[name][:])
+        assert sorted(b["splits"]) == sorted(a["splits"])
+        assert set(a.attrs) <= set(b.attrs) <= set(a.attrs) | {"shards"}
+        for key in ATTRS:
+            assert a.attrs[key] == b.attrs[key], key
+
+
+def reference(store: Path, out: Path, rows: str, blocks: int) -> None:
+    precompute(store, out, PrecomputeConfig(hops=3, operators=("sym", "rw"), rows=rows, blocks=(1, 1, blocks),
+                                            device="cpu"))
+
+
+@pytest.mark.parametrize("rows,blocks", [("all", 1), ("all", 3), ("labeled", 1), ("labeled", 3)])
+def test_torchrun_equals_one_process(tmp_path, rows, blocks):
+    store, *_ = make_store(tmp_path, np.random.default_rng(5))
+    ref, out = tmp_path / "ref.h5", tmp_path / "f.h5"
+    reference(store, ref, rows, blocks)
+    merge = (rows, blocks) == ("labeled", 3)
+    r = torchrun(["precompute", store, "-o", out, "--hops", 3, "--operator", "sym,rw", "--rows", rows,
+                  "--blocks", f"1,1,{blocks}", "--device", "cpu", "--json"] + (["--merge"] if merge else []))
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)  # rank 0 alone prints: exactly one JSON object
+    assert report["ranks"] == 2 and report["plan"]["c"] >= 2 and report["merged"] == merge
+    assert [s["rank"] for s in report["shards"]] == [0, 1]
+    assert_same_artifact(ref, out)
+    shard_files = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("f.h5."))
+    if merge:  # one self-contained file, the shards removed
+        assert shard_files == []
+        with h5py.File(out, "r") as f:
+            assert "shards" not in f.attrs and not f["hops/1"].is_virtual
+        return
+    assert shard_files == sorted(s["file"] for s in report["shards"])
+    with h5py.File(out, "r") as f:
+        assert f["hops/1"].is_virtual and f["channels/rw/3"].is_virtual
+    if (rows, blocks) != ("all", 3):
+        return
+    # gnnprep info lists the shards; the artifact folder can be moved (relative shard paths)
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    for name in ["f.h5"] + shard_files:
+        shutil.move(tmp_path / name, moved / name)
+    assert_same_artifact(ref, moved / "f.h5")
+    info = run(["info", moved / "f.h5", "--json"])
+    assert info.exit_code == 0, info.stderr
+    d = json.loads(info.stdout)
+    assert [s["file"] for s in d["shards"]] == shard_files and all(s["present"] for s in d["shards"])
+    assert "shard" in run(["info", moved / "f.h5"]).stdout
+    (moved / shard_files[1]).rename(tmp_path / "away.h5")
+    info = run(["info", moved / "f.h5"])
+    assert info.exit_code == 1 and info.stdout == ""
+    assert info.stderr.strip().splitlines() == [info.stderr.strip()]
+    assert info.stderr.startswith(f"Error: {moved / 'f.h5'}: shard {shard_files[1]} is missing")
+    # training refuses it too (HDF5 would read the missing columns as NaN)
+    trained = run(["train", "sgc", moved / "f.h5", "-o", tmp_path / "run", "--epochs", "1"])
+    assert trained.exit_code == 1 and f"shard {shard_files[1]} is missing" in trained.stderr
+
+
+def _rank_pid(parent: int, rank: int) -> int | None:
+    """The pid of torchrun worker ``rank`` (a child of ``parent`` with RANK=rank in its environment)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            env = (entry / "environ").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == parent and f"RANK={rank}".encode() in env:
+            return int(entry.name)
+    return None
+
+
+@pytest.mark.parametrize("victim", [1, 0])
+def test_sigkill_of_one_rank_fails_the_job_then_rerun_resumes(tmp_path, victim):
+    store, *_ = make_store(tmp_path, np.random.default_rng(6))
+    ref, out = tmp_path / "ref.h5", tmp_path / "f.h5"
+    rows = "all" if victim == 1 else "labeled"
+    reference(store, ref, rows, 3)
+    args = ["precompute", store, "-o", out, "--hops", 3, "--operator", "sym,rw", "--rows", rows, "--blocks", "1,1,3",
+            "--device", "cpu", "--json"]
+    # the victim stalls after its first finished unit, the other rank finishes its shard and waits
+    proc = torchrun(args, env={"GNNPREP_TEST_STALL": f"{victim}:1"}, popen=True)
+    try:
+        deadline, pid = time.time() + 90, None
+        while time.time() < deadline and proc.poll() is None:
+            progress = list(tmp_path.glob(f"f.h5.shard-{victim}-of-2-*.h5.partial.json"))
+            try:
+                if progress and json.loads(progress[0].read_text())["done"]:
+                    pid = _rank_pid(proc.pid, victim)
+                    if pid is not None:
+                        break
+            except (OSError, ValueError, KeyError):
+                pass
+            time.sleep(0.05)
+        assert pid is not None, f"rank {victim} was not found running: {proc.poll()}"
+        os.kill(pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode != 0
+    assert stdout == ""
+    assert not out.exists()
+
+    r = torchrun(args)
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["resumed_units"] >= 1
+    assert_same_artifact(ref, out)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("f.h5")) == \
+        sorted(["f.h5"] + [s["file"] for s in report["shards"]])
+
+
+def test_torchrun_user_operators_and_ppr_equal_one_process(tmp_path):
+    """--operator-file (a max-reduce operator and one with per-entry values) and ppr under torchrun:
+    the same bytes as one process, and the operators' sources in the published artifact."""
+    store, *_ = make_store(tmp_path, np.random.default_rng(6))
+    ops = tmp_path / "ops.py"
+    ops.write_text("import numpy as np\n"
+                   "def peak(s, d, w):\n    return w / np.sqrt(s * d)\npeak.reduce = 'max'\npeak.loop = 1.0\n"
+                   "def harmonic(s, d, w):\n    return 2.0 / (s + d)\n")
+    files = (f"{ops}:peak", f"{ops}:harmonic")
+    names = ("sym", "ppr:alpha=0.2,k=3", "peak", "harmonic")
+    ref, out = tmp_path / "ref.h5", tmp_path / "f.h5"
+    precompute(store, ref, PrecomputeConfig(hops=2, operators=names[:2], operator_files=files, blocks=(1, 1, 3),
+                                            device="cpu"))
+    r = torchrun(["precompute", store, "-o", out, "--hops", 2, "--operator", "sym,ppr:alpha=0.2,k=3",
+                  "--operator-file", files[0], "--operator-file", files[1], "--blocks", "1,1,3", "--device", "cpu"])
+    assert r.returncode == 0, r.stderr
+    assert_same_artifact(ref, out, operators=names, hops=2)
+    with h5py.File(out, "r") as f:
+        assert sorted(json.loads(f.attrs["operator_sources"])) == ["harmonic", "peak"]
+
+
+def test_refused_option_is_one_error_from_rank_0(tmp_path):
+    store, *_ = make_store(tmp_path, np.random.default_rng(8))
+    (tmp_path / "hdg.h5").write_bytes(b"")
+    r = torchrun(["precompute", store, "-o", tmp_path / "f.h5", "--hops", 2, "--hdg", tmp_path / "hdg.h5",
+                  "--device", "cpu"])
+    assert r.returncode != 0 and r.stdout == ""
+    errors = [line for line in r.stderr.splitlines() if line.startswith("Error: ")]
+    assert errors == ["Error: --hdg: not supported under torchrun yet; run this precompute as one process "
+                      "(rank 0 of 2)"]
+    assert not (tmp_path / "f.h5").exists()
+
+
+# -- without a launch ------------------------------------------------------------------------------
+def test_plain_run_has_no_dist_and_no_torch():
+    assert Dist.from_env({}) is None and Dist.from_env({"WORLD_SIZE": "1", "RANK": "0"}) is None
+    d = Dist.from_env({"WORLD_SIZE": "4", "RANK": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2"})
+    assert (d.rank, d.world, d.local_rank, d.local_world) == (2, 4, 0, 2)
+    with pytest.raises(GnnprepError, match="RANK=5"):
+        Dist.from_env({"WORLD_SIZE": "2", "RANK": "5"})
+    code = "import gnnprep.cli, gnnprep.precompute.run, gnnprep.core.distributed, sys; print('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+
+
+def test_settle_makes_one_error_for_every_rank():
+    d = Dist(rank=1, world=3)
+    assert d.settle([None, None, None], None, 7) == 7
+    with pytest.raises(RankFailed, match=r"^x\.h5: bad \(rank 2 of 3\)$"):
+        d.settle([None, None, "x.h5: bad"], None)
+    with pytest.raises(RankFailed, match=r"^x\.h5: bad \(rank 1 of 3\)$"):
+        d.settle([None, "x.h5: bad", "other"], GnnprepError("x.h5: bad"))
+    with pytest.raises(ZeroDivisionError):  # a bug keeps its traceback on its own rank
+        d.settle([None, "failed: ZeroDivisionError", None], ZeroDivisionError())
+
+
+def test_overflow_error_names_the_column_of_x():
+    from gnnprep.precompute.sharded import _global_column
+
+    e = GnnprepError("hop 2 of rw: row 5, column 1 is inf in float16 (the value overflowed float16); scale the "
+                     "features down or use --dtype float32")
+    assert str(_global_column(e, 3)).startswith("hop 2 of rw: row 5, column 4 is inf in float16")
+    other = GnnprepError("x.h5: something else")
+    assert _global_column(other, 3) is other
+
+
+def test_fast_exit_only_for_a_rank_that_left_cleanly_with_nothing_open(tmp_path):
+    """exit_now: no-op in a plain run and while a file is open for writing (HDF5 or not); else the
+    command's exit status at once, with stdout flushed and the atexit handlers run."""
+    code = """if True:
+        import atexit, sys
+        import h5py
+        import gnnprep.core.distributed as d
+        d.exit_now(0)  # a plain run: returns
+        d._left_cleanly = True
+        f = open(sys.argv[1] + ".txt", "w")
+        f.write("kept")
+        d.exit_now(3)  # returns: a file open for writing
+        f.close()
+        h = h5py.File(sys.argv[1] + ".h5", "w")
+        d.exit_now(3)  # returns: an HDF5 file open
+        h.close()
+        atexit.register(lambda: open(sys.argv[1] + ".atexit", "w").close())
+        print("left", end="")
+        d.exit_now(3)
+        print("not reached")
+    """
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "f")], capture_output=True, text=True)
+    assert (r.returncode, r.stdout) == (3, "left"), r.stderr
+    assert (tmp_path / "f.txt").read_text() == "kept" and (tmp_path / "f.atexit").exists()

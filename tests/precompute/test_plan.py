@@ -1,0 +1,84 @@
+import json
+
+import pytest
+
+from gnnprep.core.errors import GnnprepError
+from gnnprep.precompute.plan import Problem, Profile, choose_plan, load_profile, memory
+from fixtures import run
+
+
+def problem(**kw):
+    base = dict(num_nodes=1_000_000, num_entries=20_000_000, num_features=128, hops=3, out_rows=1_000_000)
+    return Problem(**{**base, **kw})
+
+
+def test_everything_fits_gives_one_block():
+    plan = choose_plan(problem(), 16 << 30, Profile())
+    assert (plan.b, plan.c) == (1, 1) and plan.s_resident
+    assert plan.predicted_peak <= 16 << 30
+
+
+@pytest.mark.parametrize("budget_mib", [96, 256, 512, 1024])
+def test_plan_fits_the_budget_and_covers_everything(budget_mib):
+    p = problem()
+    plan = choose_plan(p, budget_mib << 20, Profile())
+    assert plan.predicted_peak <= budget_mib << 20
+    assert plan.width * plan.c >= p.num_features > plan.width * (plan.c - 1)
+
+
+def test_smaller_budget_never_predicts_less_memory_use_than_it_has():
+    p = problem()
+    peaks = [choose_plan(p, b << 20, Profile()).predicted_peak for b in (128, 512, 4096)]
+    assert peaks[0] <= 128 << 20 and peaks[1] <= 512 << 20
+
+
+def test_too_small_budget_is_a_clear_error():
+    with pytest.raises(GnnprepError, match="too small"):
+        choose_plan(problem(), 4 << 20, Profile())
+
+
+def test_user_blocks_are_clamped_to_rows_and_columns():
+    plan = choose_plan(problem(num_nodes=10, num_entries=30, num_features=3, out_rows=10), 1 << 30, Profile(),
+                       blocks=(50, 50, 50))
+    assert (plan.a, plan.b, plan.c) == (10, 10, 3) and plan.source == "user"
+
+
+def test_memory_model_grows_with_columns_and_shrinks_with_blocks():
+    p = problem()
+    assert memory(p, 1, 1) > memory(p, 4, 1) > memory(p, 4, 4)
+
+
+def test_calibrate_saves_a_profile_that_plans_use(tmp_path, monkeypatch):
+    monkeypatch.setenv("GNNPREP_CONFIG", str(tmp_path))
+    r = run(["calibrate", "--nodes", "2000", "--json"])
+    assert r.exit_code == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["saved_to"] and set(map(int, d["spmm_ns_per_nnz"])) >= {8, 128}
+    prof = load_profile("cpu")
+    assert prof.measured.startswith("gnnprep calibrate")
+
+
+def test_dry_run_prints_plan_without_output(tmp_path):
+    r = run(["precompute", "sample", "-o", tmp_path / "f.h5", "--dry-run", "--json", "--device", "cpu",
+             "--cache-dir", tmp_path])
+    assert r.exit_code == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["dry_run"] and d["plan"]["b"] >= 1 and d["predicted_peak_bytes"] > 0
+    assert not (tmp_path / "f.h5").exists()
+
+
+def test_order_is_chosen_jointly_with_the_column_blocks():
+    """A papers100M-like shape at 1/20 scale under 4 GiB: the fastest plain plan has no room for
+    the order, more (narrower) column blocks do, and the order pays for the extra block."""
+    from gnnprep.precompute.plan import with_reorder
+
+    p = Problem(num_nodes=5_552_998, num_entries=161_568_588, num_features=128, hops=3, operators=1,
+                out_rows=77_000, index_bytes=4)
+    prof, budget = Profile(), 4 << 30
+    plain = choose_plan(p, budget, prof, 190 << 20)
+    chosen = with_reorder(plain, p, prof, 0.33, "auto", budget)
+    assert chosen.reorder and chosen.c > plain.c and chosen.s_resident
+    assert chosen.predicted_peak <= budget and chosen.predicted_seconds < plain.predicted_seconds
+    assert not with_reorder(plain, p, prof, 0.01, "auto", budget).reorder  # ids already local: no order
+    user = choose_plan(p, budget, prof, 190 << 20, blocks=(1, 1, plain.c))
+    assert with_reorder(user, p, prof, 0.33, "auto", budget).c == plain.c  # --blocks is kept
