@@ -50,7 +50,7 @@ test: install
 	$(BIN)/python -m pytest -q
 
 sample-data: install
-	$(BIN)/python scripts/make_sample_data.py --out sample_data
+	$(BIN)/python benchmarks/make_sample_data.py --out sample_data
 
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache

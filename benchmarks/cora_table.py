@@ -1,6 +1,6 @@
 """Cora (public split): test accuracy of the six LC models, mean ± std over seeds.
 
-    python scripts/cora_table.py [--data /work/shared/data/cora] [--work out/cora] [--seeds 5] [--jobs 2]
+    python benchmarks/cora_table.py [--data ../shared/data/cora] [--work out/cora] [--seeds 5] [--jobs 2]
 
 Ingests and precomputes Cora once (hops 0..10 of S = D̃^-1/2 Ã D̃^-1/2; SGC and LC-GCN read
 hop K ≤ 10 of the same artifact), then for every model runs a small grid with ``gnnprep.train.tune.tune``
@@ -20,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.harness import CORA  # noqa: E402
 from gnnprep.graph.ingest import IngestConfig, ensure_graph_store  # noqa: E402
 from gnnprep.precompute.run import precompute  # noqa: E402
 from gnnprep.precompute.config import PrecomputeConfig  # noqa: E402
@@ -51,7 +52,7 @@ def tune_model(features: Path, work: Path, model: str, args) -> TuneReport:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default="/work/shared/data/cora", help="Cora in OGB layout (split/public).")
+    ap.add_argument("--data", default=str(CORA), help="Cora in OGB layout (split/public).")
     ap.add_argument("--work", default="out/cora", help="Folder for the graph store, features and tune folders.")
     ap.add_argument("--seeds", type=int, default=5, help="Seeds for the reported mean ± std.")
     ap.add_argument("--grid-seeds", type=int, default=2, help="Seeds per grid point (validation only).")

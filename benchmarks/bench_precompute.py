@@ -36,14 +36,16 @@ carries a parent's own peak RSS into its child's ru_maxrss across fork + exec):
   1.25 x budget + the RSS of a process that has imported torch, numpy, h5py and gnnprep.precompute.run.
 
 --reorder auto|none|bfs is passed to PrecomputeConfig (default: the library's). Timings on a shared
-2-core machine are noisy: the run prints how idle the CPU was just before it started.
+2-core machine are noisy: the run prints how idle the CPU was just before it started, and the load
+average before and after. The tools run as the child programs of benchmarks/child_precompute.py; the
+graph, the launcher and the figures' helpers are benchmarks/harness.py's.
 
 Both modes end with one JSON line holding every figure.
 
-    .venv/bin/python scripts/bench_precompute.py                   # speed, 1M nodes, >= 20M nnz
-    .venv/bin/python scripts/bench_precompute.py --mode budget     # 256MiB budget, ~1.1 GB S + X
-    .venv/bin/python scripts/bench_precompute.py --quick           # smoke run (100k nodes), < 1 min
-    .venv/bin/python scripts/bench_precompute.py --mode budget --quick
+    .venv/bin/python benchmarks/bench_precompute.py                   # speed, 1M nodes, >= 20M nnz
+    .venv/bin/python benchmarks/bench_precompute.py --mode budget     # 256MiB budget, ~1.1 GB S + X
+    .venv/bin/python benchmarks/bench_precompute.py --quick           # smoke run (100k nodes), < 1 min
+    .venv/bin/python benchmarks/bench_precompute.py --mode budget --quick
 """
 
 from __future__ import annotations
@@ -51,296 +53,46 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-import measure  # scripts/measure.py: the launcher that reports a command's own peak RSS
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import harness as H  # noqa: E402
+from benchmarks.harness import MiB, gib, verdict  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-MiB, GiB = 1024**2, 1024**3
-
-# -- subprocess bodies -----------------------------------------------------------------------------
-# Each prints one JSON line on stdout. argv: graph store, K, where to save hop K (or "-").
-_LOAD_AND_BUILD_S = r"""
-import sys, json, time, numpy as np, h5py, scipy.sparse as sp
-graph, K, save = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-t_load = time.perf_counter()
-with h5py.File(graph, "r") as f:
-    indptr = f["adj/indptr"][:]
-    indices = f["adj/indices"][:]
-    x = f["nodes/features"][:].astype(np.float32, copy=False)
-n = len(indptr) - 1
-t0 = time.perf_counter()
-load = t0 - t_load
-# as OGB's papers100M sgc.py: adj.set_diag(); deg = row sums; D^-1/2 adj D^-1/2; to scipy CSR
-adj = sp.csr_matrix((np.ones(len(indices), np.float32), indices, indptr), shape=(n, n))
-adj = (adj + sp.identity(n, dtype=np.float32, format="csr")).tocsr()
-deg = np.asarray(adj.sum(axis=1), dtype=np.float32).ravel()
-dis = np.zeros_like(deg)
-dis[deg > 0] = deg[deg > 0] ** -0.5
-S = (sp.diags(dis) @ adj @ sp.diags(dis)).tocsr().astype(np.float32)
-del adj
-build = time.perf_counter() - t0
-"""
-
-SCIPY = _LOAD_AND_BUILD_S + r"""
-hops = [x]
-hop_s = []
-t0 = time.perf_counter()
-for _ in range(K):
-    t1 = time.perf_counter()
-    x = S @ x
-    hops.append(x)
-    hop_s.append(time.perf_counter() - t1)
-products = time.perf_counter() - t0
-assert x.dtype == np.float32, x.dtype
-t_save = time.perf_counter()
-if save != "-":
-    np.save(save, hops[-1])
-print(json.dumps({"load_seconds": load, "build_seconds": build, "products_seconds": products, "hop_seconds": hop_s,
-                  "save_seconds": time.perf_counter() - t_save, "nnz_S": int(S.nnz),
-                  "index_dtype": str(S.indices.dtype)}))
-"""
-
-TORCH = _LOAD_AND_BUILD_S + r"""
-import warnings, torch
-if len(sys.argv) > 4:  # argv[4]: repo root -> S and X in gnnprep's community order (order not timed)
-    sys.path.insert(0, sys.argv[4])
-    from gnnprep.sparse.order import community_order
-    order = community_order(indptr, indices)
-    S = S[order][:, order].tocsr()
-    S.sort_indices()
-    x = np.ascontiguousarray(x[order])
-t0 = time.perf_counter()
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    St = torch.sparse_csr_tensor(torch.from_numpy(S.indptr.astype(np.int64)), torch.from_numpy(S.indices.astype(np.int64)),
-                                 torch.from_numpy(S.data), size=(n, n))
-    del S
-    small = torch.sparse_csr_tensor(torch.tensor([0, 1, 2]), torch.tensor([1, 0]), torch.ones(2), size=(2, 2))
-    torch.sparse.mm(small, torch.ones(2, 4))  # library initialisation outside the timed loop
-build += time.perf_counter() - t0
-h = torch.from_numpy(x)
-hops = [h]
-hop_s = []
-t0 = time.perf_counter()
-for _ in range(K):
-    t1 = time.perf_counter()
-    h = torch.sparse.mm(St, h)
-    hops.append(h)
-    hop_s.append(time.perf_counter() - t1)
-products = time.perf_counter() - t0
-if save != "-":
-    np.save(save, hops[-1].numpy())
-print(json.dumps({"build_seconds": build, "products_seconds": products, "hop_seconds": hop_s,
-                  "threads": torch.get_num_threads(), "torch": torch.__version__,
-                  "mkl": bool(torch.backends.mkl.is_available())}))
-"""
-
-# argv: graph store, output, K, budget bytes (0: gnnprep's default), repo root, reorder ('': default)
-GNNPREP = r"""
-import sys, json, time
-sys.path.insert(0, sys.argv[5])
-from gnnprep.precompute.run import precompute
-from gnnprep.precompute.config import PrecomputeConfig
-from gnnprep.sparse import kernels
-from gnnprep.graph import order as kept_order
-from gnnprep.sparse import order as node_order
-graph, out, K, budget, reorder = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[6]
-extra = {"reorder": reorder} if reorder else {}
-# numba's JIT (loaded from its on-disk cache) outside the timed call, as torch's initialisation is
-kernels.warm_up()
-node_order.warm_up()
-# an order kept beside the store by an earlier run would be loaded instead of found: time the finding
-for kind in ("community", "bfs"):
-    kept_order.cache_path(graph, kind).unlink(missing_ok=True)
-t0 = time.perf_counter()
-rep = precompute(graph, out, PrecomputeConfig(hops=K, device="cpu", memory_budget=budget or None, **extra))
-wall = time.perf_counter() - t0
-print(json.dumps({"wall_seconds": wall, "report": rep.to_dict()}))
-"""
-
-BANDWIDTH = measure.COPY_BANDWIDTH  # numpy copy of 1 GiB, best of 3, in its own process
-
-# argv: repo root
-BASELINE = r"""
-import sys, json, psutil
-sys.path.insert(0, sys.argv[1])
-import torch, numpy, h5py
-import gnnprep.precompute.run
-rss_imports = psutil.Process().memory_info().rss
-from gnnprep.sparse.kernels import warm_up
-warm_up()
-print(json.dumps({"rss_imports": rss_imports, "rss_after_warm_up": psutil.Process().memory_info().rss}))
-"""
-
-BASELINE_NO_TORCH = r"""
-import sys, json, psutil
-sys.path.insert(0, sys.argv[1])
-import numpy, h5py
-import gnnprep.precompute.run
-from gnnprep.sparse.kernels import warm_up
-warm_up()
-print(json.dumps({"rss": psutil.Process().memory_info().rss, "torch_loaded": "torch" in sys.modules}))
-"""
+# the child programs (benchmarks/child_precompute.py); each prints one JSON line
+SCIPY, TORCH, GNNPREP = "scipy", "torch", "gnnprep"
 
 
-def run_measured(args: list[str], log: Path) -> dict:
-    """Run ``python -c BODY args...`` under :mod:`measure`'s launcher (its own peak RSS, not this
-    large process's); wall time, peak RSS and the JSON the body printed last on stdout."""
-    r = measure.run_measured([sys.executable, "-c", *args], log)
-    return {"wall": r["seconds"], "peak_rss": r["peak_rss"], **json.loads(r["stdout"].splitlines()[-1])}
+def run_child(program: str, *args, log: Path) -> dict:
+    """``child_precompute.py PROGRAM ARGS...`` under the launcher (its own peak RSS, not this large
+    process's): wall time, peak RSS and the JSON the program printed."""
+    r = H.run_json(H.child("child_precompute", program, *args), log)
+    return {"wall": r["seconds"], "peak_rss": r["peak_rss"], **r["report"]}
 
 
-# -- graph generation ------------------------------------------------------------------------------
-def _stored_nnz(src: np.ndarray, dst: np.ndarray, n: int) -> int:
-    """Stored entries after symmetrising, deduplicating and dropping self-loops."""
-    keep = src != dst
-    lo, hi = np.minimum(src[keep], dst[keep]), np.maximum(src[keep], dst[keep])
-    return 2 * len(np.unique(lo * n + hi))
-
-
-def gen_edges(n: int, target_nnz: int, *, community: int, p_in: float, alpha: float, seed: int):
-    """Directed edge list (before permutation ids are community-contiguous) with >= target_nnz
-    stored entries once symmetrised and deduplicated; returns (src, dst, stored_nnz), ids permuted."""
-    rng = np.random.default_rng(seed)
-    w = rng.pareto(alpha, n) + 1.0          # node weights: Pareto tail -> power-law degrees
-    cum = np.cumsum(w)
-    total = cum[-1]
-
-    def draw(m):
-        src = np.minimum(np.searchsorted(cum, rng.random(m) * total, side="right"), n - 1)
-        lo = (src // community) * community
-        hi = np.minimum(lo + community, n)
-        base = np.where(lo > 0, cum[np.maximum(lo - 1, 0)], 0.0)
-        top = cum[hi - 1]
-        inside = np.minimum(np.searchsorted(cum, base + rng.random(m) * (top - base), side="right"), hi - 1)
-        outside = np.minimum(np.searchsorted(cum, rng.random(m) * total, side="right"), n - 1)
-        dst = np.where(rng.random(m) < p_in, inside, outside)
-        return src, dst
-
-    src, dst = draw(int(target_nnz / 2 * 1.1) + 1)
-    nnz = _stored_nnz(src, dst, n)
-    while nnz < target_nnz:
-        missing = target_nnz - nnz
-        s2, d2 = draw(int(missing / 2 * 1.5) + 1000)
-        src, dst = np.concatenate([src, s2]), np.concatenate([dst, d2])
-        nnz = _stored_nnz(src, dst, n)
-    perm = rng.permutation(n)
-    return perm[src], perm[dst], nnz
-
-
-def ensure_graph(work: Path, n: int, nnz: int, d: int, args) -> tuple[Path, dict]:
-    """The cached graph store for these sizes (generated and ingested on first use)."""
-    from gnnprep.graph.ingest import IngestConfig, ingest
-    from gnnprep.core.sizes import parse_size
-    from gnnprep.graph.sources import SourceOptions
-
-    tag = f"plaw_n{n}_nnz{nnz}_d{d}_c{args.community}_p{args.p_in}_a{args.alpha}_s{args.seed}"
-    folder = work / tag
-    graph = folder / "graph.h5"
-    info_path = folder / "info.json"
-    if graph.exists() and info_path.exists():
-        return graph, json.loads(info_path.read_text())
-    folder.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    print(f"generating {folder} ...", file=sys.stderr, flush=True)
-    src, dst, stored = gen_edges(n, nnz, community=args.community, p_in=args.p_in, alpha=args.alpha, seed=args.seed)
-    dtype = np.int32 if n < 2**31 else np.int64
-    np.save(folder / "edges.npy", np.stack([src.astype(dtype), dst.astype(dtype)]))
-    m = len(src)
-    del src, dst
-    rng = np.random.default_rng(args.seed + 1)
-    x = np.lib.format.open_memmap(folder / "x.npy", mode="w+", dtype=np.float32, shape=(n, d))
-    for s in range(0, n, 1 << 18):
-        x[s:s + (1 << 18)] = rng.standard_normal((min(1 << 18, n - s), d), dtype=np.float32)
-    x.flush()
-    del x
-    gen_s = time.perf_counter() - t0
-    print(f"ingesting ({m:,} directed edges) ...", file=sys.stderr, flush=True)
-    t0 = time.perf_counter()
-    rep = ingest(str(folder / "edges.npy"), graph.with_suffix(".h5.tmp"),
-                 IngestConfig(memory_budget=parse_size(args.ingest_budget),
-                              source=SourceOptions(num_nodes=n, features=str(folder / "x.npy"))))
-    os.replace(graph.with_suffix(".h5.tmp"), graph)
-    ingest_s = time.perf_counter() - t0
-    assert rep.num_edges == stored, (rep.num_edges, stored)
-    info = {"nodes": n, "stored_nnz": int(rep.num_edges), "directed_edges": m, "dim": d,
-            "generate_seconds": round(gen_s, 2), "ingest_seconds": round(ingest_s, 2)}
-    info_path.write_text(json.dumps(info))
-    (folder / "edges.npy").unlink()
-    (folder / "x.npy").unlink()
-    print(f"generated in {gen_s:.1f} s, ingested in {ingest_s:.1f} s", file=sys.stderr, flush=True)
-    return graph, info
-
-
-def degree_summary(graph: Path) -> dict:
-    import h5py
-
-    with h5py.File(graph, "r") as f:
-        deg = np.diff(f["adj/indptr"][:])
-    return {"max": int(deg.max()), "median": float(np.median(deg)), "p99": float(np.percentile(deg, 99)),
-            "isolated": int((deg == 0).sum())}
-
-
-def clear_output(out: Path) -> None:
-    for suffix in ("", ".partial", ".partial.json", ".partial.lock"):
-        p = out.with_name(out.name + suffix)
-        if p.exists():
-            p.unlink()
+def run_gnnprep(graph: Path, out: Path, K: int, budget: int, args, log: Path) -> dict:
+    return run_child(GNNPREP, graph, out, K, budget, args.reorder or "", log=log)
 
 
 def rel_errors(got: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
     """(max |got - ref| / max |ref|, max over rows of ||got_v - ref_v|| / ||ref_v||)."""
-    diff = np.abs(got - ref).max()
-    scale = np.abs(ref).max()
-    norm_ref = np.linalg.norm(ref, axis=1)
-    norm_diff = np.linalg.norm(got - ref, axis=1)
-    ok = norm_ref > 0
-    row = float((norm_diff[ok] / norm_ref[ok]).max()) if ok.any() else 0.0
-    return float(diff / scale) if scale > 0 else float(diff), row
+    return H.max_rel_error(got, ref), H.row_rel_error(got, ref)
 
 
 def read_hop(out: Path, k: int) -> np.ndarray:
-    import h5py
-
-    with h5py.File(out, "r") as f:  # the features artifact's layout: /hops/<k> [rows, d]
-        return f[f"hops/{k}"][:].astype(np.float32, copy=False)
-
-
-def cpu_idle(seconds: float = 1.0) -> float | None:
-    """Share of all cores' time that was idle over ``seconds`` (from /proc/stat); None off Linux."""
-    def read():
-        with open("/proc/stat") as f:
-            v = [int(t) for t in f.readline().split()[1:]]
-        return v[3] + v[4], sum(v)  # idle + iowait, total
-    try:
-        i0, t0 = read()
-        time.sleep(seconds)
-        i1, t1 = read()
-    except (OSError, ValueError, IndexError):
-        return None
-    return round((i1 - i0) / max(1, t1 - t0), 3)
-
-
-def gib(x: float) -> str:
-    return f"{x / GiB:.2f} GiB"
-
-
-def verdict(ok: bool) -> str:
-    return "PASS" if ok else "MISS"
+    return H.read_hop(out, k).astype(np.float32, copy=False)  # the features artifact: /hops/<k> [rows, d]
 
 
 # -- modes -----------------------------------------------------------------------------------------
 def speed(args, work: Path) -> dict:
-    n, nnz_target, d, K = args.nodes, args.nnz, args.dim, args.hops
-    graph, info = ensure_graph(work, n, nnz_target, d, args)
+    n, d, K = args.nodes, args.dim, args.hops
+    graph, info = H.ensure_graph(work, args)
     nnz = info["stored_nnz"]
-    degs = degree_summary(graph)
+    degs = H.degree_summary(graph)
     print(f"graph: {n:,} nodes, {nnz:,} stored nonzeros (after symmetrisation/dedup; {info['directed_edges']:,} "
           f"generated edges), d={d}, K={K}; degree max {degs['max']:,}, p99 {degs['p99']:.0f}, "
           f"median {degs['median']:.0f}, isolated {degs['isolated']:,}")
@@ -349,20 +101,20 @@ def speed(args, work: Path) -> dict:
     logs.mkdir(exist_ok=True)
     ref_path, torch_path, out = work / "ref_scipy.npy", work / "hop_torch.npy", work / "feats_speed.h5"
 
-    bw = run_measured([BANDWIDTH], logs / "bandwidth.err")
+    bw = H.run_json(H.child("child_bandwidth"), logs / "bandwidth.err")["report"]
     print(f"memory copy bandwidth (numpy, 1 GiB float32, best of 3): {bw['bytes_per_s'] / 1e9:.2f} GB/s read+written")
-    sc = run_measured([SCIPY, str(graph), str(K), str(ref_path)], logs / "scipy.err")
+    sc = run_child(SCIPY, graph, K, ref_path, log=logs / "scipy.err")
     print(f"(i) scipy done: products {sc['products_seconds']:.2f} s", file=sys.stderr, flush=True)
     tc = to = None
     if not args.no_torch:
-        tc = run_measured([TORCH, str(graph), str(K), str(torch_path)], logs / "torch.err")
+        tc = run_child(TORCH, graph, K, torch_path, log=logs / "torch.err")
         print(f"(ii) torch done: products {tc['products_seconds']:.2f} s", file=sys.stderr, flush=True)
         if not args.no_torch_ordered:
-            to = run_measured([TORCH, str(graph), str(K), "-", str(ROOT)], logs / "torch_ordered.err")
+            to = run_child(TORCH, graph, K, "-", "ordered", log=logs / "torch_ordered.err")
             print(f"(ii') torch, community order: products {to['products_seconds']:.2f} s", file=sys.stderr, flush=True)
-    clear_output(out)
-    budget = 0 if args.memory_budget is None else parse_budget(args.memory_budget)
-    gp = run_measured([GNNPREP, str(graph), str(out), str(K), str(budget), str(ROOT), args.reorder or ""], logs / "gnnprep.err")
+    H.clear_output(out)
+    budget = 0 if args.memory_budget is None else H.parse_size(args.memory_budget)
+    gp = run_gnnprep(graph, out, K, budget, args, logs / "gnnprep.err")
     rep = gp["report"]
     ours = gp["wall_seconds"]
 
@@ -426,36 +178,30 @@ def speed(args, work: Path) -> dict:
         "max_rel_err": err, "max_row_rel_err": row_err, "torch_vs_scipy_rel_err": torch_err,
     }
     if not args.keep:
-        clear_output(out)
+        H.clear_output(out)
         for p_ in (ref_path, torch_path):
             if p_.exists():
                 p_.unlink()
     return result
 
 
-def parse_budget(text: str) -> int:
-    from gnnprep.core.sizes import parse_size
-
-    return parse_size(text)
-
-
 def budget_mode(args, work: Path) -> dict:
-    budget = parse_budget(args.memory_budget or ("32MiB" if args.quick else "256MiB"))
+    budget = H.parse_size(args.memory_budget or ("32MiB" if args.quick else "256MiB"))
     d, K = args.dim, args.budget_hops
     deg = args.budget_degree
     n = args.budget_nodes or math.ceil(args.budget_factor * budget / (4 * d + 4 * deg))
-    graph, info = ensure_graph(work, n, n * deg, d, args)
+    graph, info = H.ensure_graph(work, args, nodes=n, nnz=n * deg)
     nnz = info["stored_nnz"]
     sx = nnz * 4 + n * d * 4
     print(f"graph: {n:,} nodes, {nnz:,} stored nonzeros, d={d}, K={K}; S + X = {sx / MiB:.0f} MiB "
           f"= {sx / budget:.2f}x the {budget / MiB:.0f} MiB budget {verdict(sx >= 4 * budget)} (>= 4x)")
     logs = work / "logs"
     logs.mkdir(exist_ok=True)
-    base = run_measured([BASELINE, str(ROOT)], logs / "baseline.err")
-    base_nt = run_measured([BASELINE_NO_TORCH, str(ROOT)], logs / "baseline_nt.err")
+    base = run_child("baseline", log=logs / "baseline.err")
+    base_nt = run_child("baseline-no-torch", log=logs / "baseline_nt.err")
     out = work / "feats_budget.h5"
-    clear_output(out)
-    gp = run_measured([GNNPREP, str(graph), str(out), str(K), str(budget), str(ROOT), args.reorder or ""], logs / "gnnprep_budget.err")
+    H.clear_output(out)
+    gp = run_gnnprep(graph, out, K, budget, args, logs / "gnnprep_budget.err")
     rep = gp["report"]
     p = rep["plan"]
     pred, meas = rep["predicted_peak_bytes"], rep["measured_peak_bytes"]
@@ -486,14 +232,14 @@ def budget_mode(args, work: Path) -> dict:
     err = row_err = None
     if not args.no_verify:
         ref_path = work / "ref_budget.npy"
-        run_measured([SCIPY, str(graph), str(K), str(ref_path)], logs / "scipy_budget.err")
+        run_child(SCIPY, graph, K, ref_path, log=logs / "scipy_budget.err")
         ref = np.load(ref_path, mmap_mode="r")
         err, row_err = rel_errors(read_hop(out, K), np.asarray(ref))
         del ref
         ref_path.unlink()
         print(f"max relative error, gnnprep hop {K} vs scipy: {err:.2e}; worst row {row_err:.2e}")
     if not args.keep:
-        clear_output(out)
+        H.clear_output(out)
     return {
         "mode": "budget", "budget": budget, "nodes": n, "stored_nnz": nnz, "dim": d, "hops": K, "graph": info,
         "s_plus_x_bytes": sx, "s_plus_x_over_budget": sx / budget, "plan": p,
@@ -507,31 +253,11 @@ def budget_mode(args, work: Path) -> dict:
     }
 
 
-def quick_defaults(args) -> None:
-    """The 1M-node bench graph's size and 3 rounds, or with ``--quick`` a 100k-node smoke run of 1."""
-    args.nodes = args.nodes or (100_000 if args.quick else 1_000_000)
-    args.nnz = args.nnz or (2_000_000 if args.quick else 20_000_000)
-    args.rounds = args.rounds or (1 if args.quick else 3)
-
-
-def add_generator_args(ap) -> None:
-    """The bench graph generator's options (shared by the other bench scripts that make this graph)."""
-    ap.add_argument("--community", type=int, default=2000, help="nodes per community")
-    ap.add_argument("--p-in", type=float, default=0.85, help="share of edges inside the community")
-    ap.add_argument("--alpha", type=float, default=1.5, help="Pareto shape of the node weights")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--ingest-budget", default="2GiB")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mode", choices=["speed", "budget"], default="speed")
     ap.add_argument("--workdir", default="/tmp/gnnprep-bench-pre")
-    ap.add_argument("--quick", action="store_true", help="small smoke run (100k nodes; 32MiB budget)")
-    ap.add_argument("--nodes", type=int, default=None, help="speed: nodes (default 1,000,000; quick 100,000)")
-    ap.add_argument("--nnz", type=int, default=None,
-                    help="speed: at least this many stored nonzeros (default 20,000,000; quick 2,000,000)")
-    ap.add_argument("--dim", type=int, default=128)
+    H.add_size_args(ap, quick_help="small smoke run (100k nodes; 32MiB budget)")
     ap.add_argument("--hops", type=int, default=3, help="speed: K")
     ap.add_argument("--memory-budget", default=None,
                     help="budget: the budget under test (default 256MiB; quick 32MiB); speed: passed to "
@@ -541,7 +267,7 @@ def main() -> None:
                     help="budget: nodes (default: so that S + X = --budget-factor x the budget)")
     ap.add_argument("--budget-factor", type=float, default=4.2)
     ap.add_argument("--budget-degree", type=int, default=12, help="budget: stored nonzeros per node")
-    add_generator_args(ap)
+    H.add_generator_args(ap)
     ap.add_argument("--reorder", choices=["auto", "none", "bfs"], default=None,
                     help="passed to PrecomputeConfig(reorder=...) (default: the library's default)")
     ap.add_argument("--no-torch", action="store_true", help="speed: skip (ii)")
@@ -550,22 +276,21 @@ def main() -> None:
     ap.add_argument("--no-verify", action="store_true", help="budget: skip the scipy reference")
     ap.add_argument("--keep", action="store_true", help="keep the artifacts and reference arrays")
     args = ap.parse_args()
-    if args.nodes is None:
-        args.nodes = 100_000 if args.quick else 1_000_000
-    if args.nnz is None:
-        args.nnz = 2_000_000 if args.quick else 20_000_000
+    H.quick_defaults(args)
 
-    sys.path.insert(0, str(ROOT))
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
-    idle0 = cpu_idle()
+    load0 = H.load_avg()
+    idle0 = H.cpu_idle()
     t0 = time.perf_counter()
     result = speed(args, work) if args.mode == "speed" else budget_mode(args, work)
     result["total_seconds"] = round(time.perf_counter() - t0, 1)
     result["cpu_idle_before"] = idle0
+    result["load_avg_before"], result["load_avg_after"] = load0, H.load_avg()
     note = " (another process was using the CPU: timings are noisy)" if idle0 is not None and idle0 < 0.9 else ""
     print(f"total {result['total_seconds']} s; CPU idle over 1 s before the run: "
-          f"{'n/a' if idle0 is None else f'{idle0 * 100:.0f}%'}{note}")
+          f"{'n/a' if idle0 is None else f'{idle0 * 100:.0f}%'}{note}; load average (1/5/15 min) before "
+          f"{load0}, after {result['load_avg_after']}")
     print(json.dumps(result))
 
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Cora: SIGN with and without a random-walk HDG channel (PinSage top-16 visits), 5 seeds each.
-# Same SIGN settings as scripts/cora_table.py chose on validation (hops 4, lr 0.01, wd 5e-4,
+# Same SIGN settings as benchmarks/cora_table.py chose on validation (hops 4, lr 0.01, wd 5e-4,
 # dropout 0.5, hidden 64, 1 layer, input dropout 0.8, row-normalised features).
-#   bash scripts/cora_hdg.sh [CORA_DIR] [WORK_DIR]
+#   bash benchmarks/cora_hdg.sh [CORA_DIR] [WORK_DIR]
 set -euo pipefail
 BIN=${BIN:-.venv/bin}
 CORA=${1:-../shared/data/cora}

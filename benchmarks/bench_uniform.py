@@ -23,7 +23,7 @@ Graph (generated once per size/seed, cached in --workdir, default /tmp/gnnprep-b
   reorder.py, csr_builder.py, sources/*.py) changed since it was built; ingest's wall seconds, peak
   RSS and report are printed, not part of the targets.
 
-Measured, each command in its own process (scripts/measure.py: wall seconds of the whole process,
+Measured, each command in its own process (benchmarks/launcher.py: wall seconds of the whole process,
 from spawn to exit, and that process's own peak RSS via wait4):
   one untimed  gnnprep precompute  run first, with NUMBA_CACHE_DIR = <workdir>/numba-warm, to
   populate that cache (and to reveal a kernel edit since the last benchmark). Then --rounds R
@@ -53,8 +53,8 @@ reorder report (the JSON on the last line of its stdout, from the last warm run)
 error; the CPU idle share before each round (the machine may be shared: timings are noisy); then
 one JSON line with every figure.
 
-    .venv/bin/python scripts/bench_uniform.py                 # 1M nodes, >= 20M entries, 3 rounds
-    .venv/bin/python scripts/bench_uniform.py --quick         # 100k nodes, >= 2M entries, 1 round
+    .venv/bin/python benchmarks/bench_uniform.py                 # 1M nodes, >= 20M entries, 3 rounds
+    .venv/bin/python benchmarks/bench_uniform.py --quick         # 100k nodes, >= 2M entries, 1 round
 """
 
 from __future__ import annotations
@@ -64,7 +64,6 @@ import hashlib
 import json
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -73,53 +72,19 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_precompute  # noqa: E402
-from measure import run_measured  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import harness as H  # noqa: E402
+from benchmarks.harness import GiB, ROOT, cpu_idle, run_json, verdict  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-GiB = 1024**3
 HOPS = 3
 CLASSES = 10
 SPLIT_SHARES = {"train": 0.015, "valid": 0.0025, "test": 0.0025}
 ROW_CHUNK = 1 << 18
 TARGET_RATIO, TARGET_COLD_EXTRA = 2.0, 5.0
 
-# the scipy recipe of OGB's papers100M sgc.py, as bench_precompute.py runs it (argv: graph store, K,
-# where to save hop K or "-"; one JSON line: load, build (the normalisation), products, save seconds)
-PEER = bench_precompute.SCIPY
 
 
 # -- generation ------------------------------------------------------------------------------------
-def stored_nnz(src: np.ndarray, dst: np.ndarray, n: int) -> int:
-    """Stored entries once symmetrised, deduplicated and without self-loops."""
-    keep = src != dst
-    lo, hi = np.minimum(src[keep], dst[keep]), np.maximum(src[keep], dst[keep])
-    return 2 * len(np.unique(lo * n + hi))
-
-
-def gen_edges(n: int, target: int, alpha: float, rng: np.random.Generator):
-    """(src, dst, stored nnz): src ~ Pareto node weights, dst uniform; batches until >= target."""
-    cum = np.cumsum(rng.pareto(alpha, n) + 1.0)
-    total = cum[-1]
-
-    def batch(k: int):
-        u = rng.random(k) * total
-        order = np.argsort(u)                      # sorted keys: numpy's binary search is much faster
-        src = np.empty(k, np.int64)
-        src[order] = np.searchsorted(cum, u[order], side="right")
-        return np.minimum(src, n - 1), rng.integers(0, n, k, dtype=np.int64)
-
-    src, dst = batch(int(target / 2 * 1.05) + 1)
-    nnz = stored_nnz(src, dst, n)
-    while nnz < target:
-        s2, d2 = batch(int((target - nnz) / 2 * 1.3) + 1000)
-        src, dst = np.concatenate([src, s2]), np.concatenate([dst, d2])
-        nnz = stored_nnz(src, dst, n)
-        print(f"  stored entries {nnz:,} / {target:,}", file=sys.stderr, flush=True)
-    return src, dst, nnz
-
-
 def ensure_inputs(folder: Path, args) -> dict:
     """edges.npy, x.npy, y.npy and splits/ in ``folder`` (generated once); their meta."""
     meta_path = folder / "inputs.json"
@@ -130,15 +95,11 @@ def ensure_inputs(folder: Path, args) -> dict:
     print(f"generating {folder} ...", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     rng = np.random.default_rng(args.seed)
-    src, dst, nnz = gen_edges(n, args.nnz, args.alpha, rng)
+    src, dst, nnz = H.uniform_destination_edges(n, args.nnz, args.alpha, rng)
     np.save(folder / "edges.npy", np.stack([src, dst]))
     m = len(src)
     del src, dst
-    x = np.lib.format.open_memmap(folder / "x.npy", mode="w+", dtype=np.float32, shape=(n, args.dim))
-    for s in range(0, n, ROW_CHUNK):
-        x[s:s + ROW_CHUNK] = rng.standard_normal((min(ROW_CHUNK, n - s), args.dim), dtype=np.float32)
-    x.flush()
-    del x
+    H.write_normal_features(folder / "x.npy", n, args.dim, rng, ROW_CHUNK)
     counts = {k: max(1, round(v * n)) for k, v in SPLIT_SHARES.items()}
     chosen = rng.choice(n, sum(counts.values()), replace=False)
     y = np.full(n, -1, np.int64)
@@ -158,8 +119,9 @@ def ensure_inputs(folder: Path, args) -> dict:
 def ingest_code_hash() -> str:
     """sha256 of the sources that decide what ingest stores (a stale cached store is rebuilt)."""
     h = hashlib.sha256()
-    for p in sorted([*ROOT.glob("gnnprep/graph/ingest.py"), *ROOT.glob("gnnprep/reorder.py"),
-                     *ROOT.glob("gnnprep/sparse/csr_builder.py"), *ROOT.glob("gnnprep/sources/*.py")]):
+    for p in sorted([*ROOT.glob("gnnprep/graph/ingest.py"), *ROOT.glob("gnnprep/graph/order.py"),
+                     *ROOT.glob("gnnprep/sparse/order.py"), *ROOT.glob("gnnprep/sparse/csr_builder.py"),
+                     *ROOT.glob("gnnprep/graph/sources/*.py")]):
         h.update(p.name.encode() + p.read_bytes())
     return h.hexdigest()[:16]
 
@@ -178,11 +140,10 @@ def ensure_graph(folder: Path, meta: dict, args) -> dict:
     for p in folder.glob("graph.order-*.npz"):
         p.unlink()
     print(f"ingesting {meta['directed_edges']:,} directed edges ...", file=sys.stderr, flush=True)
-    cmd = [sys.executable, "-m", "gnnprep", "ingest", str(folder / "edges.npy"), "--num-nodes", str(meta["nodes"]),
-           "--features", str(folder / "x.npy"), "--labels", str(folder / "y.npy"),
-           "--splits", str(folder / "splits"), "-o", str(graph), "--json"]
-    r = run_measured(cmd, log=folder / "ingest.log")
-    rep = json.loads(r["stdout"].splitlines()[-1])
+    cmd = H.gnnprep_cmd("ingest", folder / "edges.npy", "--num-nodes", meta["nodes"], "--features", folder / "x.npy",
+                        "--labels", folder / "y.npy", "--splits", folder / "splits", "-o", graph, "--json")
+    r = run_json(cmd, log=folder / "ingest.log")
+    rep = r["report"]
     if rep.get("num_edges") is not None and rep["num_edges"] != meta["stored_nnz"]:
         sys.exit(f"ingest stored {rep['num_edges']:,} entries; generation counted {meta['stored_nnz']:,}")
     info = {"ingest_seconds": round(r["seconds"], 2), "ingest_peak_rss": r["peak_rss"], "ingest_code": code,
@@ -194,11 +155,11 @@ def ensure_graph(folder: Path, meta: dict, args) -> dict:
 def store_facts(graph: Path) -> dict:
     import h5py
 
+    deg = H.degree_summary(graph)
     with h5py.File(graph, "r") as f:
-        deg = np.diff(f["adj/indptr"][:])
         orders = sorted(f["order"].keys()) if "order" in f else []
-    return {"degree_max": int(deg.max()), "degree_p99": float(np.percentile(deg, 99)),
-            "degree_median": float(np.median(deg)), "isolated": int((deg == 0).sum()), "orders_in_store": orders}
+    return {"degree_max": deg["max"], "degree_p99": deg["p99"], "degree_median": deg["median"],
+            "isolated": deg["isolated"], "orders_in_store": orders}
 
 
 # -- measured runs ---------------------------------------------------------------------------------
@@ -215,12 +176,6 @@ def numba_cache(path: Path):
             os.environ["NUMBA_CACHE_DIR"] = old
 
 
-def clear_outputs(out: Path) -> None:
-    out.unlink(missing_ok=True)
-    for p in out.parent.glob(out.name + ".tmp-*"):
-        p.unlink(missing_ok=True)
-
-
 def clear_side_orders(graph: Path) -> None:
     for p in graph.parent.glob(graph.stem + ".order-*.npz"):
         p.unlink(missing_ok=True)
@@ -229,19 +184,17 @@ def clear_side_orders(graph: Path) -> None:
 def precompute(graph: Path, out: Path, cache: Path, log: Path, args) -> dict:
     if not args.keep_order_cache:
         clear_side_orders(graph)
-    clear_outputs(out)
-    cmd = [sys.executable, "-m", "gnnprep", "precompute", str(graph), "--hops", str(HOPS), "-o", str(out),
-           "--json", "--rows", args.rows]
+    H.clear_output(out)
+    cmd = H.gnnprep_cmd("precompute", graph, "--hops", HOPS, "-o", out, "--json", "--rows", args.rows)
     if args.memory_budget:
         cmd += ["--memory-budget", args.memory_budget]
     with numba_cache(cache):
-        r = run_measured(cmd, log=log)
-    return {"seconds": r["seconds"], "peak_rss": r["peak_rss"], "report": json.loads(r["stdout"].splitlines()[-1])}
+        return run_json(cmd, log=log)
 
 
 def peer(graph: Path, save: Path | None, log: Path) -> dict:
-    r = run_measured([sys.executable, "-c", PEER, str(graph), str(HOPS), str(save) if save else "-"], log=log)
-    rep = json.loads(r["stdout"].splitlines()[-1])
+    r = run_json(H.child("child_precompute", "scipy", graph, HOPS, save if save else "-"), log=log)
+    rep = r.pop("report")
     return {"seconds": r["seconds"], "peak_rss": r["peak_rss"], **rep,
             "norm_products_seconds": rep["build_seconds"] + rep["products_seconds"],
             "process_seconds": r["seconds"] - rep["save_seconds"]}
@@ -254,12 +207,7 @@ def relative_error(out: Path, ref_npy: Path) -> float:
     with h5py.File(out, "r") as f:
         rows = f["rows"][:].astype(np.int64)
         ours = f[f"hops/{HOPS}"][:].astype(np.float64)
-    ref = np.asarray(ref[rows], dtype=np.float64)
-    scale = np.abs(ref).max()
-    return float(np.abs(ours - ref).max() / scale) if scale > 0 else float(np.abs(ours - ref).max())
-
-
-cpu_idle = bench_precompute.cpu_idle   # share of all cores' time idle over a second (/proc/stat)
+    return H.max_rel_error(ours, np.asarray(ref[rows], dtype=np.float64))
 
 
 def gib(b) -> str:
@@ -268,12 +216,10 @@ def gib(b) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--nodes", type=int, default=1_000_000)
-    ap.add_argument("--nnz", type=int, default=20_000_000, help="stored entries of the symmetrised graph (at least)")
+    H.add_size_args(ap, quick_help="smoke run: 100k nodes, 2M entries, 1 round")
     ap.add_argument("--alpha", type=float, default=1.5, help="Pareto shape of the source weights")
-    ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=None, help="default 3 (quick 1)")
     ap.add_argument("--rows", choices=("all", "labeled"), default="all")
     ap.add_argument("--memory-budget", default=None, help="passed to precompute (default: gnnprep chooses)")
     ap.add_argument("--workdir", default="/tmp/gnnprep-bench-uniform")
@@ -281,10 +227,8 @@ def main() -> None:
     ap.add_argument("--keep-order-cache", action="store_true",
                     help="keep a node order saved beside the store between runs (default: deleted before each)")
     ap.add_argument("--keep", action="store_true", help="keep the peer's hop .npy")
-    ap.add_argument("--quick", action="store_true", help="smoke run: 100k nodes, 2M entries, 1 round")
     args = ap.parse_args()
-    if args.quick:
-        args.nodes, args.nnz, args.rounds = 100_000, 2_000_000, 1
+    H.quick_defaults(args)
     os.chdir(ROOT)   # python -m gnnprep resolves to this checkout
 
     work = Path(args.workdir)
@@ -309,36 +253,36 @@ def main() -> None:
     try:
         print("populating the warm numba cache (untimed run) ...", file=sys.stderr, flush=True)
         populate = precompute(graph, out, warm_cache, run_dir / "populate.log", args)
-        clear_outputs(out)
+        H.clear_output(out)
         for i in range(args.rounds):
             idle = cpu_idle()
             print(f"round {i + 1}/{args.rounds} (cpu idle {idle}) ...", file=sys.stderr, flush=True)
             warm = precompute(graph, out, warm_cache, run_dir / f"warm{i}.log", args)
             first = i == 0
             if not first:
-                clear_outputs(out)
+                H.clear_output(out)
             cold_dir = Path(tempfile.mkdtemp(prefix="numba-cold-", dir=work))
             try:
                 cold_out = run_dir / "out-cold.h5"
                 cold = precompute(graph, cold_out, cold_dir, run_dir / f"cold{i}.log", args)
-                clear_outputs(cold_out)
+                H.clear_output(cold_out)
             finally:
                 shutil.rmtree(cold_dir, ignore_errors=True)
             pr = peer(graph, ref_npy if first else None, run_dir / f"peer{i}.log")
             if first:
                 error = relative_error(out, ref_npy)
-                clear_outputs(out)
+                H.clear_output(out)
             rounds.append({"cpu_idle": idle, "warm": warm, "cold": cold, "peer": pr,
                            "cold_minus_warm": cold["seconds"] - warm["seconds"],
                            "ratio": pr["norm_products_seconds"] / warm["seconds"]})
             print(f"  warm {warm['seconds']:.2f} s, cold {cold['seconds']:.2f} s, peer norm+products "
                   f"{pr['norm_products_seconds']:.2f} s", file=sys.stderr, flush=True)
     finally:
-        clear_outputs(out)
+        H.clear_output(out)
         if not args.keep:
             ref_npy.unlink(missing_ok=True)
 
-    med = lambda key: statistics.median(key(r) for r in rounds)  # noqa: E731
+    med = lambda key: H.median(key(r) for r in rounds)  # noqa: E731
     warm_med, cold_med = med(lambda r: r["warm"]["seconds"]), med(lambda r: r["cold"]["seconds"])
     peer_np_med = med(lambda r: r["peer"]["norm_products_seconds"])
     peer_proc_med = med(lambda r: r["peer"]["process_seconds"])
@@ -363,8 +307,8 @@ def main() -> None:
               f"{', '.join(f'{h:.2f}' for h in p['hop_seconds'])}), process wall {p['seconds']:.2f} s"
               + (f" incl. {p['save_seconds']:.2f} s saving hop 3" if p["save_seconds"] else ""))
     print(f"target: warm process >= {TARGET_RATIO}x faster than peer normalise + products: {ratio:.2f}x -> "
-          f"{'PASS' if ok_ratio else 'MISS'}")
-    print(f"target: cold - warm <= {TARGET_COLD_EXTRA} s: {extra_med:.2f} s -> {'PASS' if ok_cold else 'MISS'}")
+          f"{verdict(ok_ratio)}")
+    print(f"target: cold - warm <= {TARGET_COLD_EXTRA} s: {extra_med:.2f} s -> {verdict(ok_cold)}")
     rep = rounds[-1]["warm"]["report"]
     plan = rep.get("plan") or {}
     print(f"gnnprep (last warm run) report: seconds {rep.get('seconds')}, hop_seconds {rep.get('hop_seconds')}")

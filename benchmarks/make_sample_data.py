@@ -26,7 +26,7 @@ Output follows the OGB node-property raw CSV layout (headerless gzip CSV):
 ``hetero/`` holds the same graph typed (authors and papers, ogbn-mag raw layout; see
 :func:`write_hetero`).
 
-Usage: python scripts/make_sample_data.py [--out sample_data]
+Usage: python benchmarks/make_sample_data.py [--out sample_data]
 """
 
 import argparse
@@ -176,7 +176,7 @@ def write(out, data):
               "author activity) become cliques; labels are the communities; "
               "features are a per-class mean plus Gaussian noise.\n\n")
     buf.write("Regenerate (deterministic, byte-identical):\n\n")
-    buf.write("    python scripts/make_sample_data.py --out sample_data\n\n")
+    buf.write("    python benchmarks/make_sample_data.py --out sample_data\n\n")
     buf.write(f"- nodes: {n} ({n_iso} isolated)\n")
     buf.write(f"- undirected edges (stored once, src < dst): {len(edges)} "
               f"(from {data['n_papers']} papers)\n")

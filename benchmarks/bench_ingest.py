@@ -11,8 +11,8 @@ Each tool runs in its own subprocess; wall time and that process's peak RSS (wai
 with the ratios ours/peer. The peer reads the whole input into memory (pandas / np.load) and builds
 the same symmetrised, deduplicated, loop-free CSR with scipy. Both results are hashed and compared.
 
-    python scripts/bench_ingest.py --workdir /tmp/gnnprep-bench            # full size
-    python scripts/bench_ingest.py --edges 2000000 --npz-edges 1000000 --npz-nodes 100000  # quick
+    python benchmarks/bench_ingest.py --workdir /tmp/gnnprep-bench            # full size
+    python benchmarks/bench_ingest.py --edges 2000000 --npz-edges 1000000 --npz-nodes 100000  # quick
 """
 
 from __future__ import annotations
@@ -26,43 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure import run_measured  # noqa: E402
-
-GiB = 1024**3
-
-PEER_TEXT = r"""
-import sys, hashlib, numpy as np, pandas as pd, scipy.sparse as sp
-path, n = sys.argv[1], int(sys.argv[2])
-df = pd.read_csv(path, sep="\t", header=None, dtype=np.int64, engine="c", comment="#")
-src, dst = df[0].to_numpy(), df[1].to_numpy(); del df
-a = sp.coo_matrix((np.ones(len(src), np.float32), (dst, src)), shape=(n, n)).tocsr(); del src, dst
-a = (a + a.T).tocsr(); a.setdiag(0); a.eliminate_zeros(); a.sort_indices()
-print(hashlib.sha256(a.indptr.astype(np.int64).tobytes()).hexdigest() + hashlib.sha256(a.indices.astype(np.int64).tobytes()).hexdigest())
-"""
-
-PEER_NPZ = r"""
-import sys, hashlib, numpy as np, scipy.sparse as sp
-folder = sys.argv[1]
-z = np.load(folder + "/raw/data.npz")
-ei, x = z["edge_index"], z["node_feat"]
-y = np.load(folder + "/raw/node-label.npz")["node_label"]
-n = int(z["num_nodes_list"][0])
-a = sp.coo_matrix((np.ones(ei.shape[1], np.float32), (ei[1], ei[0])), shape=(n, n)).tocsr(); del ei
-a = (a + a.T).tocsr(); a.setdiag(0); a.eliminate_zeros(); a.sort_indices()
-assert np.isfinite(x).all() and len(y) == n
-print(hashlib.sha256(a.indptr.astype(np.int64).tobytes()).hexdigest() + hashlib.sha256(a.indices.astype(np.int64).tobytes()).hexdigest())
-"""
-
-HASH_STORE = r"""
-import sys, hashlib, h5py, numpy as np
-with h5py.File(sys.argv[1]) as f:
-    hp, hi = hashlib.sha256(), hashlib.sha256()
-    ip, ix = f["adj/indptr"], f["adj/indices"]
-    for s in range(0, len(ip), 1 << 24): hp.update(ip[s:s + (1 << 24)].astype(np.int64).tobytes())
-    for s in range(0, len(ix), 1 << 24): hi.update(ix[s:s + (1 << 24)].astype(np.int64).tobytes())
-print(hp.hexdigest() + hi.hexdigest())
-"""
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import harness as H  # noqa: E402
+from benchmarks.harness import GiB, run_measured  # noqa: E402
 
 
 def gen_text(path: Path, m: int, n: int, seed: int = 0) -> None:
@@ -140,13 +106,9 @@ def main() -> None:
     ap.add_argument("--no-peer", action="store_true")
     args = ap.parse_args()
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from gnnprep.core.sizes import parse_size
-
-    budget = parse_size(args.budget)
+    budget = H.parse_size(args.budget)
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
-    py = sys.executable
     results = []
     if args.only in (None, "a"):
         text = work / f"edges_{args.edges}_{args.nodes}.tsv"
@@ -154,12 +116,12 @@ def main() -> None:
             print(f"generating {text} ...", file=sys.stderr)
             gen_text(text, args.edges, args.nodes)
         out = work / "a.h5"
-        ours = run_measured([py, "-m", "gnnprep", "ingest", str(text), "-o", str(out), "--num-nodes", str(args.nodes),
-                             "--memory-budget", args.budget, "--quiet", "--json"])
+        ours = run_measured(H.gnnprep_cmd("ingest", text, "-o", out, "--num-nodes", args.nodes,
+                                          "--memory-budget", args.budget, "--quiet", "--json"))
         peer = None
         if not args.no_peer:
-            peer = run_measured([py, "-c", PEER_TEXT, str(text), str(args.nodes)])
-            peer["same"] = run_measured([py, "-c", HASH_STORE, str(out)])["stdout"] == peer["stdout"]
+            peer = run_measured(H.child("child_ingest", "text", text, args.nodes))
+            peer["same"] = run_measured(H.child("child_ingest", "hash-store", out))["stdout"] == peer["stdout"]
         results.append(report("a: text edge list", args.edges, ours, peer, budget))
         out.unlink()
     if args.only in (None, "b"):
@@ -168,12 +130,12 @@ def main() -> None:
             print(f"generating {folder} ...", file=sys.stderr)
             gen_npz(folder, args.npz_edges, args.npz_nodes, args.dim)
         out = work / "b.h5"
-        ours = run_measured([py, "-m", "gnnprep", "ingest", str(folder), "-o", str(out),
-                             "--memory-budget", args.budget, "--quiet", "--json"])
+        ours = run_measured(H.gnnprep_cmd("ingest", folder, "-o", out, "--memory-budget", args.budget, "--quiet",
+                                          "--json"))
         peer = None
         if not args.no_peer:
-            peer = run_measured([py, "-c", PEER_NPZ, str(folder)])
-            peer["same"] = run_measured([py, "-c", HASH_STORE, str(out)])["stdout"] == peer["stdout"]
+            peer = run_measured(H.child("child_ingest", "npz", folder))
+            peer["same"] = run_measured(H.child("child_ingest", "hash-store", out))["stdout"] == peer["stdout"]
         results.append(report("b: papers100M-layout data.npz", args.npz_edges, ours, peer, budget))
         out.unlink()
     print(json.dumps(results))

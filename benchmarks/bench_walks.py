@@ -5,7 +5,7 @@ Measures the numba kernel (walks + visit counting + top-k) on 1 thread and on al
 vectorised numpy peer that advances every walker one step at a time (walks only, no counting).
 Target: ≥ 2M visits/s per core.
 
-    python scripts/bench_walks.py [--nodes 1000000] [--edges 10000000] [--walks 10] [--length 5]
+    python benchmarks/bench_walks.py [--nodes 1000000] [--edges 10000000] [--walks 10] [--length 5]
 """
 
 from __future__ import annotations

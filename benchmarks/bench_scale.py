@@ -21,7 +21,7 @@ shaped like ogbn-papers100M at fraction F of the real sizes:
   --compressed. Its members are written as streams (header, then chunks), so generation holds only
   O(n) ids and weights plus one chunk of edges or feature rows.
 
-Then runs, each step in its own process (scripts/measure.py: wall seconds and that process's peak RSS):
+Then runs, each step in its own process (benchmarks/launcher.py: wall seconds and that process's peak RSS):
 
   ingest      gnnprep ingest <root>/ogbn_papers100M -o graph.h5 --memory-budget B --json
   precompute  gnnprep precompute graph.h5 --hops K --rows labeled --memory-budget B --json -o feats.h5
@@ -38,9 +38,9 @@ seconds vs hop 1's, which reads every entry, and vs the mean hop), hop 1's achie
 numpy's copy bandwidth; then one JSON line with every figure. A failed step is reported with its error (the remaining steps are skipped). The machine the
 numbers come from may be shared: timings are noisy.
 
-    .venv/bin/python scripts/bench_scale.py --fraction 0.002 --memory-budget 1GiB          # ~1 min
-    .venv/bin/python scripts/bench_scale.py --fraction 0.002 --memory-budget 1GiB --compressed
-    .venv/bin/python scripts/bench_scale.py --fraction 0.05 --memory-budget 4GiB           # 4 GB npz
+    .venv/bin/python benchmarks/bench_scale.py --fraction 0.002 --memory-budget 1GiB          # ~1 min
+    .venv/bin/python benchmarks/bench_scale.py --fraction 0.002 --memory-budget 1GiB --compressed
+    .venv/bin/python benchmarks/bench_scale.py --fraction 0.05 --memory-budget 4GiB           # 4 GB npz
 """
 
 from __future__ import annotations
@@ -59,40 +59,14 @@ from pathlib import Path
 import numpy as np
 from numpy.lib import format as npy_format
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure import copy_bandwidth, run_measured  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import harness as H  # noqa: E402
+from benchmarks.harness import GiB, copy_bandwidth, run_json  # noqa: E402
 
 FULL_NODES, FULL_EDGES = 111_059_956, 1_615_685_872
 DIM, CLASSES, COMMUNITY, INTRA, PARETO_A = 128, 172, 1_000, 0.8, 2.0
 SPLIT_SHARES = {"train": 0.0108, "valid": 0.0011, "test": 0.0019}
 EDGE_CHUNK, ROW_CHUNK = 1 << 23, 1 << 18
-GiB = 1024**3
-
-PEER = r"""
-import gzip, json, sys, time, numpy as np, scipy.sparse as sp
-folder, K, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-t0 = time.perf_counter()
-z = np.load(folder + "/raw/data.npz")
-ei, x, n = z["edge_index"], z["node_feat"], int(z["num_nodes_list"][0])
-def ids(s):
-    with gzip.open(f"{folder}/split/time/{s}.csv.gz", "rt") as f:
-        return np.array(f.read().split(), dtype=np.int64)
-rows = np.unique(np.concatenate([ids(s) for s in ("train", "valid", "test")]))
-t1 = time.perf_counter()
-keep = ei[0] != ei[1]                                  # to_undirected + set_diag: loops replaced by I
-a = sp.coo_matrix((np.ones(int(keep.sum()), np.float32), (ei[1][keep], ei[0][keep])), shape=(n, n)).tocsr()
-del ei, keep
-a = (a + a.T).tocsr(); a.data[:] = 1                   # symmetrise, duplicates count once
-a = (a + sp.identity(n, np.float32, format="csr")).tocsr()
-dinv = np.asarray(a.sum(axis=1), dtype=np.float32).ravel() ** -0.5
-s = (sp.diags(dinv) @ a @ sp.diags(dinv)).astype(np.float32).tocsr(); del a
-t2 = time.perf_counter(); hops = []
-for _ in range(K):
-    h = time.perf_counter(); x = s @ x; hops.append(time.perf_counter() - h)
-np.save(out, x[rows]); np.save(out.replace(".npy", "-rows.npy"), rows)
-print(json.dumps({"load_seconds": t1 - t0, "build_seconds": t2 - t1, "hop_seconds": hops, "nnz": int(s.nnz)}))
-"""
-
 
 # ------------------------------------------------------------------------------------------------
 # Generation
@@ -212,7 +186,7 @@ def generate(workdir: Path, fraction: float, seed: int, compressed: bool) -> tup
     shape = Shape(n, rng)
     write_labels_and_splits(folder, shape, rng, compressed)
     write_data_npz(folder / "raw" / "data.npz", shape, m, rng, compressed)
-    (folder / "RELEASE_v1.txt").write_text("synthetic ogbn-papers100M-shaped data (scripts/bench_scale.py)\n")
+    (folder / "RELEASE_v1.txt").write_text("synthetic ogbn-papers100M-shaped data (benchmarks/bench_scale.py)\n")
     meta = {"nodes": n, "edges": m, "fraction": fraction, "seed": seed, "compressed": compressed,
             "generate_seconds": round(time.perf_counter() - t0, 1),
             "data_npz_bytes": (folder / "raw" / "data.npz").stat().st_size}
@@ -227,29 +201,25 @@ def generate(workdir: Path, fraction: float, seed: int, compressed: bool) -> tup
 
 def step(name: str, cmd: list[str], out: Path) -> dict:
     """run_measured, with a failure kept as {"error": ...} instead of ending the benchmark."""
-    shown = ["<peer script>" if c is PEER else str(c) for c in cmd]
-    print(f"running {name}: {' '.join(shown)}", file=sys.stderr)
+    print(f"running {name}: {' '.join(str(c) for c in cmd)}", file=sys.stderr)
     try:
-        r = run_measured([str(c) for c in cmd], log=out / f"{name}.log")
+        return run_json(cmd, log=out / f"{name}.log")
     except SystemExit as e:
         lines = str(e.code).strip().splitlines()
         return {"error": "\n".join(x for x in lines if not x.startswith("__peak_rss="))}
-    r["report"] = json.loads(r.pop("stdout") or "null")
-    return r
 
 
 def run_steps(args, folder: Path, out: Path) -> dict:
-    gp = [sys.executable, "-m", "gnnprep"]
     budget = ["--memory-budget", args.memory_budget]
     graph, feats, peer_npy = out / "graph.h5", out / "feats.h5", out / "peer-hop.npy"
     cmds = {
-        "ingest": gp + ["ingest", folder, "-o", graph, *budget, "--json"],
-        "precompute": gp + ["precompute", graph, "--hops", args.hops, "--rows", "labeled", *budget,
-                            "--json", "-o", feats],
-        "train": gp + ["train", "sgc", feats, "-o", out / "run", "--epochs", 5, *budget, "--json"],
+        "ingest": H.gnnprep_cmd("ingest", folder, "-o", graph, *budget, "--json"),
+        "precompute": H.gnnprep_cmd("precompute", graph, "--hops", args.hops, "--rows", "labeled", *budget,
+                                    "--json", "-o", feats),
+        "train": H.gnnprep_cmd("train", "sgc", feats, "-o", out / "run", "--epochs", 5, *budget, "--json"),
     }
     if not args.no_peer:
-        cmds["peer"] = [sys.executable, "-c", PEER, folder, args.hops, peer_npy]
+        cmds["peer"] = H.child("child_scale", folder, args.hops, peer_npy)
     steps = {}
     for name, cmd in cmds.items():
         if name != "peer" and any("error" in s for s in steps.values()):
@@ -270,7 +240,7 @@ def relative_error(feats: Path, peer_npy: Path, hops: int) -> float | None:
         rows, ours = f["rows"][:], f[f"hops/{hops}"][:]
     if not np.array_equal(rows.astype(np.int64), ref_rows):
         raise RuntimeError("feats.h5 /rows differ from the split rows the peer kept")
-    return float(np.abs(ours.astype(np.float64) - ref).max() / np.abs(ref).max())
+    return H.max_rel_error(ours, ref)
 
 
 def extrapolate(res: dict) -> dict | None:
@@ -451,10 +421,7 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep graph.h5, feats.h5 and the peer's .npy")
     ap.add_argument("--generate-only", action="store_true", help="generate (or find) the data set, run nothing")
     args = ap.parse_args()
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from gnnprep.core.sizes import parse_size
-
-    budget = parse_size(args.memory_budget)
+    budget = H.parse_size(args.memory_budget)
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     root, meta = generate(workdir, args.fraction, args.seed, args.compressed)

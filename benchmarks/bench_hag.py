@@ -14,9 +14,9 @@ their neighbours. The script prints
 4. on Cora (``--cora``, OGB layout), ``precompute --hag auto`` against no HAG (acceptance: never
    more than 5% slower), best of ``--reps`` each.
 
-Every command runs in its own process under a launcher (peak RSS from wait4, see measure.py).
+Every command runs in its own process under a launcher (peak RSS from wait4, see benchmarks/launcher.py).
 
-    python scripts/bench_hag.py [--nodes 400000] [--groups 60000] [--group-size 20] [--dim 128]
+    python benchmarks/bench_hag.py [--nodes 400000] [--groups 60000] [--group-size 20] [--dim 128]
                                 [--hops 3] [--budget 3GiB] [--capacity all] [--cora ../shared/data/cora]
 """
 
@@ -32,14 +32,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure import run_measured  # noqa: E402
+from benchmarks import harness as H  # noqa: E402
+from benchmarks.harness import run_measured  # noqa: E402
 
 
 def generate(path: Path, n: int, groups: int, size: int, dim: int, skew: float | None, seed: int = 0) -> None:
-    from gnnprep.graph.ingest import IngestConfig, ingest
-    from gnnprep.graph.sources import SourceOptions
-
     rng = np.random.default_rng(seed)
     if skew is None:
         members = rng.integers(0, n, (groups, size))
@@ -51,26 +48,14 @@ def generate(path: Path, n: int, groups: int, size: int, dim: int, skew: float |
     edges, feats = path.with_suffix(".edges.npy"), path.with_suffix(".x.npy")
     np.save(edges, np.stack([src, dst]))
     del src, dst, members
-    x = np.lib.format.open_memmap(feats, mode="w+", dtype=np.float32, shape=(n, dim))
-    for s in range(0, n, 1 << 17):
-        x[s:s + (1 << 17)] = rng.standard_normal((min(1 << 17, n - s), dim), dtype=np.float32)
-    x.flush()
-    del x
-    tmp = path.with_suffix(".tmp.h5")
-    ingest(str(edges), tmp, IngestConfig(source=SourceOptions(num_nodes=n, features=str(feats))))
-    tmp.replace(path)
+    H.write_normal_features(feats, n, dim, rng)
+    H.ingest_arrays(edges, path, n, feats)
     edges.unlink()
     feats.unlink()
 
 
 def gnnprep(*args) -> list[str]:
-    return [sys.executable, "-m", "gnnprep", *[str(a) for a in args], "--json", "--quiet"]
-
-
-def parse_size(text: str) -> int:
-    from gnnprep.core.sizes import parse_size as parse
-
-    return parse(text, "--budget")
+    return H.gnnprep_cmd(*args, "--json", "--quiet")
 
 
 def timed_pair(a: list[str], b: list[str], outputs: tuple[Path, Path], reps: int) -> tuple[dict, dict]:
@@ -79,52 +64,16 @@ def timed_pair(a: list[str], b: list[str], outputs: tuple[Path, Path], reps: int
     best: list[dict | None] = [None, None]
     for _ in range(reps):
         for i, cmd in enumerate((a, b)):
-            clean(outputs[i])
+            H.clear_output(outputs[i])
             r = run_measured(cmd)
             if best[i] is None or r["seconds"] < best[i]["seconds"]:
                 best[i] = r
     return best[0], best[1]
 
 
-def clean(out: Path) -> None:
-    for p in [out, *out.parent.glob(out.name + ".partial*")]:
-        p.unlink(missing_ok=True)
-
-
-# argv: repo, graph, hag, plain out, hag out, hops, budget bytes, reps. Plain and HAG runs alternate in
-# one process, so both meet the same memory: on these VMs freed memory goes back to the host (free
-# page reporting) and a fresh page's first touch costs ~2.4 s/GiB against ~0.25 s/GiB once backed,
-# which falls hardest on the run that needs more memory (the HAG's aggregation rows). The first
-# pair shows the cold cost, the best of the rest the steady state.
-ALTERNATE = r"""
-import json, os, sys, time
-sys.path.insert(0, sys.argv[1])
-from gnnprep.precompute.run import precompute
-from gnnprep.precompute.config import PrecomputeConfig
-graph, hag, outs, hops, budget, reps = sys.argv[2], sys.argv[3], sys.argv[4:6], int(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8])
-runs = {"plain": [], "hag": []}
-for _ in range(reps):
-    for name, out, h in (("plain", outs[0], None), ("hag", outs[1], hag)):
-        for p in (out, out + ".partial", out + ".partial.json"):
-            if os.path.exists(p):
-                os.unlink(p)
-        t0 = time.perf_counter()
-        rep = precompute(graph, out, PrecomputeConfig(hops=hops, device="cpu", memory_budget=budget, hag=h))
-        runs[name].append({"seconds": time.perf_counter() - t0, "hop_seconds": rep.hop_seconds,
-                           "peak": rep.measured_peak_bytes or 0, "plan_c": rep.plan["c"]})
-print(json.dumps(runs))
-"""
-
-
 def max_rel_diff(p: Path, q: Path, hops: int) -> float:
-    import h5py
-
-    worst = 0.0
-    with h5py.File(p, "r") as f, h5py.File(q, "r") as g:
-        for k in range(hops + 1):
-            a, b = f[f"hops/{k}"][:], g[f"hops/{k}"][:]
-            worst = max(worst, float(np.abs(a - b).max() / max(1e-30, float(np.abs(b).max()))))
-    return worst
+    """The largest max |p - q| / max |q| over hops 0..K."""
+    return max(H.max_rel_error(H.read_hop(p, k), H.read_hop(q, k)) for k in range(hops + 1))
 
 
 def main() -> None:
@@ -141,7 +90,7 @@ def main() -> None:
     ap.add_argument("--min-share", default="4", help="rounds --min-share: pairs shared by fewer destinations save "
                     "no memory traffic in the executor (2 reads + 1 row write per aggregation node)")
     ap.add_argument("--reps", type=int, default=2)
-    ap.add_argument("--cora", default=str(Path(__file__).resolve().parents[2] / "shared" / "data" / "cora"))
+    ap.add_argument("--cora", default=str(H.CORA))
     ap.add_argument("--skip-search", action="store_true", help="reuse the HAG of an earlier run")
     ap.add_argument("--workdir", default="/tmp/gnnprep-bench-hag")
     args = ap.parse_args()
@@ -170,16 +119,16 @@ def main() -> None:
               f"{r['peak_rss'] / 2**30:.2f} GiB; {d['num_agg']:,} aggregation nodes in {d['levels']} levels; "
               f"aggregations {d['aggregations_graph']:,} -> {d['aggregations_hag']:,} ({d['aggregation_ratio']:.2f}x), "
               f"transfers {d['transfers_graph']:,} -> {d['transfers_hag']:,} ({d['transfer_ratio']:.2f}x)")
-    d = json.loads(run_measured([sys.executable, "-m", "gnnprep", "info", hag, "--json"])["stdout"])
+    d = json.loads(run_measured(H.gnnprep_cmd("info", hag, "--json"))["stdout"])
     agg_ratio = d["aggregations_graph"] / max(1, d["aggregations_hag"])
 
     plain, with_hag = work / "plain.h5", work / "with_hag.h5"
     summary = {"aggregation_ratio": round(agg_ratio, 3),
                "transfer_ratio": round(d["transfers_graph"] / d["transfers_hag"], 3)}
     for hops in [int(k) for k in args.hops.split(",")]:
-        r = run_measured([sys.executable, "-c", ALTERNATE, str(Path(__file__).resolve().parents[1]), str(graph),
-                          str(hag), str(plain), str(with_hag), str(hops), str(parse_size(args.budget)), str(args.reps)])
-        runs = json.loads(r["stdout"].splitlines()[-1])
+        r = H.run_json(H.child("child_hag", graph, hag, plain, with_hag, hops, H.parse_size(args.budget, "--budget"),
+                               args.reps))
+        runs = r["report"]
         err = max_rel_diff(with_hag, plain, hops)
         cold = runs["plain"][0]["seconds"] / runs["hag"][0]["seconds"]
         warm = min(x["seconds"] for x in runs["plain"]) / min(x["seconds"] for x in runs["hag"])
@@ -192,8 +141,8 @@ def main() -> None:
               f"max rel diff {err:.1e}")
         summary[f"K{hops}"] = {"speedup_first": round(cold, 3), "speedup_best": round(warm, 3), "runs": runs,
                                "max_rel_diff": err}
-        clean(plain)
-        clean(with_hag)
+        H.clear_output(plain)
+        H.clear_output(with_hag)
 
     cora = Path(args.cora)
     if cora.exists():

@@ -6,7 +6,7 @@ settings that run well over 5 s, sends SIGTERM after ``--delay`` seconds and pri
 whether it was still running, the seconds from SIGTERM to exit, the exit code (130 expected), and
 whether the output or a temporary file was left behind. Target: every reaction within 2 s.
 
-    python scripts/sigterm_hdg.py [--nodes 200000] [--degree 12] [--delay 3] [--workdir DIR]
+    python benchmarks/sigterm_hdg.py [--nodes 200000] [--degree 12] [--delay 3] [--workdir DIR]
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import harness as H  # noqa: E402
+from benchmarks.harness import ROOT  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 SELECTORS = {
     "random-walk": ("g", "random-walk:walks=100,length=10,topk=10"),
     "hop-shells": ("g", "hop-shells:3,cap=20"),
@@ -33,17 +34,10 @@ SELECTORS = {
 def make_stores(work: Path, n: int, degree: int) -> dict[str, Path]:
     """The graph store and its typed copy (``/nodes/type``, root attribute ``node_types``)."""
     import h5py
+    import numpy as np
 
-    sys.path.insert(0, str(ROOT))
-    from gnnprep.graph.ingest import IngestConfig, ingest
-    from gnnprep.graph.sources import SourceOptions
-
-    g, typed = work / f"g_{n}_{degree}.h5", work / f"typed_{n}_{degree}.h5"
-    if not g.exists():
-        rng = np.random.default_rng(0)
-        np.save(work / "e.npy", rng.integers(0, n, (2, n * degree // 2)).astype(np.int32))
-        ingest(str(work / "e.npy"), work / "tmp.h5", IngestConfig(source=SourceOptions(num_nodes=n)))
-        (work / "tmp.h5").replace(g)
+    g = H.uniform_random_store(work / f"g_{n}_{degree}.h5", n, degree)
+    typed = work / f"typed_{n}_{degree}.h5"
     if not typed.exists():
         tmp = work / "typed.tmp.h5"
         tmp.write_bytes(g.read_bytes())
@@ -56,8 +50,7 @@ def make_stores(work: Path, n: int, degree: int) -> dict[str, Path]:
 
 def measure(store: Path, spec: str, out: Path, delay: float) -> dict:
     out.unlink(missing_ok=True)
-    p = subprocess.Popen([sys.executable, "-m", "gnnprep", "hdg", str(store), "--select", spec, "-o", str(out),
-                          "--quiet"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(H.gnnprep_cmd("hdg", store, "--select", spec, "-o", out, "--quiet"), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(delay)
     alive = p.poll() is None
     t0 = time.perf_counter()

@@ -2,8 +2,8 @@
 operator run the way a message UDF runs in torch (DGL / PyG: gather, per-edge multiply, scatter),
 and against the built-in ``sym`` kernel (issue 16, acceptance 2).
 
-The graph is the 1M-node bench graph of ``scripts/bench_precompute.py`` (same generator, imported
-from it; power-law with communities, >= 20M stored entries, d = 128 standard-normal float32
+The graph is the 1M-node bench graph of ``benchmarks/bench_precompute.py`` (same generator, from
+benchmarks/harness.py; power-law with communities, >= 20M stored entries, d = 128 standard-normal float32
 features): an ingested copy cached by an earlier bench run is reused (--graph, else
 /tmp/bw/<tag>/graph.h5 or /tmp/gnnprep-bench-pre/<tag>/graph.h5 when present), else it is generated
 and ingested once into --workdir. The store is unweighted, so the script copies it into --workdir
@@ -13,7 +13,7 @@ aligned with /adj/indices, symmetric by construction, w(u, v) = w(v, u) = 0.5 + 
 CSR pattern only (indptr, indices), so it stays valid and is left as is; a node-order cache kept
 beside the original store (same fingerprint) is copied beside the copy.
 
-The user operator, written to --workdir/ops.py (a source, a destination and an edge factor):
+The user operator, in benchmarks/udf_ops.py (a source, a destination and an edge factor):
 
     def weighted_gcn(src_deg, dst_deg, w):
         return w * src_deg ** -0.5 * dst_deg ** -0.5
@@ -22,8 +22,8 @@ The user operator, written to --workdir/ops.py (a source, a destination and an e
 Each variant runs in its own process, on the weighted copy, with the same --hops K:
 
   (a) compiled:  gnnprep precompute W.h5 -o A.h5 --hops K --device cpu --memory-budget B
-                 --operator-file ops.py:weighted_gcn --json
-  (e) edge values: the same with ops.py:sqrt_weight_gcn, sqrt(w) / sqrt(d̃_u d̃_v): its edge factor
+                 --operator-file udf_ops.py:weighted_gcn --json
+  (e) edge values: the same with udf_ops.py:sqrt_weight_gcn, sqrt(w) / sqrt(d̃_u d̃_v): its edge factor
                  is not the stored weight, so the planner computes CSR values e(w) once (weighted_gcn's
                  edge factor is w itself: the kernel reads the stored weights, nothing is computed)
   (h) high budget: (a) with --high-budget (default 4GiB: one column block of 128; faster, and
@@ -46,7 +46,7 @@ with a message, when MemAvailable is below its estimated peak + 1 GiB.
 
 Printed: per variant the hop seconds (for (a), (b): the JSON's hop_seconds[1:] summed, i.e. without
 reading X / writing hop 0; for (c): the timed hop loop), the whole command's wall seconds, and the
-process's peak RSS (ru_maxrss of the process itself, through scripts/measure.py's launcher; for (a),
+process's peak RSS (ru_maxrss of the process itself, through benchmarks/launcher.py; for (a),
 (b) also the JSON's measured_peak_bytes); median and range over the rounds. Ratios: naive/compiled
 time (target >= 5) and peak memory (target >= 10) for (a) and for (h), compiled/sym time for (a) and
 (e) (target <= 1.2), using medians (and for the memory ratio also the peak above a process that only
@@ -55,10 +55,10 @@ values e(w) inside hop 1). Per-hop medians and each command's time outside the h
 Max relative error (max |diff| / max |ref|) of hop K: naive vs compiled, compiled vs sym (the same
 formula). The load average before and after (a shared 2-core machine: other jobs add noise).
 
-    .venv/bin/python scripts/bench_udf.py                 # K = 3, 3 rounds: ~4-5 min (+10 s to make the copy)
-    .venv/bin/python scripts/bench_udf.py --hops 2 --rounds 5
-    .venv/bin/python scripts/bench_udf.py --no-naive      # (a) and (b) only
-    .venv/bin/python scripts/bench_udf.py --quick         # 100k nodes, 1 round: smoke run (< 1 min)
+    .venv/bin/python benchmarks/bench_udf.py                 # K = 3, 3 rounds: ~4-5 min (+10 s to make the copy)
+    .venv/bin/python benchmarks/bench_udf.py --hops 2 --rounds 5
+    .venv/bin/python benchmarks/bench_udf.py --no-naive      # (a) and (b) only
+    .venv/bin/python benchmarks/bench_udf.py --quick         # 100k nodes, 1 round: smoke run (< 1 min)
 """
 
 from __future__ import annotations
@@ -67,120 +67,23 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import bench_precompute as bp  # noqa: E402  (the bench graph's generator and cache)
-import measure  # noqa: E402  (a command's own peak RSS)
+from benchmarks import harness as H  # noqa: E402  (the bench graph, measured processes, medians)
+from benchmarks.harness import GiB, load_avg, verdict  # noqa: E402
+from benchmarks.harness import median as med  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-MiB, GiB = 1024**2, 1024**3
 NAME = "weighted_gcn"
-
 EDGE = "sqrt_weight_gcn"
-OPS = '''\
-"""The user operators of scripts/bench_udf.py: weighted GCN, w_uv / sqrt(d̃_u d̃_v) over W + I (its
-edge factor is the stored weight itself), and the same with sqrt(w_uv) (an edge factor of its own:
-CSR values computed once)."""
-import numpy as np
-
-
-def weighted_gcn(src_deg, dst_deg, w):
-    return w * src_deg ** -0.5 * dst_deg ** -0.5
-
-
-weighted_gcn.loop = 1.0
-
-
-def sqrt_weight_gcn(src_deg, dst_deg, w):
-    return np.sqrt(w) * src_deg ** -0.5 * dst_deg ** -0.5
-
-
-sqrt_weight_gcn.loop = 1.0
-'''
+OPS = H.HERE / "udf_ops.py"   # the user operators (weighted_gcn, sqrt_weight_gcn)
 VARIANTS = ("a", "e", "h", "b")
-LABELS = {"a": f"(a) compiled --operator-file ops.py:{NAME}", "e": f"(e) compiled ops.py:{EDGE} (CSR values e(w))",
+LABELS = {"a": f"(a) compiled --operator-file udf_ops.py:{NAME}", "e": f"(e) compiled udf_ops.py:{EDGE} (CSR values e(w))",
           "h": "(h) (a) at --high-budget", "b": "(b) built-in --operator sym"}
-
-# argv: weighted store, ops.py, function name, K, where to save hop K. Prints one JSON line.
-NAIVE = r"""
-import sys, json, time, importlib.util
-t_start = time.perf_counter()
-import numpy as np, h5py, torch
-graph, ops, name, K, save = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
-
-def vmhwm():
-    with open("/proc/self/status") as f:
-        return next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmHWM:"))
-
-rss_imports = vmhwm()
-spec = importlib.util.spec_from_file_location("ops", ops)
-mod = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(mod)
-fn = getattr(mod, name)
-loop = float(getattr(fn, "loop", 0.0))
-
-t0 = time.perf_counter()
-with h5py.File(graph, "r") as f:
-    indptr = f["adj/indptr"][:]
-    indices = f["adj/indices"][:]
-    w = f["adj/weights"][:]
-    x = f["nodes/features"][:].astype(np.float32, copy=False)
-n = len(indptr) - 1
-# edge p of row v is u -> v (v = destination, u = indices[p] = source), as gnnprep's contract reads the store
-dst = torch.from_numpy(np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr)))
-src = torch.from_numpy(indices.astype(np.int64))
-del indices, indptr
-load = time.perf_counter() - t0
-
-t0 = time.perf_counter()
-w64 = w.astype(np.float64)
-deg_in = np.bincount(dst.numpy(), weights=w64, minlength=n) + loop      # d̃_v
-deg_out = np.bincount(src.numpy(), weights=w64, minlength=n) + loop     # d̃_u (equal on a symmetric store)
-coef = np.asarray(fn(deg_out[src.numpy()], deg_in[dst.numpy()], w64), dtype=np.float64)
-assert coef.shape == (len(w64),) and np.isfinite(coef).all()
-coef = torch.from_numpy(coef.astype(np.float32))
-loop_coef = None
-if loop:
-    loop_coef = torch.from_numpy(np.asarray(fn(deg_out, deg_in, np.full(n, loop)), dtype=np.float32))
-del w64, w
-coef_s = time.perf_counter() - t0
-
-h = torch.from_numpy(x)
-del x
-hop_s = []
-t0 = time.perf_counter()
-for _ in range(K):
-    t1 = time.perf_counter()
-    msg = h.index_select(0, src)               # |E| x d: every message materialised
-    msg.mul_(coef.unsqueeze(1))
-    out = torch.zeros_like(h)
-    out.index_add_(0, dst, msg)                # scatter-sum into the destinations
-    del msg
-    if loop_coef is not None:
-        out.addcmul_(loop_coef.unsqueeze(1), h)  # the self-loop term
-    h = out
-    hop_s.append(time.perf_counter() - t1)
-hops = time.perf_counter() - t0
-np.save(save, h.numpy())
-print(json.dumps({"load_seconds": load, "coef_seconds": coef_s, "hops_seconds": hops, "hop_seconds": hop_s,
-                  "seconds": time.perf_counter() - t_start, "vmhwm": vmhwm(), "rss_imports": rss_imports,
-                  "threads": torch.get_num_threads(), "torch": torch.__version__}))
-"""
-
-# what a process that only imported the naive variant's libraries holds (the memory ratio's floor)
-IMPORTS = r"""
-import json, numpy, h5py, torch
-with open("/proc/self/status") as f:
-    print(json.dumps({"vmhwm": next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmHWM:"))}))
-"""
-
 
 # -- the weighted copy ----------------------------------------------------------------------------
 def splitmix_unit(keys: np.ndarray) -> np.ndarray:
@@ -195,12 +98,7 @@ def splitmix_unit(keys: np.ndarray) -> np.ndarray:
 def find_graph(args, work: Path) -> Path:
     if args.graph:
         return Path(args.graph).absolute()
-    tag = f"plaw_n{args.nodes}_nnz{args.nnz}_d{args.dim}_c{args.community}_p{args.p_in}_a{args.alpha}_s{args.seed}"
-    for base in (Path("/tmp/bw"), Path("/tmp/gnnprep-bench-pre"), Path("/tmp/gnnprep-bench-dist"), work):
-        if (base / tag / "graph.h5").exists():
-            return base / tag / "graph.h5"
-    graph, _ = bp.ensure_graph(work, args.nodes, args.nnz, args.dim, args)
-    return graph
+    return H.find_graph(args, work) or H.ensure_graph(work, args)[0]
 
 
 def weighted_copy(src: Path, work: Path) -> Path:
@@ -250,29 +148,16 @@ def weighted_copy(src: Path, work: Path) -> Path:
 
 
 # -- running ----------------------------------------------------------------------------------------
-def load_avg() -> str:
-    try:
-        return "/".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        return "n/a"
-
-
-def clear(out: Path) -> None:
-    for p in out.parent.glob(out.name + "*"):
-        if p.is_file():
-            p.unlink()
-
-
 def run_gnnprep(v: str, graph: Path, work: Path, args, tag: str) -> dict:
     out = work / f"{v.upper()}.h5"
-    clear(out)
-    op = {"a": ["--operator-file", f"{work / 'ops.py'}:{NAME}"], "h": ["--operator-file", f"{work / 'ops.py'}:{NAME}"],
-          "e": ["--operator-file", f"{work / 'ops.py'}:{EDGE}"], "b": ["--operator", "sym"]}[v]
+    H.clear_output(out)
+    op = {"a": ["--operator-file", f"{OPS}:{NAME}"], "h": ["--operator-file", f"{OPS}:{NAME}"],
+          "e": ["--operator-file", f"{OPS}:{EDGE}"], "b": ["--operator", "sym"]}[v]
     budget = args.high_budget if v == "h" else args.memory_budget
-    cmd = [sys.executable, "-m", "gnnprep", "precompute", str(graph), "-o", str(out), "--hops", str(args.hops),
-           "--device", "cpu", "--memory-budget", budget, "--json", "--quiet", *op]
-    r = measure.run_measured(cmd, work / "logs" / f"{tag}.err")
-    rep = json.loads(r["stdout"].splitlines()[-1])
+    cmd = H.gnnprep_cmd("precompute", graph, "-o", out, "--hops", args.hops, "--device", "cpu", "--memory-budget",
+                        budget, "--json", "--quiet", *op)
+    r = H.run_json(cmd, work / "logs" / f"{tag}.err")
+    rep = r["report"]
     return {"wall": r["seconds"], "peak_rss": r["peak_rss"], "hops": sum(rep["hop_seconds"][1:]),
             "hop_seconds": rep["hop_seconds"], "seconds": rep["seconds"],
             "measured_peak": rep.get("measured_peak_bytes"), "report": rep}
@@ -291,37 +176,15 @@ def mem_available() -> int:
     return 0
 
 
-def rel_err(got: np.ndarray, ref: np.ndarray) -> float:
-    scale = float(np.abs(ref).max())
-    diff = 0.0
-    for i in range(0, len(ref), 1 << 16):  # blockwise: no n x d temporary
-        diff = max(diff, float(np.abs(got[i:i + (1 << 16)].astype(np.float64) - ref[i:i + (1 << 16)]).max()))
-    return diff / scale if scale > 0 else diff
-
-
-def read_hop(path: Path, group: str) -> np.ndarray:
-    import h5py
-
-    with h5py.File(path, "r") as f:
-        return f[group][:]
-
-
-def med(xs):
-    return statistics.median(xs)
-
-
 def rng(xs, fmt="{:.2f}"):
-    return f"{fmt.format(min(xs))}-{fmt.format(max(xs))}"
+    return H.span(xs, fmt)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workdir", default="/tmp/gnnprep-bench-udf")
     ap.add_argument("--graph", default=None, help="an existing (unweighted) graph store to copy and weight")
-    ap.add_argument("--quick", action="store_true", help="100k nodes, 2M entries, 1 round (a smoke run)")
-    ap.add_argument("--nodes", type=int, default=None, help="default 1,000,000 (quick 100,000)")
-    ap.add_argument("--nnz", type=int, default=None, help="at least this many stored entries (default 20,000,000)")
-    ap.add_argument("--dim", type=int, default=128)
+    H.add_size_args(ap)
     ap.add_argument("--hops", type=int, default=3, help="K (default 3, precompute's default)")
     ap.add_argument("--rounds", type=int, default=None, help="rounds of (a) and (b) (default 3; quick 1)")
     ap.add_argument("--naive-rounds", type=int, default=1, help="runs of (c) (default 1)")
@@ -331,9 +194,9 @@ def main() -> None:
     ap.add_argument("--no-naive", action="store_true", help="skip (c)")
     ap.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up run of (a)")
     ap.add_argument("--keep", action="store_true", help="keep the outputs")
-    bp.add_generator_args(ap)  # the bench graph's generator parameters (bench_precompute.py's)
+    H.add_generator_args(ap)  # the bench graph's generator parameters
     args = ap.parse_args()
-    bp.quick_defaults(args)
+    H.quick_defaults(args)
 
     import h5py
 
@@ -341,11 +204,9 @@ def main() -> None:
     (work / "logs").mkdir(parents=True, exist_ok=True)
     t_total = time.perf_counter()
     la0 = load_avg()
-    print(f"load average (1/5/15 min) at the start: {la0}; {os.cpu_count()} CPUs; "
-          f"CPU idle over 1 s: {bp.cpu_idle()}", flush=True)
+    print(f"at the start: {H.machine_line()}", flush=True)
     src = find_graph(args, work)
     graph = weighted_copy(src, work)
-    (work / "ops.py").write_text(OPS)
     with h5py.File(graph, "r") as f:
         n, d = f["nodes/features"].shape
         m = int(f["adj/indptr"][-1])
@@ -354,7 +215,7 @@ def main() -> None:
     print(f"graph: {graph} (copy of {src})\n  {n:,} nodes, {m:,} stored entries, d={d}, K={args.hops}; "
           f"weights in [{w.min():.3f}, {w.max():.3f}], mean {w.mean():.3f}; fingerprint {fp} (CSR only)")
     del w
-    print(f"  operator: {work / 'ops.py'}:{NAME} (w / sqrt(d̃_u d̃_v), loop 1); --memory-budget {args.memory_budget}",
+    print(f"  operator: {OPS}:{NAME} (w / sqrt(d̃_u d̃_v), loop 1); --memory-budget {args.memory_budget}",
           flush=True)
 
     if not args.no_warmup:
@@ -390,29 +251,29 @@ def main() -> None:
                   f"load average {load_avg()}", flush=True)
             for j in range(args.naive_rounds):
                 save = work / "naive_hopK.npy"
-                r = measure.run_measured([sys.executable, "-c", NAIVE, str(graph), str(work / "ops.py"), NAME,
-                                          str(args.hops), str(save)], work / "logs" / f"naive{j + 1}.err")
-                rep = json.loads(r["stdout"].splitlines()[-1])
+                r = H.run_json(H.child("child_udf", "naive", graph, OPS, NAME, args.hops, save),
+                               work / "logs" / f"naive{j + 1}.err")
+                rep = r["report"]
                 naive.append({"wall": r["seconds"], "peak_rss": r["peak_rss"], "hops": rep["hops_seconds"], **rep})
                 print(f"  run {j + 1}: hops {rep['hops_seconds']:.2f} s (per hop "
                       f"{[round(s, 2) for s in rep['hop_seconds']]}), load {rep['load_seconds']:.2f} s, "
                       f"coefficients {rep['coef_seconds']:.2f} s, wall {r['seconds']:.2f} s, peak RSS "
                       f"{r['peak_rss'] / GiB:.2f} GiB; torch {rep['torch']} with {rep['threads']} threads", flush=True)
     la1 = load_avg()
-    imports = json.loads(measure.run_measured([sys.executable, "-c", IMPORTS])["stdout"])["vmhwm"]
+    imports = H.run_json(H.child("child_udf", "imports"))["report"]["vmhwm"]
 
     # -- errors ---------------------------------------------------------------------------------------
     K = args.hops
-    hop_a = read_hop(work / "A.h5", f"channels/{NAME}/{K}")
-    hop_b = read_hop(work / "B.h5", f"channels/sym/{K}")
-    err_ab = rel_err(hop_a, hop_b)
-    err_la = rel_err(read_hop(work / "H.h5", f"channels/{NAME}/{K}"), hop_a)
+    hop_a = H.read_hop(work / "A.h5", f"channels/{NAME}/{K}")
+    hop_b = H.read_hop(work / "B.h5", f"channels/sym/{K}")
+    err_ab = H.max_rel_error(hop_a, hop_b)
+    err_la = H.max_rel_error(H.read_hop(work / "H.h5", f"channels/{NAME}/{K}"), hop_a)
     del hop_b
     print(f"max rel. error hop {K}, (h) vs (a): {err_la:.2e}")
     err_ca = None
     if naive:
         hop_c = np.load(work / "naive_hopK.npy")
-        err_ca = rel_err(hop_c, hop_a)
+        err_ca = H.max_rel_error(hop_c, hop_a)
         del hop_c
     del hop_a
 
@@ -455,14 +316,14 @@ def main() -> None:
         c_h, c_p = med([r["hops"] for r in naive]), med([r["peak_rss"] for r in naive])
         t_ratio, p_ratio = c_h / a_h, c_p / a_p
         p_above = (c_p - imports) / max(1, a_p - imports)
-        print(f"  naive/compiled time (hops):          {t_ratio:7.2f}x  (target >= 5: {bp.verdict(t_ratio >= 5)}); "
+        print(f"  naive/compiled time (hops):          {t_ratio:7.2f}x  (target >= 5: {verdict(t_ratio >= 5)}); "
               f"with the coefficients in (c)'s hops {(c_h + med([r['coef_seconds'] for r in naive])) / a_h:.2f}x; "
               f"whole commands {med([r['wall'] for r in naive]) / med([r['wall'] for r in A]):.2f}x")
-        print(f"  naive/compiled peak RSS:             {p_ratio:7.2f}x  (target >= 10: {bp.verdict(p_ratio >= 10)}); "
+        print(f"  naive/compiled peak RSS:             {p_ratio:7.2f}x  (target >= 10: {verdict(p_ratio >= 10)}); "
               f"above the imports-only process: {p_above:.2f}x")
         l_h, l_p = med([r["hops"] for r in L]), med([r["peak_rss"] for r in L])
         print(f"  at --high-budget {args.high_budget} (h): naive/compiled time {c_h / l_h:.2f}x "
-              f"(>= 5: {bp.verdict(c_h / l_h >= 5)}), peak RSS {c_p / l_p:.2f}x (>= 10: {bp.verdict(c_p / l_p >= 10)})")
+              f"(>= 5: {verdict(c_h / l_h >= 5)}), peak RSS {c_p / l_p:.2f}x (>= 10: {verdict(c_p / l_p >= 10)})")
         figures.update(high_budget_naive_over_compiled_time=c_h / l_h, high_budget_naive_over_compiled_peak=c_p / l_p)
         figures.update(naive_over_compiled_time=t_ratio, naive_over_compiled_peak=p_ratio,
                        naive_over_compiled_peak_above_imports=p_above, err_naive_vs_compiled=err_ca)
@@ -471,13 +332,13 @@ def main() -> None:
         figures["compiled_over_sym_hops_2_to_K"] = steady
     e_h = med([r["hops"] for r in E])
     figures["edge_values_over_sym_time"] = e_h / b_h
-    print(f"  (e) CSR values e(w)/sym time (hops): {e_h / b_h:7.3f}x  (target <= 1.2: {bp.verdict(e_h / b_h <= 1.2)}); "
+    print(f"  (e) CSR values e(w)/sym time (hops): {e_h / b_h:7.3f}x  (target <= 1.2: {verdict(e_h / b_h <= 1.2)}); "
           f"whole commands {med([r['wall'] for r in E]) / med([r['wall'] for r in B]):.3f}x")
-    print(f"  compiled/sym time (hops):            {a_h / b_h:7.3f}x  (target <= 1.2: {bp.verdict(a_h / b_h <= 1.2)}); "
+    print(f"  compiled/sym time (hops):            {a_h / b_h:7.3f}x  (target <= 1.2: {verdict(a_h / b_h <= 1.2)}); "
           f"whole commands {figures['compiled_over_sym_whole']:.3f}x"
           + (f"; hops 2..K only {figures['compiled_over_sym_hops_2_to_K']:.3f}x" if K >= 2 else ""))
     if naive:
-        print(f"  max rel. error hop {K}, naive vs compiled: {err_ca:.2e}  (tolerance 1e-5: {bp.verdict(err_ca <= 1e-5)})")
+        print(f"  max rel. error hop {K}, naive vs compiled: {err_ca:.2e}  (tolerance 1e-5: {verdict(err_ca <= 1e-5)})")
     print(f"  max rel. error hop {K}, compiled vs sym:   {err_ab:.2e}  (same formula: w / sqrt(d̃_u d̃_v) over W + I)")
     print(f"\nload average (1/5/15 min): before {la0}, after {la1}; total {time.perf_counter() - t_total:.0f} s")
     print(json.dumps({"hops": K, "nodes": n, "entries": m, "dim": d, **figures,
@@ -492,7 +353,7 @@ def main() -> None:
                                 for r in naive], "load_before": la0, "load_after": la1}))
     if not args.keep:
         for p in ("A.h5", "B.h5", "E.h5", "H.h5", "naive_hopK.npy"):
-            clear(work / p)
+            H.clear_output(work / p)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ Generates a power-law graph (community structure, permuted ids), ingests it, the
 once with the default budget and once with a budget that forces edge and column blocks. Prints the
 ratios and the max relative error against (ii). Needs a CUDA device.
 
-    python scripts/bench_precompute_gpu.py [--nodes 2000000] [--degree 20] [--dim 128] [--hops 3]
+    python benchmarks/bench_precompute_gpu.py [--nodes 2000000] [--degree 20] [--dim 128] [--hops 3]
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import harness as H  # noqa: E402
 
 
 def generate(n: int, avg_degree: int, seed: int = 0):
@@ -44,12 +45,10 @@ def main() -> None:
     args = ap.parse_args()
     import torch
 
-    from gnnprep.precompute.features import FeatureStore
-    from gnnprep.graph.ingest import IngestConfig, ingest
-    from gnnprep.precompute.run import precompute
-    from gnnprep.precompute.config import PrecomputeConfig
-    from gnnprep.graph.sources import SourceOptions
     from gnnprep.graph.store import GraphStore
+    from gnnprep.precompute.config import PrecomputeConfig
+    from gnnprep.precompute.features import FeatureStore
+    from gnnprep.precompute.run import precompute
 
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
@@ -59,8 +58,8 @@ def main() -> None:
         t = time.perf_counter()
         src, dst = generate(n, args.degree)
         np.save(work / "e.npy", np.stack([src, dst]))
-        np.save(work / "x.npy", np.random.default_rng(1).standard_normal((n, d), dtype=np.float32))
-        ingest(str(work / "e.npy"), graph, IngestConfig(source=SourceOptions(num_nodes=n, features=str(work / "x.npy"))))
+        H.write_normal_features(work / "x.npy", n, d, np.random.default_rng(1))
+        H.ingest_arrays(work / "e.npy", graph, n, work / "x.npy")
         print(f"generated and ingested in {time.perf_counter() - t:.1f} s")
     with GraphStore(graph) as g:
         ip, ix = g.indptr(), g.f["adj/indices"][:].astype(np.int64)
@@ -104,7 +103,7 @@ def main() -> None:
         wall = time.perf_counter() - t0
         with FeatureStore(out) as fs:
             got = fs.hop(K)[:]
-        err = float(np.abs(got - ref).max() / np.abs(ref).max())
+        err = H.max_rel_error(got, ref)
         p = rep.plan
         print(f"(iii) gnnprep precompute cuda, {label}: {wall:.2f} s wall (hop seconds {rep.hop_seconds}), "
               f"plan a={p['a']} b={p['b']} c={p['c']} S {'resident' if p['s_resident'] else 'streamed'}; "

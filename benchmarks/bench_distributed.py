@@ -1,7 +1,7 @@
 """Benchmark: ``gnnprep precompute`` under torchrun (2 ranks x 1 thread) against one process
 (1 x 2 threads, and 1 x 1 thread) on one machine, plus a scaling model checked against them.
 
-The graph is the 1M-node bench graph of ``scripts/bench_precompute.py`` (same generator, imported
+The graph is the 1M-node bench graph of ``benchmarks/bench_precompute.py`` (same generator, imported
 from it; power-law with communities, >= 20M stored entries, d = 128 standard-normal float32
 features), generated and ingested once and cached in --workdir (or given with --graph). Then
 --rounds rounds, each command in its own process (the order of (a) and (b) alternates per round):
@@ -77,10 +77,10 @@ slice is narrower than 64 bytes) and S's per-hop index stream, which every rank 
 Timings on a shared 2-core machine are noisy (other jobs): the load average before and after each
 round is printed, and every figure is given as a median with the range over the rounds.
 
-    .venv/bin/python scripts/bench_distributed.py                   # 3 rounds, ~3-5 min (+1 min to generate the graph once)
-    .venv/bin/python scripts/bench_distributed.py --rounds 5
-    .venv/bin/python scripts/bench_distributed.py --graph /tmp/bw/plaw_n1000000_nnz20000000_d128_c2000_p0.85_a1.5_s0/graph.h5
-    .venv/bin/python scripts/bench_distributed.py --quick           # 100k nodes, 1 round: smoke run
+    .venv/bin/python benchmarks/bench_distributed.py                   # 3 rounds, ~3-5 min (+1 min to generate the graph once)
+    .venv/bin/python benchmarks/bench_distributed.py --rounds 5
+    .venv/bin/python benchmarks/bench_distributed.py --graph /tmp/bw/plaw_n1000000_nnz20000000_d128_c2000_p0.85_a1.5_s0/graph.h5
+    .venv/bin/python benchmarks/bench_distributed.py --quick           # 100k nodes, 1 round: smoke run
 """
 
 from __future__ import annotations
@@ -88,40 +88,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import bench_precompute as bp  # noqa: E402  (the bench graph's generator and cache)
-from gnnprep.core.memory import peak_rss  # noqa: E402  (VmHWM of a process)
+from benchmarks import harness as H  # noqa: E402  (the bench graph, the process tree sampler, medians)
+from benchmarks.harness import GiB, MiB, ROOT, load_avg  # noqa: E402
+from benchmarks.harness import median as med  # noqa: E402
+from benchmarks.harness import span as rng  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-MiB, GiB = 1024**2, 1024**3
 CACHE_LINE = 64
-
-# the launcher probe: what torchrun + torch + a gloo rendezvous + a rank's exit cost with no work (one file, run
-# by torchrun; the ranks join, pass a barrier and leave the way gnnprep's ranks do)
-PROBE = """\
-import json, os, sys, time
-t_start = time.time()
-from gnnprep.core.distributed import Dist, exit_now
-d = Dist.from_env()
-import torch.distributed
-t_import = time.time()
-d.start()
-d.barrier()
-t_join = time.time()
-d.close()
-with open(f"{sys.argv[1]}.rank{os.environ['RANK']}.json", "w") as f:
-    json.dump({"start": t_start, "import": t_import, "join": t_join, "done": time.time()}, f)
-exit_now(0)  # as a gnnprep rank leaves (python -m gnnprep)
-"""
+PROBE = H.HERE / "probe_distributed.py"   # the launcher probe, run by torchrun
 
 VARIANTS = {
     "a": "1 process x 2 threads",
@@ -132,44 +110,6 @@ VARIANTS = {
 
 
 # -- running one command ---------------------------------------------------------------------------
-def run_tree(cmd: list[str], env: dict, out_path: Path, err_path: Path, interval: float = 0.1) -> dict:
-    """Run ``cmd``; wall seconds, exit status, and memory of its process tree sampled every
-    ``interval`` s: the largest summed RSS, and each process's last seen VmHWM (the peak of a
-    process that exits between samples may be missed by a few MB at most)."""
-    import psutil
-
-    with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        epoch0 = time.time()
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=err, cwd=out_path.parent)
-        root = psutil.Process(proc.pid)
-        peak_sum, hwm, kind = 0, {}, {}
-        while proc.poll() is None:
-            try:
-                procs = [root] + root.children(recursive=True)
-            except psutil.NoSuchProcess:
-                procs = []
-            total = 0
-            for p in procs:
-                try:
-                    total += p.memory_info().rss
-                    if p.pid not in kind:
-                        line = " ".join(p.cmdline())
-                        kind[p.pid] = "agent" if "torch.distributed.run" in line or "torchrun" in line else "worker"
-                except (psutil.NoSuchProcess, psutil.AccessDenied):
-                    continue
-                h = peak_rss(p.pid)
-                if h is not None:
-                    hwm[p.pid] = max(hwm.get(p.pid, 0), h)
-            peak_sum = max(peak_sum, total)
-            time.sleep(interval)
-        wall = time.perf_counter() - t0
-        epoch1 = time.time()
-    workers = [h for pid, h in hwm.items() if kind.get(pid) == "worker"]
-    return {"wall": wall, "epoch0": epoch0, "epoch1": epoch1, "rc": proc.returncode, "peak_tree_rss": peak_sum, "workers_hwm_sum": sum(workers),
-            "workers": len(workers), "agent_hwm": sum(h for pid, h in hwm.items() if kind.get(pid) == "agent")}
-
-
 def thread_env(threads: int) -> dict:
     env = {k: v for k, v in os.environ.items()
            if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
@@ -181,9 +121,7 @@ def thread_env(threads: int) -> dict:
 
 def clear(work: Path, name: str) -> None:
     """Remove an output, its shards and any partial files (a rerun must not resume or reuse them)."""
-    for p in work.glob(name + "*"):
-        if p.is_file():
-            p.unlink()
+    H.clear_output(work / name)
 
 
 def run_variant(v: str, graph: Path, work: Path, args, logs: Path, tag: str, hops: int | None = None) -> dict:
@@ -192,12 +130,10 @@ def run_variant(v: str, graph: Path, work: Path, args, logs: Path, tag: str, hop
     hops = args.hops if hops is None else hops
     common = ["--hops", str(hops), "--json", "--quiet"]
     if v == "L":
-        probe = work / "launcher_probe.py"
-        probe.write_text(PROBE)
         stamps = logs / f"{tag}.stamps"
         for old in logs.glob(stamps.name + ".rank*.json"):
             old.unlink()
-        cmd, env, name = torchrun + [str(probe), str(stamps)], thread_env(1), None
+        cmd, env, name = torchrun + [str(PROBE), str(stamps)], thread_env(1), None
     else:
         name = {"a": "A", "b": "B", "c": "C"}[v] + ("" if hops == args.hops else f"{hops}") + ".h5"
         clear(work, name)
@@ -206,8 +142,8 @@ def run_variant(v: str, graph: Path, work: Path, args, logs: Path, tag: str, hop
         if v == "b":
             cmd, env = torchrun + ["-m", "gnnprep", "precompute"] + tail, thread_env(1)
         else:
-            cmd, env = [sys.executable, "-m", "gnnprep", "precompute"] + tail, thread_env(args.threads if v == "a" else 1)
-    r = run_tree(cmd, env, logs / f"{tag}.out", logs / f"{tag}.err")
+            cmd, env = H.gnnprep_cmd("precompute", *tail), thread_env(args.threads if v == "a" else 1)
+    r = H.run_tree(cmd, env, logs / f"{tag}.out", logs / f"{tag}.err")
     if r["rc"] != 0:
         sys.exit(f"({v}) failed with exit status {r['rc']}: {' '.join(cmd)}\n"
                  f"{(logs / f'{tag}.err').read_text()[-3000:]}")
@@ -241,33 +177,6 @@ def phases(rep: dict) -> dict:
             "self_peak": ranks_hwm}
 
 
-# -- verification ----------------------------------------------------------------------------------
-def same_bits(a_path: Path, b_path: Path, hops: int, rows_per_read: int = 1 << 17) -> dict:
-    """Whether B's hops (virtual datasets over the shards) equal A's bit for bit."""
-    import h5py
-
-    with h5py.File(a_path, "r") as fa, h5py.File(b_path, "r") as fb:
-        virtual = all(fb[f"hops/{k}"].is_virtual for k in range(hops + 1))
-        sources = len(fb["hops/0"].virtual_sources()) if virtual else 0
-        ok = np.array_equal(fa["rows"][:], fb["rows"][:])
-        first_bad = None
-        for k in range(hops + 1):
-            da, db = fa[f"hops/{k}"], fb[f"hops/{k}"]
-            if da.shape != db.shape or da.dtype != db.dtype:
-                ok, first_bad = False, f"hop {k}: shape/dtype {da.shape} {da.dtype} vs {db.shape} {db.dtype}"
-                break
-            for r0 in range(0, da.shape[0], rows_per_read):
-                xa, xb = da[r0:r0 + rows_per_read], db[r0:r0 + rows_per_read]
-                ua, ub = xa.view(f"u{xa.dtype.itemsize}"), xb.view(f"u{xb.dtype.itemsize}")
-                if not np.array_equal(ua, ub):
-                    bad = np.argwhere(ua != ub)[0]
-                    ok, first_bad = False, f"hop {k}: row {r0 + bad[0]}, column {bad[1]}"
-                    break
-            if first_bad:
-                break
-    return {"equal": ok, "virtual": virtual, "virtual_sources": sources, "first_difference": first_bad}
-
-
 # -- the model -------------------------------------------------------------------------------------
 def bytes_per_rank(n: int, m: int, d: int, rows: int, P: int, itemsize: int = 4) -> dict:
     w = d / P
@@ -290,31 +199,12 @@ def line_factor(n: int, m: int, d: int, rows: int, P: int, P_ref: int) -> float:
     return hop_bytes(n, m, d, rows, P) / hop_bytes(n, m, d, rows, P_ref)
 
 
-# -- output helpers --------------------------------------------------------------------------------
-def med(xs):
-    return statistics.median(xs)
-
-
-def rng(xs, fmt="{:.2f}"):
-    return f"{fmt.format(min(xs))}..{fmt.format(max(xs))}"
-
-
-def load_avg() -> str:
-    try:
-        return "/".join(f"{x:.1f}" for x in os.getloadavg())
-    except OSError:
-        return "n/a"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workdir", default="/tmp/gnnprep-bench-dist")
     ap.add_argument("--graph", default=None, help="an existing graph store to use instead of the generated one")
     ap.add_argument("--no-generate", action="store_true", help="fail when the cached graph store is missing")
-    ap.add_argument("--quick", action="store_true", help="100k nodes, 2M entries, 1 round (a smoke run)")
-    ap.add_argument("--nodes", type=int, default=None, help="default 1,000,000 (quick 100,000)")
-    ap.add_argument("--nnz", type=int, default=None, help="at least this many stored entries (default 20,000,000)")
-    ap.add_argument("--dim", type=int, default=128)
+    H.add_size_args(ap)
     ap.add_argument("--hops", type=int, default=5, help="the job's hops (default 5: the papers100M mission's)")
     ap.add_argument("--also-hops", default="3",
                     help="comma-separated other hop counts whose (a) and (b) also run in every round, for their "
@@ -329,15 +219,12 @@ def main() -> None:
     ap.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up run of (a)")
     ap.add_argument("--no-verify", action="store_true", help="skip the bit-for-bit check of B.h5 against A.h5")
     ap.add_argument("--keep", action="store_true", help="keep the last round's outputs")
-    bp.add_generator_args(ap)  # the bench graph's generator parameters (bench_precompute.py's)
+    H.add_generator_args(ap)  # the bench graph's generator parameters
     args = ap.parse_args()
-    bp.quick_defaults(args)
+    H.quick_defaults(args)
     args.also = [int(h) for h in args.also_hops.split(",") if h.strip() and int(h) != args.hops]
 
-    sys.path.insert(0, str(ROOT))
-    from gnnprep.core.sizes import parse_size
-
-    args.budget = parse_size(args.memory_budget)
+    args.budget = H.parse_size(args.memory_budget)
     work = Path(args.workdir).absolute()
     work.mkdir(parents=True, exist_ok=True)
     logs = work / "logs"
@@ -347,11 +234,10 @@ def main() -> None:
     if args.graph:
         graph = Path(args.graph).absolute()
     else:
-        tag = (f"plaw_n{args.nodes}_nnz{args.nnz}_d{args.dim}_c{args.community}_p{args.p_in}_a{args.alpha}"
-               f"_s{args.seed}")
+        tag = H.graph_tag(args)
         if args.no_generate and not (work / tag / "graph.h5").exists():
             sys.exit(f"--no-generate: {work / tag / 'graph.h5'} is missing")
-        graph, _ = bp.ensure_graph(work, args.nodes, args.nnz, args.dim, args)
+        graph, _ = H.ensure_graph(work, args)
     import h5py
 
     with h5py.File(graph, "r") as f:
@@ -387,7 +273,7 @@ def main() -> None:
             if v == "c" and not args.keep:
                 clear(work, "C.h5")
         if i == 0 and not args.no_verify:
-            verify = same_bits(work / "A.h5", work / "B.h5", K)
+            verify = H.same_hops(work / "A.h5", work / "B.h5", K)
         if not args.keep or i < args.rounds - 1:
             clear(work, "A.h5")
             clear(work, "B.h5")

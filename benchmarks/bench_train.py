@@ -1,7 +1,7 @@
 """Trainer benchmark: batched hops vs a per-hop loop, streaming vs in-memory epochs, recompute memory.
 
-    python scripts/bench_train.py [--rows 200000] [--dim 128] [--hops 5] [--epochs 2] [--work out/bench-train]
-    python scripts/bench_train.py --throughput [--train-rows 60000] [--hops 4] [--epochs 3] [--profile]
+    python benchmarks/bench_train.py [--rows 200000] [--dim 128] [--hops 5] [--epochs 2] [--work out/bench-train]
+    python benchmarks/bench_train.py --throughput [--train-rows 60000] [--hops 4] [--epochs 3] [--profile]
 
 Writes a generated features artifact in the contract's layout (``/rows``, ``/hops/0..K`` chunked
 in ~1 MiB row blocks, ``/labels``, ``/splits``; 60/20/20 split), then measures on the same data:
@@ -44,12 +44,13 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks import harness as H  # noqa: E402
 from gnnprep.core.artifact import write_root_attrs  # noqa: E402
 from gnnprep.train.trainer import TrainConfig, open_data, train_epoch  # noqa: E402
 
 
 def make_features(path: Path, n: int, d: int, K: int, classes: int, seed: int = 0, splits: tuple | None = None,
-                  command: str = "scripts/bench_train.py") -> None:
+                  command: str = "benchmarks/bench_train.py") -> None:
     """Hop k = hop k-1 mixed with a random row permutation of itself: cheap, and hops differ.
     ``splits``: (train, valid, test) row counts of a random permutation (default 60/20/20 % of n)."""
     if path.exists():
@@ -126,7 +127,10 @@ class LoopGPRGNN(nn.Module):
         return out
 
 
-def epochs(model, data, config, n_epochs, seed):
+def epochs(model, data, n_epochs, seed):
+    """Losses and seconds of ``n_epochs`` training epochs, with the settings ``open_data`` resolved
+    (``data.config``: every default the config left open filled in)."""
+    config = data.config
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     opt = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
@@ -138,7 +142,7 @@ def epochs(model, data, config, n_epochs, seed):
     return losses, times
 
 
-def fresh(data, config, seed):
+def fresh(data, seed):
     from gnnprep.train.models import build_model
 
     torch.manual_seed(seed)
@@ -181,22 +185,23 @@ def main() -> None:
     print(f"in memory: {data.feature_bytes / 2**20:.0f} MiB held, {len(data.splits['train']):,} training rows")
 
     # 1. batched vs loop
-    def timed(make, d, cfg, n):
-        epochs(make(), d, cfg, 1, seed=1)                        # warm-up (allocator, threads)
-        return epochs(make(), d, cfg, n, seed=2)
+    def timed(make, d, n):
+        epochs(make(), d, 1, seed=1)                             # warm-up (allocator, threads)
+        return epochs(make(), d, n, seed=2)
 
-    batched_t = timed(lambda: fresh(data, config, 0), data, config, args.epochs)[1]
-    loop_t = timed(lambda: LoopGPRGNN(fresh(data, config, 0)), data, config, args.epochs)[1]
-    ours_loop_t = timed(lambda: LoopOverOurMLP(fresh(data, config, 0)), data, config, args.epochs)[1]
-    b, lp, ol = float(np.median(batched_t)), float(np.median(loop_t)), float(np.median(ours_loop_t))
+    config = data.config
+    batched_t = timed(lambda: fresh(data, 0), data, args.epochs)[1]
+    loop_t = timed(lambda: LoopGPRGNN(fresh(data, 0)), data, args.epochs)[1]
+    ours_loop_t = timed(lambda: LoopOverOurMLP(fresh(data, 0)), data, args.epochs)[1]
+    b, lp, ol = H.median(batched_t), H.median(loop_t), H.median(ours_loop_t)
     print(f"lc-gprgnn epoch (dropout {config.dropout}, dprate {config.dprate}): batched hops {b:.2f} s, "
           f"straightforward per-hop loop {lp:.2f} s -> {lp / b:.2f}x faster")
     print(f"  attribution: per-hop loop over gnnprep's MLP (fused ReLU-dropout, cheap masks) {ol:.2f} s: "
           f"the MLP accounts for {lp / ol:.2f}x, batching the hops for {ol / b:.2f}x")
     quiet = TrainConfig(model="lc-gprgnn", lr=0.01, dropout=0.0, dprate=0.0)
     dq = open_data(path, quiet)
-    la = epochs(fresh(dq, quiet, 0), dq, quiet, 3, seed=3)[0]
-    lb = epochs(LoopGPRGNN(fresh(dq, quiet, 0)), dq, quiet, 3, seed=3)[0]
+    la = epochs(fresh(dq, 0), dq, 3, seed=3)[0]
+    lb = epochs(LoopGPRGNN(fresh(dq, 0)), dq, 3, seed=3)[0]
     diff = max(abs(x - y) for x, y in zip(la, lb))
     print(f"same seed, dropout off, 3 epochs: loss batched {['%.6f' % v for v in la]}, loop {['%.6f' % v for v in lb]}; "
           f"max difference {diff:.2e}")
@@ -206,8 +211,8 @@ def main() -> None:
     stream_cfg = TrainConfig(model="lc-gprgnn", lr=0.01, memory_budget=data.feature_bytes // 4)
     ds = open_data(path, stream_cfg)
     assert ds.loader.streaming
-    stream_t = timed(lambda: fresh(data, stream_cfg, 0), ds, stream_cfg, args.epochs)[1]
-    s = float(np.median(stream_t))
+    stream_t = timed(lambda: fresh(ds, 0), ds, args.epochs)[1]
+    s = H.median(stream_t)
     print(f"streaming epoch (budget {stream_cfg.memory_budget / 2**20:.0f} MiB < {data.feature_bytes / 2**20:.0f} MiB): "
           f"{s:.2f} s vs in-memory {b:.2f} s -> ratio {s / b:.2f}")
     # the reader alone: how long one epoch of reads takes with no model behind it
@@ -233,8 +238,9 @@ def main() -> None:
     print("activation memory of one training step (batch 4096, peak RSS above the model and batch): "
           + ", ".join(f"{k} {v / 2**20:.0f} MiB" for k, v in peaks.items()))
     rc_cfg = TrainConfig(model="lc-gprgnn", lr=0.01, recompute=True)
-    rc_t = timed(lambda: fresh(data, rc_cfg, 0), data, rc_cfg, 1)[1]
-    r = float(np.median(rc_t))
+    drc = open_data(path, rc_cfg)
+    rc_t = timed(lambda: fresh(drc, 0), drc, 1)[1]
+    r = H.median(rc_t)
     print(f"recompute: {peaks['gnnprep'] / max(peaks['gnnprep --recompute'], 1):.1f}x less activation memory, "
           f"epoch {r:.2f} s vs {b:.2f} s ({r / b:.2f}x time)")
 
@@ -248,7 +254,7 @@ def make_large_features(path: Path, train_rows: int, d: int, K: int, classes: in
     ratios of ogbn-papers100M's splits), plus 4% unlabeled rows; hops as in ``make_features``."""
     nv, nt = train_rows // 10, int(train_rows * 0.18)
     make_features(path, int((train_rows + nv + nt) * 1.04), d, K, classes, seed, splits=(train_rows, nv, nt),
-                  command="scripts/bench_train.py --throughput")
+                  command="benchmarks/bench_train.py --throughput")
 
 
 def compute_bound(n_train: int, n_eval: list, batch: int, eval_batch: int, views: int, dims: list) -> tuple:
@@ -378,7 +384,7 @@ def throughput(args) -> None:
     import resource
 
     from gnnprep.train.models import build_model
-    from gnnprep.train.trainer import _evaluate, _plain_accuracy
+    from gnnprep.train.trainer import evaluate, plain_accuracy
 
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -396,7 +402,7 @@ def throughput(args) -> None:
     dims = [spec.in_dim] + [spec.hidden] * (spec.num_layers - 1) + [spec.num_classes]
     V = spec.hops + 1
     n_eval = [sizes[k] for k in ("valid", "test") if k in sizes]
-    accuracy = _plain_accuracy
+    accuracy = plain_accuracy
 
     torch.manual_seed(0)
     ours = build_model(spec)
@@ -410,7 +416,7 @@ def throughput(args) -> None:
         t = time.perf_counter()
         train_epoch(ours, ours_opt, data, config, rng_a)
         t1 = time.perf_counter()
-        _evaluate(ours, data, config, accuracy)
+        evaluate(ours, data, config, accuracy)
         return t1 - t, time.perf_counter() - t1
 
     ours_epoch()                                                  # warm-up: numba kernels, allocator
@@ -431,9 +437,9 @@ def throughput(args) -> None:
     a, b, c = rows[best]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(f"summary: gnnprep epoch {sum(a):.2f} s (train {a[0]:.2f}, eval {a[1]:.2f}) in its best round, "
-          f"compute bound {sum(c):.2f} s; epoch / compute bound: median {np.median(ratio):.2f} "
-          f"(range {min(ratio):.2f}-{max(ratio):.2f}); straightforward / gnnprep: median {np.median(plain_ratio):.2f} "
-          f"(range {min(plain_ratio):.2f}-{max(plain_ratio):.2f}); peak RSS {peak / 2**20:.0f} MiB "
+          f"compute bound {sum(c):.2f} s; epoch / compute bound: median {H.median(ratio):.2f} "
+          f"(range {H.span(ratio)}); straightforward / gnnprep: median {H.median(plain_ratio):.2f} "
+          f"(range {H.span(plain_ratio)}); peak RSS {peak / 2**20:.0f} MiB "
           f"(features held {data.feature_bytes / 2**20:.0f} MiB)")
     if args.profile:
         for label, fn in (("gnnprep", ours_epoch), ("straightforward", lambda: plain_epoch(plain, plain_opt, data,
