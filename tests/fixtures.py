@@ -76,15 +76,15 @@ def build_artifacts(tmp, n, m, d, seed, hag_capacity, specs, hops, mag=None):
     an HDG per (name, spec), mag.h5 (ogbn-mag layout, ``mag`` are make_mag_like's sizes) and
     f.h5 (features, ``hops`` hops)."""
     import numpy as np
+    from ogb_layouts import make_mag_like
 
     from gnnprep import hag as hags
+    from gnnprep.graph.ingest import IngestConfig, ingest
+    from gnnprep.graph.sources import SourceOptions
     from gnnprep.hdg.file import write_hdg
     from gnnprep.hdg.select import parse_select, select, select_spec
-    from gnnprep.graph.ingest import IngestConfig, ingest
-    from gnnprep.precompute.run import precompute
     from gnnprep.precompute.config import PrecomputeConfig
-    from gnnprep.graph.sources import SourceOptions
-    from ogb_layouts import make_mag_like
+    from gnnprep.precompute.run import precompute
 
     rng = np.random.default_rng(seed)
     src, dst = random_edges(rng, n, m)
@@ -116,8 +116,8 @@ def interrupted_precompute(monkeypatch, graph, out, **config):
     import pytest
 
     from gnnprep.core.output import ResumableOutput
-    from gnnprep.precompute.run import precompute
     from gnnprep.precompute.config import PrecomputeConfig
+    from gnnprep.precompute.run import precompute
 
     original = ResumableOutput.mark
 

@@ -533,9 +533,9 @@ def ogb_offline():
 
     if "ogb" not in sys.modules:
         sys.modules["outdated"] = None  # type: ignore[assignment]
-    import ogb.utils.url as ogb_url
     import ogb.io.read_graph_raw as ogb_read
     import ogb.nodeproppred.dataset as ogb_ds
+    import ogb.utils.url as ogb_url
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.ExitStack() as stack:

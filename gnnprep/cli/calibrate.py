@@ -15,8 +15,9 @@ from .common import Progress, device_option, emit, json_option, quiet_option
 @quiet_option
 def calibrate(device, nodes, no_save, as_json, quiet):
     """Measure the precompute cost model's coefficients on this machine and save them."""
-    from gnnprep.precompute.calibrate import as_dict, calibrate as run_calibrate  # heavy: numba kernels, torch
     from gnnprep.core.device import resolve
+    from gnnprep.precompute.calibrate import as_dict  # heavy: numba kernels, torch
+    from gnnprep.precompute.calibrate import calibrate as run_calibrate
 
     progress = Progress(quiet)
     try:

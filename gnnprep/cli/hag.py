@@ -53,11 +53,11 @@ def parse_capacity(text: str) -> int | float:
 def hag(dataset, output, capacity, method, aggregate, window, max_depth, min_share, memory_budget, cache_dir, as_json,
         quiet):
     """Build a redundancy-free aggregation graph (HAG) for DATASET."""
-    from gnnprep.hag import builder as hag_lib
     from gnnprep.core.output import refuse_input_as_output
     from gnnprep.graph.ingest import IngestConfig, ensure_graph_store
     from gnnprep.graph.sources import SourceOptions
     from gnnprep.graph.store import GraphStore
+    from gnnprep.hag import builder as hag_lib
 
     refuse_input_as_output(output, [dataset] if os.path.exists(dataset) else [])  # before any long work
     progress = Progress(quiet)

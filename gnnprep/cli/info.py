@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-
 from .common import emit, json_option, size
 
 

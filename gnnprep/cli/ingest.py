@@ -6,7 +6,6 @@ import sys
 
 import click
 
-
 from .common import Progress, emit, json_option, parsed_by, quiet_option, warn
 
 
@@ -40,7 +39,8 @@ def _budget(text: str) -> int:
 def ingest(source, output, directed, memory_budget, root, download, split, index_base, num_nodes, features,
            labels, splits, tmp_dir, order, as_json, quiet):
     """Turn SOURCE (sample, ogbn-<name>, an OGB folder, an edge list, a graph store) into a graph store."""
-    from gnnprep.graph.ingest import IngestConfig, ingest as run_ingest, unused_options
+    from gnnprep.graph.ingest import IngestConfig, unused_options
+    from gnnprep.graph.ingest import ingest as run_ingest
     from gnnprep.graph.sources import SourceOptions
 
     opts = SourceOptions(root=root, download=download, split=split, index_base=int(index_base),

@@ -12,6 +12,7 @@ import click
 
 from gnnprep.core.errors import GnnprepError
 
+from . import ranks
 from .common import Progress, budget_option, device_option, emit, json_option, parsed_by, quiet_option, size, warn
 
 
@@ -75,8 +76,6 @@ def precompute(dataset, output, hops, operators, operator_files, blocks, memory_
                normalize_features, device, hag_path, hdg_path, hdg_reduce, hdg_weight, reorder, merge, dry_run, cache_dir,
                root, as_json, quiet):
     """Write hop features S^k X (k = 0..K) of DATASET, block-wise within a memory budget."""
-    from gnnprep.core.distributed import Dist, RankFailed
-
     if operators is None:
         operators = () if operator_files else ("sym",)
     # the run's configuration (a PrecomputeConfig, built once the library is imported)
@@ -84,28 +83,19 @@ def precompute(dataset, output, hops, operators, operator_files, blocks, memory_
                    device=device, memory_budget=memory_budget, blocks=blocks, dry_run=dry_run, hag=hag_path,
                    reorder=reorder, hdg=hdg_path, hdg_reduce=hdg_reduce, hdg_weight=hdg_weight,
                    normalize_features=normalize_features)
-    dist = Dist.from_env()  # torchrun's environment; None for a plain run (torch is not imported then)
-    if dist is None:  # (--merge: a plain run writes one file anyway)
-        return _precompute(dataset, output, options, False, cache_dir, root, as_json, quiet, None)
-    try:
-        dist.start()
-        _precompute(dataset, output, options, merge, cache_dir, root, as_json, quiet, dist)
-    except RankFailed:
-        dist.close()
-        if not dist.is_root:  # the same error on every rank; rank 0 prints it
-            raise click.exceptions.Exit(1) from None
-        raise
-    # (other errors and interrupts: the process exits without a goodbye to peers that may be gone)
-    dist.close()
+    dist = ranks.from_env()
+    with ranks.rank_job(dist, start=True):
+        # (--merge: a plain run writes one file anyway)
+        _precompute(dataset, output, options, merge and dist is not None, cache_dir, root, as_json, quiet, dist)
 
 
 def _precompute(dataset, output, options: dict, merge, cache_dir, root, as_json, quiet, dist):
     from gnnprep.graph.ingest import IngestConfig, ensure_graph_store
-    from gnnprep.precompute.run import precompute as run_precompute
-    from gnnprep.precompute.config import PrecomputeConfig
     from gnnprep.graph.sources import SourceOptions
+    from gnnprep.precompute.config import PrecomputeConfig
+    from gnnprep.precompute.run import precompute as run_precompute
 
-    progress = Progress(quiet or (dist is not None and not dist.is_root))  # one set of bars: rank 0's
+    progress = Progress(quiet or ranks.silent(dist))  # one set of bars: rank 0's
     try:
         def ensure():
             return ensure_graph_store(dataset, IngestConfig(source=SourceOptions(root=root)), cache_dir, progress)
@@ -122,7 +112,7 @@ def _precompute(dataset, output, options: dict, merge, cache_dir, root, as_json,
             report = precompute_sharded(store, output, config, dist, merge, progress, command=command, warn=say)
     finally:
         progress.close()
-    if dist is not None and not dist.is_root:
+    if ranks.silent(dist):
         return  # rank 0 prints the job's result
     r = report
     p = r.plan

@@ -14,33 +14,10 @@ from gnnprep.core.errors import GnnprepError
 from gnnprep.precompute.operators import split_operators
 from gnnprep.train.config import CHECKS, MAX_LAYERS, NORMALIZE, TrainConfig, int_check
 
+from . import ranks
 from .common import Progress, budget_option, device_option, emit, json_option, parsed_by, quiet_option
 
 _D = TrainConfig()
-
-
-def _other_rank() -> bool:
-    """True in a torchrun process other than rank 0 (which stays silent about usage errors)."""
-    from gnnprep.core.distributed import Dist
-
-    try:
-        dist = Dist.from_env()
-    except GnnprepError:
-        return False
-    return dist is not None and not dist.is_root
-
-
-class _RankCommand(click.Command):
-    """Under torchrun every rank parses the same command line: a usage error is printed by rank 0
-    alone, the other ranks exit 2 silently."""
-
-    def parse_args(self, ctx, args):
-        try:
-            return super().parse_args(ctx, args)
-        except click.UsageError:
-            if _other_rank():
-                raise click.exceptions.Exit(2) from None
-            raise
 
 
 def _fresh_run_dir(model: str) -> str:
@@ -53,7 +30,7 @@ def _fresh_run_dir(model: str) -> str:
     return str(path)
 
 
-@click.command(cls=_RankCommand)
+@click.command(cls=ranks.RankCommand)
 @click.argument("model")
 @click.argument("features", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", "run_dir", default=None, type=click.Path(),
@@ -122,40 +99,32 @@ def train(model, features, run_dir, hops, operators, hidden, layers, dropout, in
                          memory_budget=memory_budget, device=device, seed=seed, runs=runs,
                          eval_every=eval_every, checkpoint_every=checkpoint_every, evaluator=evaluator,
                          threads=threads)
-    from gnnprep.core.distributed import Dist, RankFailed
-
-    dist = Dist.from_env()  # torchrun's environment; None for a plain run
+    dist = ranks.from_env()
     try:
         config.check()  # a bad model name fails before anything is read
     except GnnprepError as e:
         m = re.match(r"(--[\w-]+) ?", str(e))
         if m:  # an option's value (alone or with another's): a usage error, one line
-            if dist is not None and not dist.is_root:
+            if ranks.silent(dist):
                 raise click.exceptions.Exit(2) from None
             raise click.BadParameter(str(e)[m.end():], param_hint=f"'{m.group(1)}'") from None
-        if dist is not None and not dist.is_root:
+        if ranks.silent(dist):
             raise click.exceptions.Exit(1) from None
         raise
     if dist is not None and run_dir is None:
-        if not dist.is_root:
+        if ranks.silent(dist):
             raise click.exceptions.Exit(1)
         raise GnnprepError("-o RUN_DIR is required under torchrun (every rank must name the same run folder)")
-    progress = Progress(quiet or (dist is not None and not dist.is_root))  # one set of bars: rank 0's
+    progress = Progress(quiet or ranks.silent(dist))  # one set of bars: rank 0's
     try:
-        from gnnprep.train.trainer import train as run_train  # torch: imported only when training
+        with ranks.rank_job(dist):
+            from gnnprep.train.trainer import train as run_train  # torch: imported only when training
 
-        report = run_train(features, run_dir or _fresh_run_dir(model), config, progress, resume=resume, dist=dist)
-    except RankFailed:
-        dist.close()
-        if not dist.is_root:  # the same error on every rank; rank 0 prints it
-            raise click.exceptions.Exit(1) from None
-        raise
+            report = run_train(features, run_dir or _fresh_run_dir(model), config, progress, resume=resume, dist=dist)
     finally:
         progress.close()
-    if dist is not None:
-        dist.close()
-        if not dist.is_root:
-            return  # rank 0 prints the job's result
+    if ranks.silent(dist):
+        return  # rank 0 prints the job's result
     s = report.summary()
 
     def pct(v, sd):

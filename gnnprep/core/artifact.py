@@ -67,7 +67,59 @@ def open_artifact(path: str | os.PathLike, expect: str | None = None) -> h5py.Fi
         f.close()
         raise GnnprepError(f"{path}: {fmt} format_version {int(version)} is newer than this gnnprep reads "
                            f"({FORMAT_VERSIONS[fmt]}); upgrade gnnprep")
+    try:
+        check_self_contained(f, path, listed_shards(f))
+    except BaseException:
+        f.close()
+        raise
     return f
+
+
+def listed_shards(f: h5py.File) -> set[str]:
+    """The file names a sharded features artifact lists in its root attribute ``shards`` (plain
+    names in its own folder; anything else is left out here and refused by its reader)."""
+    raw = f.attrs.get("shards")
+    try:
+        shards = json.loads(raw.decode() if isinstance(raw, bytes) else raw) if raw is not None else []
+    except (TypeError, ValueError, RecursionError):
+        return set()
+    if not isinstance(shards, list):
+        return set()
+    return {s["file"] for s in shards if isinstance(s, dict) and isinstance(s.get("file"), str)
+            and s["file"] not in ("", ".", "..") and "/" not in s["file"] and "\\" not in s["file"]}
+
+
+def check_self_contained(f: h5py.File, path, shards: set[str] = frozenset()) -> None:
+    """GnnprepError unless the file reads only itself: no external link, no dataset in external raw
+    storage, and no virtual dataset whose source is another file, except ``shards`` (plain names
+    beside it: a sharded features artifact's). An artifact received from someone else could
+    otherwise make a command read any file (``/etc/passwd``, ``/proc/self/environ``) into its output."""
+    stack = [("", f)]
+    while stack:
+        prefix, group = stack.pop()
+        for name in group:
+            where = f"{prefix}/{name}"
+            link = group.get(name, getlink=True)
+            if isinstance(link, h5py.ExternalLink):
+                raise GnnprepError(f"{path}: {where} is an external link to {link.filename}:{link.path}; "
+                                   "expected data stored in the file itself")
+            if isinstance(link, h5py.SoftLink):
+                continue  # names another object of this file, checked where it lives
+            obj = group.get(name)
+            if isinstance(obj, h5py.Group):
+                stack.append((where, obj))
+            elif isinstance(obj, h5py.Dataset):
+                if obj.external:
+                    raise GnnprepError(f"{path}: {where} is stored outside the file (external storage in "
+                                       f"{obj.external[0][0]!r}); expected data stored in the file itself")
+                if obj.is_virtual:
+                    for src in obj.virtual_sources():
+                        name_ = src.file_name
+                        if name_ == "." or name_ in shards:
+                            continue
+                        raise GnnprepError(f"{path}: {where} is a virtual dataset reading {name_!r}; expected "
+                                           "data in the file itself or in the shards its 'shards' attribute lists "
+                                           "beside it")
 
 
 _REQUIRED = object()

@@ -97,7 +97,7 @@ class RawWriter:
                 try:
                     if self.error is None:
                         self._write(buf, offset, nbytes)
-                except BaseException as e:
+                except BaseException as e:  # noqa: BLE001 - surfaced in the caller by the next write or close
                     self.error = e
                 finally:
                     self._free.put(buf if len(buf) == STAGE_BYTES + ALIGN else _aligned(STAGE_BYTES + ALIGN))

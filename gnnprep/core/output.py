@@ -9,14 +9,32 @@ writes to the same path.
 from __future__ import annotations
 
 import errno
+import hashlib
+import json
 import os
 import shutil
+import stat
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
 from gnnprep.core.errors import GnnprepError
 from gnnprep.core.sizes import format_size
+
+NAME_MAX = 255   # bytes of one file name on Linux and macOS file systems
+
+
+def side_name(path: Path, suffix: str, reserve: int = 0) -> str:
+    """The name of a file kept beside ``path`` (``<name><suffix>``, then ``reserve`` more bytes such
+    as a pid): when that would pass NAME_MAX, the start of the name and a hash of all of it, so an
+    output may have any name the file system takes and its side files stay findable."""
+    name = path.name + suffix
+    if len(name.encode()) + reserve <= NAME_MAX:
+        return name
+    digest = hashlib.sha256(path.name.encode()).hexdigest()[:16]
+    room = NAME_MAX - reserve - len(suffix.encode()) - len(digest) - 1
+    start = path.name.encode()[:max(0, room)].decode(errors="ignore")
+    return f"{start}~{digest}{suffix}"
 
 
 def _pid_alive(pid: int) -> bool:
@@ -104,12 +122,26 @@ def start_writeback(path: str | os.PathLike) -> None:
         os.close(fd)
 
 
+_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a named pipe"),
+          (stat.S_ISSOCK, "a socket"))
+
+
 def check_output_path(path: Path) -> None:
+    """GnnprepError unless ``path`` can take an output: its folder exists and is writable, and the
+    path is new or a regular file (through symlinks). An output replaces what is there, so a device,
+    pipe or socket (``-o /dev/null``, or a twin made with mknod) is refused, never replaced."""
     folder = path.parent
     if not folder.is_dir():
         raise GnnprepError(f"{path}: output folder {folder} does not exist")
     if path.is_dir():
         raise GnnprepError(f"{path}: is a folder; expected a file name for the output")
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        mode = None  # a new path (or a dangling symlink, replaced by the file)
+    if mode is not None and not stat.S_ISREG(mode):
+        kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+        raise GnnprepError(f"{path}: is {kind}; expected a regular file or a new path for the output")
     if not os.access(folder, os.W_OK):
         raise GnnprepError(f"{path}: output folder {folder} is not writable")
 
@@ -161,7 +193,7 @@ def atomic_output(path: str | os.PathLike, inputs=()) -> Iterator[Path]:
     path = Path(path).absolute()
     refuse_input_as_output(path, inputs)
     check_output_path(path)
-    prefix = f"{path.name}.tmp-"
+    prefix = side_name(path, ".tmp-", reserve=10)
     sweep_stale(path.parent, prefix)
     tmp = path.with_name(f"{prefix}{os.getpid()}")
     _remove(tmp)
@@ -190,7 +222,7 @@ def work_folder(near: str | os.PathLike, tmp_dir: str | os.PathLike | None = Non
     base = Path(tmp_dir).absolute() if tmp_dir else near.parent
     if not base.is_dir():
         raise GnnprepError(f"--tmp-dir {base}: folder does not exist")
-    prefix = f".{near.name}.work-"
+    prefix = "." + side_name(near, ".work-", reserve=11)
     sweep_stale(base, prefix)
     folder = base / f"{prefix}{os.getpid()}"
     _remove(folder)
@@ -220,9 +252,9 @@ class ResumableOutput:
         refuse_input_as_output(self.path, inputs)
         check_output_path(self.path)
         self.key = key
-        self.partial = self.path.with_name(self.path.name + ".partial")
-        self.progress_file = self.path.with_name(self.path.name + ".partial.json")
-        self.lock_file = self.path.with_name(self.path.name + ".partial.lock")
+        self.partial = self.path.with_name(side_name(self.path, ".partial"))
+        self.progress_file = self.path.with_name(side_name(self.path, ".partial.json"))
+        self.lock_file = self.path.with_name(side_name(self.path, ".partial.lock"))
         self._lock = open(self.lock_file, "w")
         try:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -253,7 +285,7 @@ class ResumableOutput:
             h5file.flush()  # a killed process's page cache still reaches the disk; no fsync needed
         self.done.append(tuple(unit))
         self.state["done"] = [list(u) for u in self.done]
-        tmp = self.progress_file.with_name(self.progress_file.name + f".tmp-{os.getpid()}")
+        tmp = self.path.with_name(side_name(self.path, ".partial.json.tmp-", reserve=10) + str(os.getpid()))
         try:
             tmp.write_text(self._json.dumps(self.state))
             os.replace(tmp, self.progress_file)
@@ -273,3 +305,18 @@ class ResumableOutput:
         if not self._lock.closed:
             self._lock.close()
             _remove(self.lock_file)
+
+
+def _json_default(v):
+    """JSON for what the writers hand over beyond plain types: arrays and sets as lists, numpy and
+    other numbers as floats."""
+    if isinstance(v, (set, frozenset)) or hasattr(v, "tolist") and getattr(v, "ndim", 0) > 0:
+        return list(v.tolist() if hasattr(v, "tolist") else v)
+    return float(v)
+
+
+def write_json(obj, path: str | os.PathLike) -> None:
+    """Write ``obj`` as indented JSON to ``path`` atomically (:func:`atomic_output`): the one JSON
+    writer of run and tune folders."""
+    with atomic_output(path) as tmp:
+        tmp.write_text(json.dumps(obj, indent=1, default=_json_default))

@@ -30,19 +30,23 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from gnnprep.graph import store
-from gnnprep.core.output import atomic_output, check_free_space, refuse_input_as_output, start_writeback, work_folder
-from gnnprep.sparse.csr_builder import CSRBuilder, incoming_chunk_edges, write_array
+from gnnprep.core.artifact import Timer, file_fingerprint, write_root_attrs
 from gnnprep.core.device import default_budget
 from gnnprep.core.errors import GnnprepError
-from gnnprep.core.artifact import Timer, file_fingerprint, write_root_attrs
+from gnnprep.core.output import atomic_output, check_free_space, refuse_input_as_output, start_writeback, work_folder
 from gnnprep.core.progress import Progress, no_progress
 from gnnprep.core.sizes import format_size, parse_size
+from gnnprep.graph import store
 from gnnprep.graph.sources import GraphSource, SourceOptions, is_graph_store, open_source
 from gnnprep.graph.sources.base import check_disjoint, check_ids
 from gnnprep.graph.sources.graphstore import (
-    NONE, ContentHash, add_missing_fingerprints, splits_fingerprint, validate_store,
+    NONE,
+    ContentHash,
+    add_missing_fingerprints,
+    splits_fingerprint,
+    validate_store,
 )
+from gnnprep.sparse.csr_builder import CSRBuilder, incoming_chunk_edges, write_array
 
 MIN_BUDGET = 4 * 1024**2
 DISK_SLACK = 256 * 1024      # HDF5 metadata and chunk-index overhead beyond the raw arrays

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gnnprep.sparse import order as node_order
 from gnnprep.sparse.order import PROPAGATE_BUFFER, group_by_label, near_share_windows, propagate_labels, row_blocks
 
 ORDER_FORMAT = "gnnprep.order"
@@ -27,7 +28,7 @@ def sampled_locality(store, windows: int = 64, width: int = 2048) -> float:
     ip = store.indptr()
     total, count = 0.0, 0
     for start in np.linspace(0, max(0, m - width), min(windows, max(1, m // width))).astype(np.int64):
-        cols = store.f["adj/indices"][start:start + width].astype(np.int64)
+        cols = store.stored_indices(start, start + width).astype(np.int64)
         rows = np.searchsorted(ip, np.arange(start, start + len(cols)), side="right") - 1
         total += float(np.abs(cols - rows).sum())
         count += len(cols)
@@ -48,13 +49,13 @@ def write_to_store(f, kind: str, order: np.ndarray, info: dict) -> None:
 
 def known(store, kind: str) -> bool:
     """Whether an order of ``kind`` is kept in the store or beside it (not yet validated)."""
-    return (kind == "community" and f"{STORE_GROUP}/{kind}" in store.f) or cache_path(store.path, kind).exists()
+    return (kind == "community" and store.kept_order(kind) is not None) or cache_path(store.path, kind).exists()
 
 
 def stored_gain(store, kind: str) -> float | None:
     """near_share_after − near_share_before of the order kept in the store (None: none kept), so a
     graph the order does not help (no communities) is planned without one and nothing is loaded."""
-    ds = store.f.get(f"{STORE_GROUP}/{kind}")
+    ds = store.kept_order(kind)
     if ds is None or not {"near_share_before", "near_share_after"} <= set(ds.attrs):
         return None
     return float(ds.attrs["near_share_after"]) - float(ds.attrs["near_share_before"])
@@ -63,7 +64,7 @@ def stored_gain(store, kind: str) -> float | None:
 def load_from_store(store, kind: str) -> tuple[np.ndarray, dict] | None:
     """(order, info) kept in the graph store at ingest, or None: absent, or not a permutation of the
     n nodes (an order only ever costs or saves time, so a damaged one is ignored, never trusted)."""
-    ds = store.f.get(f"{STORE_GROUP}/{kind}")
+    ds = store.kept_order(kind)
     n = store.num_nodes
     if ds is None or ds.shape != (n,) or ds.dtype.kind not in "iu":
         return None
@@ -76,7 +77,7 @@ def load_from_store(store, kind: str) -> tuple[np.ndarray, dict] | None:
 class IngestOrder:
     """The community order of a graph store's CSR, found while ingest still writes the CSR and then
     copies the node data, and kept in the store (``/order/community``), so that no precompute of
-    the graph pays for it. Not for graphs of at most ``WINDOW`` nodes (every gather is near then).
+    the graph pays for it. Not for graphs of at most ``LOCALITY_WINDOW`` nodes (every gather is near then).
 
     Label propagation is serial and bound by memory latency; the CSR's sort and the feature copy are
     bound by sorting, I/O and memcpy: on two cores they overlap. The first sweep needs, for the rows
@@ -90,7 +91,6 @@ class IngestOrder:
     store without an order (precompute then finds one itself or computes in stored order; results
     are the same bit for bit either way)."""
 
-    WINDOW = 4096   # as HopGraph.REORDER_WINDOW: ids a row block's gathers may span and stay in cache
     SWEEPS = 2
 
     def __init__(self, group, n: int, entries_upper: int, index_dtype, memory_budget: int, share: float = 0.3):
@@ -99,7 +99,7 @@ class IngestOrder:
         self._thread = None
         entry = np.dtype(index_dtype).itemsize
         room = int(memory_budget * share) - 24 * n    # indptr, labels, counts (then the order, sorted)
-        self.active = n > self.WINDOW and room >= (1 << 20) and entries_upper > 0
+        self.active = n > node_order.LOCALITY_WINDOW and room >= (1 << 20) and entries_upper > 0
         if not self.active:
             return  # every id is within the window of every other (no order can help), or no room
         self.n = n
@@ -183,8 +183,8 @@ class IngestOrder:
         inv = np.empty(len(order), dtype=np.int64)
         inv[order] = np.arange(len(order))
         indices = f["adj/indices"]
-        info = {"near_share_before": round(near_share_windows(indptr, indices, self.WINDOW), 4),
-                "near_share_after": round(near_share_windows(indptr, indices, self.WINDOW, inv), 4),
+        info = {"near_share_before": round(near_share_windows(indptr, indices, node_order.LOCALITY_WINDOW), 4),
+                "near_share_after": round(near_share_windows(indptr, indices, node_order.LOCALITY_WINDOW, inv), 4),
                 "seconds": round(seconds, 3), "cpu_seconds": round(cpu_seconds, 3)}
         write_to_store(f, "community", order, info)
         # seconds: the search thread's lifetime (it waits for rows while the CSR is written);
@@ -217,8 +217,8 @@ def load_cached(store_path, kind: str, graph_fingerprint: str, n: int) -> tuple[
 
 def save_cached(store_path, kind: str, graph_fingerprint: str, order: np.ndarray, info: dict) -> bool:
     """Keep ``order`` beside the graph store (atomically); False where that folder is not writable."""
-    from gnnprep.core.output import atomic_output
     from gnnprep.core.errors import GnnprepError
+    from gnnprep.core.output import atomic_output
 
     meta = {"format": ORDER_FORMAT, "format_version": ORDER_FORMAT_VERSION, "graph_fingerprint": graph_fingerprint,
             "kind": kind, **{k: info[k] for k in ("near_share_before", "near_share_after", "seconds")}}

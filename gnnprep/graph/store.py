@@ -106,6 +106,35 @@ class GraphStore(Artifact):
             self._indptr = ip
         return self._indptr
 
+    @property
+    def weighted(self) -> bool:
+        """Whether the store has edge weights (``/adj/weights``)."""
+        return "adj/weights" in self.f
+
+    @property
+    def index_dtype(self) -> np.dtype:
+        """The stored dtype of ``/adj/indices`` (int32 or int64)."""
+        return self.f["adj/indices"].dtype
+
+    @property
+    def adj_bytes(self) -> int:
+        """Bytes of the adjacency arrays (``/adj/*``) as stored."""
+        return int(sum(ds.nbytes for ds in self.f["adj"].values()))
+
+    def stored_indices(self, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """``/adj/indices[start:stop]`` in its stored dtype, *unchecked*: for readers that check the
+        ids themselves (the kernels' inputs are checked once per block by their caller)."""
+        return self.f["adj/indices"][start:stop]
+
+    def stored_weights(self, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """``/adj/weights[start:stop]`` as stored (float32), unchecked (see :meth:`weight_blocks`)."""
+        return self.f["adj/weights"][start:stop]
+
+    def kept_order(self, kind: str) -> h5py.Dataset | None:
+        """The node order of ``kind`` kept in the store at ingest (``/order/<kind>``), or None."""
+        ds = self.f.get(f"order/{kind}")
+        return ds if isinstance(ds, h5py.Dataset) else None
+
     def indices(self, start: int = 0, stop: int | None = None) -> np.ndarray:
         """``/adj/indices[start:stop]`` as int64, checked to lie in [0, n)."""
         idx = self.f["adj/indices"][start:stop].astype(np.int64, copy=False)

@@ -33,10 +33,9 @@ def build(indptr: np.ndarray, indices: np.ndarray, output, *, graph_fingerprint:
     entries (every aggregation node removes at least one); ``memory_budget`` defaults to
     :func:`gnnprep.core.device.default_budget` of the CPU."""
     from gnnprep.core.device import default_budget
-    from gnnprep.hag.search import exact_search, rounds_search, sequential_search
     from gnnprep.core.memory import PeakMeter
-
     from gnnprep.core.output import check_output_path, refuse_input_as_output
+    from gnnprep.hag.search import exact_search, rounds_search, sequential_search
 
     refuse_input_as_output(output, [input_path])  # before the search: it may take minutes
     check_output_path(Path(output).absolute())
@@ -72,6 +71,6 @@ def load_for(path, store: GraphStore) -> Hag:
     graph, or when the store is weighted (a HAG sums unweighted neighbour rows)."""
     h, attrs = read_hag(path)
     store.check_built_for(path, "HAG", attrs.get("graph_fingerprint"), h.num_nodes)
-    if "adj/weights" in store.f:
+    if store.weighted:
         raise GnnprepError(f"{path}: --hag needs an unweighted graph store")
     return h

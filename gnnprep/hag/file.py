@@ -6,8 +6,15 @@ from pathlib import Path
 
 import numpy as np
 
-from gnnprep.core.artifact import (FORMAT_VERSIONS, attr_value, count_attr, dataset_or_none, json_attr, open_artifact,
-                                   plain_attrs)
+from gnnprep.core.artifact import (
+    FORMAT_VERSIONS,
+    attr_value,
+    count_attr,
+    dataset_or_none,
+    json_attr,
+    open_artifact,
+    plain_attrs,
+)
 from gnnprep.core.errors import GnnprepError
 from gnnprep.hag.structure import Hag, graph_cost
 
@@ -21,8 +28,8 @@ def write_hag(h: Hag, path, provenance: dict, aggregate: str, capacity: int, gra
     the files the HAG was built from, which ``path`` must not be (refused, never overwritten)."""
     import h5py
 
-    from gnnprep.core.output import atomic_output
     from gnnprep.core.artifact import write_root_attrs
+    from gnnprep.core.output import atomic_output
 
     ag, tg = graph_cost(indptr)
     summary = {

@@ -39,7 +39,7 @@ def read_graph(path, typed: bool = False) -> GraphInput:
 
     with GraphStore(path) as g:
         indptr, indices = g.indptr(), g.indices()
-        adj_bytes = sum(g.f[f"adj/{k}"].nbytes for k in g.f["adj"])
+        adj_bytes = g.adj_bytes
         typed_codes = g.node_type_codes() if typed else None
         node_type, type_names = typed_codes if typed_codes is not None else (None, None)
         return GraphInput(indptr, indices, g.fingerprint, int(adj_bytes), node_type, type_names)

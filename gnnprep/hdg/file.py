@@ -25,8 +25,8 @@ def write_hdg(h: Hdg, path, provenance: dict, selector: str, spec: str, seed: in
     ``inputs``: the files it was built from, which ``path`` must not be (refused, never overwritten)."""
     import h5py
 
-    from gnnprep.core.output import atomic_output
     from gnnprep.core.artifact import write_root_attrs
+    from gnnprep.core.output import atomic_output
 
     idx_dtype = np.int32 if h.num_nodes < 2**31 else np.int64
     with atomic_output(path, inputs=inputs) as tmp:

@@ -287,5 +287,7 @@ def hop_shells(indptr: np.ndarray, indices: np.ndarray, hops: int, cap: int | No
             progress("hop shells", i0, n)
         took = time.perf_counter() - t0
         size = int(min(max_starts, 2 * size, max(1, size * _SECONDS_PER_CALL / max(took, 1e-4))))
-    cat = (lambda parts_: np.concatenate(parts_) if parts_ else np.empty(0, np.int64))
+    def cat(parts_):
+        return np.concatenate(parts_) if parts_ else np.empty(0, np.int64)
+
     return cat(out_counts), cat(out_ids)

@@ -21,12 +21,13 @@ import time
 import numba
 import numpy as np
 
-from gnnprep.sparse import kernels  # numba: compiled on first use, loaded from its cache afterwards
-from gnnprep.precompute.hop_writer import Gather
 from gnnprep.core.memory import empty_pages
+from gnnprep.graph.store import GraphStore, check_ids
+from gnnprep.precompute.config import OrderReport
+from gnnprep.precompute.hop_writer import Gather
 from gnnprep.precompute.operators import Operator
 from gnnprep.precompute.plan import Plan
-from gnnprep.graph.store import GraphStore, check_ids
+from gnnprep.sparse import kernels  # numba: compiled on first use, loaded from its cache afterwards
 
 
 def balanced_rows(indptr: np.ndarray, b: int) -> np.ndarray:
@@ -49,7 +50,6 @@ class HopGraph:
     stored (original) order.
     """
 
-    REORDER_WINDOW = 4096     # ids: a row block's gathers that land this close stay in cache
     REORDER_MIN_GAIN = 0.2    # share of entries that must move inside the window for an order to pay
 
     def __init__(self, store: GraphStore, plan: Plan, order_kind: str = "community", force: bool = False,
@@ -57,14 +57,14 @@ class HopGraph:
         self.store = store
         self.n = store.num_nodes
         self.indptr = self._stored_indptr = store.indptr()
-        self.weighted = "adj/weights" in store.f
+        self.weighted = store.weighted
         self.resident = plan.s_resident
         self.b = plan.b
         # a resident S is still walked in several row blocks, so each block's rows are written
         # while the next block computes (the last hop's writes would otherwise all come at the end)
         self.row_bounds = balanced_rows(self.indptr, max(plan.b, 8) if self.resident else plan.b)
         self.order = self.inv = None
-        self.reorder_info: dict | None = None
+        self.reorder_info: OrderReport | None = None
         self._finding: threading.Thread | None = None
         self._spare_shape, self._spare = spare, None
         self._force = force
@@ -77,19 +77,25 @@ class HopGraph:
             # (no second copy of S); they are loaded as stored only when the order must be found
             if not (plan.reorder and not self.weighted and kept_order.known(store, order_kind)):
                 self._indices = self._load_indices()
-            self._weights = store.f["adj/weights"][:] if self.weighted else None
+            self._weights = store.stored_weights() if self.weighted else None
             if plan.reorder:
                 self._found: object = None
                 self._finding = threading.Thread(target=self._find_order, args=(order_kind,), daemon=True)
                 self._finding.start()
 
+    @property
+    def indices(self) -> np.ndarray:
+        """The resident CSR's column ids, in computation order (after :meth:`ready`; only when S is
+        resident)."""
+        return self._indices
+
     def _load_indices(self) -> np.ndarray:
-        indices = self.store.f["adj/indices"][:]
+        indices = self.store.stored_indices()
         check_ids(indices, self.n, f"{self.store.path}: /adj/indices")  # before any kernel reads them
         return indices
 
     def _read_checked(self, p0: int, p1: int) -> np.ndarray:
-        block = self.store.f["adj/indices"][p0:p1]
+        block = self.store.stored_indices(p0, p1)
         check_ids(block, self.n, f"{self.store.path}: /adj/indices", offset=p0)
         return block
 
@@ -113,8 +119,8 @@ class HopGraph:
             inv = np.empty(self.n, dtype=np.int64)
             inv[order] = np.arange(self.n)
             if cached is None:
-                before = node_order.near_share(self.indptr, self._indices, self.REORDER_WINDOW)
-                after = node_order.near_share(self.indptr, self._indices, self.REORDER_WINDOW, inv)
+                before = node_order.near_share(self.indptr, self._indices, node_order.LOCALITY_WINDOW)
+                after = node_order.near_share(self.indptr, self._indices, node_order.LOCALITY_WINDOW, inv)
                 info = {"near_share_before": round(before, 4), "near_share_after": round(after, 4),
                         "seconds": round(time.perf_counter() - t0, 3)}
                 kept_order.save_cached(self.store.path, kind, self.store.fingerprint, order, info)
@@ -126,7 +132,7 @@ class HopGraph:
                 # parallel region runs then; numba's omp and tbb layers are thread-safe in any case)
                 if self._indices is None:
                     csr = node_order.permute_csr_streamed(self.indptr, self._read_checked, order,
-                                                       self.store.f["adj/indices"].dtype)
+                                                       self.store.index_dtype)
                 else:
                     csr = node_order.permute_csr(self.indptr, self._indices, order)
                 if self._weights is not None:  # the weights move with their entries
@@ -134,7 +140,7 @@ class HopGraph:
             elif self._indices is None:  # computed in stored order after all
                 self._indices = self._load_indices()
             self._found = (order, inv, info, csr)
-        except BaseException as e:  # raised in the caller's thread by ready()
+        except BaseException as e:  # noqa: BLE001 - raised in the caller's thread by ready()
             self._found = e
 
     def ready(self) -> None:
@@ -152,7 +158,7 @@ class HopGraph:
             raise self._found
         order, inv, info, csr = self._found
         self._found = None
-        self.reorder_info = {**info, "used": csr is not None}
+        self.reorder_info = OrderReport.from_info(info, used=csr is not None)
         if csr is not None:
             self.order = order
             self.indptr, self._indices, self.inv = csr[:3]
@@ -195,9 +201,9 @@ class HopGraph:
                 return ip, idx, self.values(op)[p0:p1]
             w = self._weights[p0:p1] if self._weights is not None and values == "stored" else None
             return ip, idx, w
-        idx = self.store.f["adj/indices"][p0:p1]
+        idx = self.store.stored_indices(p0, p1)
         check_ids(idx, self.n, f"{self.store.path}: /adj/indices", offset=p0)
-        w = self.store.f["adj/weights"][p0:p1] if self.weighted and values != "none" else None
+        w = self.store.stored_weights(p0, p1) if self.weighted and values != "none" else None
         if values == "edge":
             w = op.edge.values(ip, idx, w, r0)
         return ip, idx, w
@@ -212,7 +218,7 @@ class HopGraph:
         if self._op_values is None or self._op_values[0] is not op:
             from concurrent.futures import ThreadPoolExecutor
 
-            from gnnprep.precompute.user_operators import CHUNK
+            from gnnprep.precompute.user_operators import CHUNK, stdout_to_stderr
 
             self._op_values = None
             out = np.empty(len(self._indices), dtype=np.float32)
@@ -225,7 +231,7 @@ class HopGraph:
 
             # the user's function is pure (its contract) and numpy releases the GIL: one part per core
             bounds = balanced_rows(self.indptr, max(1, len(out) // CHUNK))
-            with ThreadPoolExecutor(numba.get_num_threads()) as pool:
+            with ThreadPoolExecutor(numba.get_num_threads()) as pool, stdout_to_stderr():
                 list(pool.map(part, zip(bounds[:-1], bounds[1:])))
             self._op_values = (op, out)
         return self._op_values[1]
@@ -267,13 +273,13 @@ class NumbaBackend:
     def hop_rows_in_place(self, rows, cur, nxt):
         """nxt[v] = row v (computation order) of S·cur for v in ``rows``; other rows untouched."""
         g = self.graph
-        self.k.spmm_rows_in_place(g.indptr, g._indices, g.values(self.op), rows, self.op.left, self.op.right,
+        self.k.spmm_rows_in_place(g.indptr, g.indices, g.values(self.op), rows, self.op.left, self.op.right,
                                   self.op.loop, cur, nxt)
 
     def hop_rows(self, rows, cur, out):
         """out[i] = row rows[i] (computation order) of S·cur."""
         g = self.graph
-        self.k.spmm_selected(g.indptr, g._indices, g.values(self.op), rows, self.op.left, self.op.right,
+        self.k.spmm_selected(g.indptr, g.indices, g.values(self.op), rows, self.op.left, self.op.right,
                              self.op.loop, cur, out)
 
     def to_host(self, arr, rows):

@@ -18,8 +18,8 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from gnnprep.precompute.plan import Profile, profile_path
 from gnnprep.core.progress import Progress, no_progress
+from gnnprep.precompute.plan import Profile, profile_path
 
 
 def generated_csr(n: int, avg_degree: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

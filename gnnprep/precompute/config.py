@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gnnprep.core.errors import GnnprepError
+from gnnprep.core.record import Record, optional
+
+if TYPE_CHECKING:
+    from gnnprep.precompute.plan import Plan
 
 REORDER_MODES = ("auto", "none", "community", "bfs")
 ROWS = ("all", "labeled")
@@ -63,9 +68,42 @@ class PrecomputeConfig:
 
 
 @dataclass(frozen=True)
-class PrecomputeReport:
+class HagChoice(Record):
+    """What ``--hag`` decided: ``mode`` file|auto, whether a HAG is ``used``, its ``path``, and why."""
+
+    mode: str
+    used: bool
+    path: str | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class OrderReport(Record):
+    """The node order of a run (:mod:`gnnprep.sparse.order`): its ``kind``, whether it was ``used``,
+    the share of stored entries within the locality window before and after, the seconds this run
+    spent on it, whether it was ``cached``, and for a cached order how long finding it took and
+    where it was kept (``store`` or ``cache``)."""
+
+    kind: str
+    used: bool
+    near_share_before: float
+    near_share_after: float
+    seconds: float
+    cached: bool
+    found_seconds: float | None = optional()
+    found_in: str | None = optional()
+
+    @classmethod
+    def from_info(cls, info: dict, used: bool) -> "OrderReport":
+        """From the order finder's info dict (keys beyond the fields, from an older cache, ignored)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in info.items() if k in names}, used=used)
+
+
+@dataclass(frozen=True)
+class PrecomputeReport(Record):
     output: str
-    plan: dict
+    plan: Plan
     hops: int
     operators: tuple[str, ...]
     rows: int
@@ -77,10 +115,10 @@ class PrecomputeReport:
     baseline_rss_bytes: int
     resumed_units: int
     dry_run: bool = False
-    hag: dict | None = None       # {"mode": file|auto, "used", "path", "reason"}
-    reorder: dict | None = None   # {"kind", "used", "near_share_before", "near_share_after", "seconds"}
+    hag: HagChoice | None = None
+    reorder: OrderReport | None = None
     warnings: tuple[str, ...] = ()  # also passed to the ``warn`` callback as they arise
     hop_entries: tuple[int, ...] = ()  # entries each hop 1..K reads as planned (empty: all, every hop)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return Record.to_dict(self)

@@ -21,8 +21,16 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from gnnprep.core.artifact import (FORMAT_VERSIONS, Artifact, attr_value, count_attr, dataset_or_none, json_attr,
-                                   write_root_attrs)
+from gnnprep.core.artifact import (
+    FORMAT_VERSIONS,
+    Artifact,
+    attr_value,
+    check_self_contained,
+    count_attr,
+    dataset_or_none,
+    json_attr,
+    write_root_attrs,
+)
 from gnnprep.core.errors import GnnprepError
 from gnnprep.graph.store import GraphStore, feature_chunk_rows, split_sizes
 
@@ -361,6 +369,8 @@ def check_shards(f: h5py.File, path) -> list[dict] | None:
         if attr is None or attr.get("key") != s.get("key"):
             raise GnnprepError(f"{path}: shard {s['file']} is not the shard this artifact was published with "
                                "(another run's, or unreadable)")
+        with h5py.File(p, "r") as shard:
+            check_self_contained(shard, p)   # a shard, too, reads only itself
         out.append({**s, "present": True, "bytes_on_disk": size})
     return out
 

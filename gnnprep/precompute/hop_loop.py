@@ -13,22 +13,30 @@ import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import h5py
 import numpy as np
 
-from gnnprep.precompute import features as fa
-from gnnprep.core.output import ResumableOutput
-from gnnprep.precompute.backends import HopGraph, make_backend
-from gnnprep.core.directio import ALIGN
-from gnnprep.precompute.hop_writer import Gather, HopWriter
-from gnnprep.core.memory import empty_pages
 from gnnprep.core.artifact import Timer
-from gnnprep.precompute.operators import make_operator
-from gnnprep.precompute.plan import Plan, Problem, column_blocks
-from gnnprep.precompute.config import PrecomputeConfig, PrecomputeReport
+from gnnprep.core.directio import ALIGN
+from gnnprep.core.memory import empty_pages
+from gnnprep.core.output import ResumableOutput
 from gnnprep.core.progress import Progress
 from gnnprep.graph.store import GraphStore
+from gnnprep.precompute import features as fa
+from gnnprep.precompute.backends import HopGraph, make_backend
+from gnnprep.precompute.config import PrecomputeConfig, PrecomputeReport
+from gnnprep.precompute.hop_writer import Gather, HopWriter
+from gnnprep.precompute.operators import make_operator
+from gnnprep.precompute.plan import Plan, Problem, column_blocks
+
+if TYPE_CHECKING:
+    from gnnprep.hag.structure import Hag
+    from gnnprep.hdg.structure import Hdg
+    from gnnprep.precompute.config import HagChoice
+    from gnnprep.precompute.plan import Profile
+    from gnnprep.precompute.user_operators import Degrees
 
 WRITE_BYTES = 32 << 20    # rows per queued write: at most this many bytes of a column block in flight
 
@@ -43,16 +51,16 @@ class Job:
     plan: Plan
     problem: Problem
     out_rows: np.ndarray | None        # None: every node
-    hag: object = None                 # gnnprep.hag.structure.Hag
+    hag: Hag | None = None
     hag_path: Path | None = None
-    hag_info: dict | None = None
-    hdg: object = None                 # gnnprep.hdg.structure.Hdg
+    hag_info: HagChoice | None = None
+    hdg: Hdg | None = None
     hdg_channels: tuple[str, ...] = ()
     baseline: int = 0
-    profile: object = None             # gnnprep.precompute.plan.Profile the plan was made with
+    profile: Profile | None = None     # the cost model the plan was made with
     user: dict = dataclasses.field(default_factory=dict)  # --operator-file: {name: (UserFunction, Factors)}
     hdg_weight: tuple | None = None    # --hdg-weight: (UserFunction, the re-weighted HDG)
-    degrees: object = None             # gnnprep.precompute.user_operators.Degrees of the graph (loop 0), for compiling user operators
+    degrees: Degrees | None = None     # the graph's degrees (loop 0), for compiling user operators
 
 
 
@@ -289,7 +297,7 @@ class HopRun:
             entries = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
             mark = np.zeros(self.n, dtype=bool)
             mark[rows] = True
-            mark[g._indices[entries]] = True
+            mark[g.indices[entries]] = True
             self._inputs = np.flatnonzero(mark)
         return self._inputs
 
@@ -407,7 +415,7 @@ class HopRun:
             "inputs": [{"path": str(Path(self.store.path).absolute()), "graph_fingerprint": self.store.fingerprint}],
             "plan": self.plan.to_dict(),
             "timings": {**self.timer.timings, "hop_seconds": [round(s, 4) for s in self.hop_seconds]},
-            "reorder": self.graph.reorder_info,
+            "reorder": None if self.graph.reorder_info is None else self.graph.reorder_info.to_dict(),
             **({"operator_sources": self.operator_sources()} if self.job.user or self.job.hdg_weight else {}),
         }
 
@@ -417,7 +425,7 @@ class HopRun:
     def _report(self) -> PrecomputeReport:
         config = self.config
         return PrecomputeReport(
-            output=str(self.out.path), plan=self.plan.to_dict(), hops=config.hops, operators=tuple(config.operators),
+            output=str(self.out.path), plan=self.plan, hops=config.hops, operators=tuple(config.operators),
             rows=self.r, dtype=config.dtype, hop_seconds=tuple(round(s, 4) for s in self.hop_seconds),
             seconds=round(time.perf_counter() - self.t_start, 3), predicted_peak_bytes=self.plan.predicted_peak,
             measured_peak_bytes=None, baseline_rss_bytes=self.job.baseline, resumed_units=self.resumed_units,

@@ -129,7 +129,7 @@ class HopWriter:
                             arr = arr.astype(self.dtype, copy=False)
                         check_finite(arr, ds, p0, c0)
                         ds[p0:p1, c0:c1] = arr
-            except BaseException as e:  # surfaced in the main thread by wait()
+            except BaseException as e:  # noqa: BLE001 - surfaced in the main thread by wait()
                 self.error = e
             finally:
                 if owned:

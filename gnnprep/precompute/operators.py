@@ -74,7 +74,7 @@ def _family(spec: str) -> str | None:
 
 
 def _check_value(spec: str, item: str, key: str, v: float, text: str) -> None:
-    if not np.isfinite(v) or abs(v) > 16:
+    if not np.isfinite(v) or (key not in ("alpha", "k") and abs(v) > 16):
         raise GnnprepError(f"--operator {spec!r}: {item!r}: expected a finite number in -16..16")
     if key == "loop" and v < 0:
         raise GnnprepError(f"--operator {spec!r}: loop={text}: expected >= 0")
@@ -90,6 +90,7 @@ def spec_values(spec: str) -> dict[str, float]:
     family = _family(spec)
     keys = FAMILIES[family]
     values = dict(keys)
+    given: set[str] = set()
     body = spec[len(family) + 1:]
     for item in filter(None, (t.strip() for t in body.split(","))):
         key, eq, text = item.partition("=")
@@ -104,14 +105,23 @@ def spec_values(spec: str) -> dict[str, float]:
         except ValueError:
             raise GnnprepError(f"--operator {spec!r}: {item!r}: expected a number after {key}=") from None
         _check_value(spec, item, key, v, text)
+        if key in given:
+            raise GnnprepError(f"--operator {spec!r}: {key}= is given twice; expected each key once")
+        given.add(key)
         values[key] = v
     return values
 
 
 def _norm_name(spec: str) -> str:
-    """The canonical name of a ``norm:`` or ``ppr:`` spec: every key, in order, shortest float text."""
+    """The canonical name of a ``norm:`` or ``ppr:`` spec: every key, in order, the shortest text
+    that reads back as the same float (two specs share a name only when they compute the same)."""
     values = spec_values(spec)
-    return f"{_family(spec)}:" + ",".join(f"{k}={v:g}" for k, v in values.items())
+    return f"{_family(spec)}:" + ",".join(f"{k}={_shortest(v)}" for k, v in values.items())
+
+
+def _shortest(v: float) -> str:
+    short = f"{v:g}"
+    return short if float(short) == v else repr(float(v))
 
 
 def split_operators(text: str) -> list[str]:

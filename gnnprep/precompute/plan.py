@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from gnnprep.core.errors import GnnprepError
+from gnnprep.core.record import Record
 from gnnprep.core.sizes import format_size
 
 SLACK = 1.05
@@ -142,7 +143,7 @@ class Problem:
 
 
 @dataclass(frozen=True)
-class Plan:
+class Plan(Record):
     a: int                        # normalisation edge blocks
     b: int                        # propagation edge blocks
     c: int                        # column blocks
@@ -222,7 +223,7 @@ def _hop_entries(p: Problem, b: int) -> tuple:
 
 
 def predict_seconds(p: Problem, prof: Profile, b: int, c: int) -> float:
-    n, m, d, K = p.num_nodes, p.num_entries, p.num_features, p.hops
+    n, d, K = p.num_nodes, p.num_features, p.hops
     w = math.ceil(d / c) if d else 0
     widths = _widths(d, w)
     compute = _passes(p) * sum(prof.spmm_seconds(e, n, wj) for e in _hop_entries(p, b) for wj in widths)

@@ -39,21 +39,28 @@ from pathlib import Path
 import numpy as np
 
 from gnnprep.core import device as devices
-from gnnprep.precompute import features as fa
-from gnnprep.core.output import ResumableOutput, check_free_space, disk_full_error, is_disk_full, refuse_input_as_output
-from gnnprep.core.errors import GnnprepError
-from gnnprep.precompute.backends import HopGraph
-from gnnprep.precompute.hop_loop import HopRun, Job
-from gnnprep.core.memory import PeakMeter, rss
 from gnnprep.core.artifact import file_fingerprint
-from gnnprep.precompute.operators import make_operator
-from gnnprep.precompute.plan import (
-    Plan, Problem, choose_hag, choose_plan, keep_columns, load_profile, plan_with_hag, pruned_hop_entries,
-    with_reorder,
-)
-from gnnprep.precompute.config import PrecomputeConfig, PrecomputeReport
+from gnnprep.core.errors import GnnprepError
+from gnnprep.core.memory import PeakMeter, rss
+from gnnprep.core.output import ResumableOutput, check_free_space, disk_full_error, is_disk_full, refuse_input_as_output
 from gnnprep.core.progress import Progress, Warn, no_progress, no_warning
 from gnnprep.graph.store import GraphStore
+from gnnprep.precompute import features as fa
+from gnnprep.precompute.backends import HopGraph
+from gnnprep.precompute.config import HagChoice, PrecomputeConfig, PrecomputeReport
+from gnnprep.precompute.hop_loop import HopRun, Job
+from gnnprep.precompute.operators import make_operator
+from gnnprep.precompute.plan import (
+    Plan,
+    Problem,
+    choose_hag,
+    choose_plan,
+    keep_columns,
+    load_profile,
+    plan_with_hag,
+    pruned_hop_entries,
+    with_reorder,
+)
 
 
 # -- the plan and the inputs ------------------------------------------------------------------------
@@ -62,7 +69,7 @@ def _hag_unsupported(backend: str, store: GraphStore, user: dict | None = None) 
     HAG executor is the CPU kernel, and a HAG shares sums of unweighted in-lists."""
     if backend != "numba":
         return "the HAG executor runs on the CPU kernel"
-    if "adj/weights" in store.f:
+    if store.weighted:
         return "a HAG shares sums over unweighted in-lists, and this graph store is weighted"
     for name, (fn, factors) in (user or {}).items():
         if fn.reduce == "max" or factors.values in ("entry", "weight"):
@@ -95,8 +102,8 @@ def _hdg_weight(store: GraphStore, spec: str, hdg, deg=None):
     """``--hdg-weight path:name``: the user function (:mod:`gnnprep.precompute.user_operators`) evaluated once on every
     member of the HDG's vertex levels, as c(d_member, d_root, w) with the graph's (weighted) degrees
     and the selector's weight; returns (UserFunction, the re-weighted HDG)."""
-    from gnnprep.precompute import user_operators as udf
     from gnnprep.hdg.structure import reweighted
+    from gnnprep.precompute import user_operators as udf
     from gnnprep.precompute.operators import OPERATORS
 
     fn = udf.load(spec, OPERATORS)
@@ -124,7 +131,7 @@ def _problem(store: GraphStore, config: PrecomputeConfig, device: str, backend: 
                    hop_entries=entries,
                    passes=sum(_steps(name) for name in config.operators),
                    buffers=3 if any(_steps(name) > 1 for name in config.operators) else 2,
-                   index_bytes=store.f["adj/indices"].dtype.itemsize, weighted="adj/weights" in store.f,
+                   index_bytes=store.index_dtype.itemsize, weighted=store.weighted,
                    out_itemsize=np.dtype(config.dtype).itemsize, in_itemsize=store.features.dtype.itemsize,
                    device=device if backend == "torch" else "cpu")
 
@@ -134,7 +141,8 @@ def _auto_hag(store: GraphStore, plan: Plan, problem: Problem, profile, budget: 
     """``--hag auto``: the cached HAG's path when it pays (building it first, with
     :func:`gnnprep.hag.builder.build`, when even a perfect HAG would repay the search), else None; and what
     was decided, for the report."""
-    from gnnprep.hag import builder as hags, file as hag_file
+    from gnnprep.hag import builder as hags
+    from gnnprep.hag import file as hag_file
 
     cache = hags.cache_path(store.path)
     choice = choose_hag(plan, problem, profile, hag_file.read_hag_summary(cache, store.fingerprint), budget)
@@ -146,8 +154,8 @@ def _auto_hag(store: GraphStore, plan: Plan, problem: Problem, profile, budget: 
         except (OSError, GnnprepError):
             pass  # a read-only folder: nothing cached, decide without it
         choice = choose_hag(plan, problem, profile, hag_file.read_hag_summary(cache, store.fingerprint), budget)
-    return (cache if choice.use else None), {"mode": "auto", "used": choice.use,
-                                             "path": str(cache) if choice.use else None, "reason": choice.reason}
+    return (cache if choice.use else None), HagChoice("auto", choice.use, str(cache) if choice.use else None,
+                                                      choice.reason)
 
 
 def _choose_hag(job: Job, store: GraphStore, profile, budget: int) -> None:
@@ -158,7 +166,7 @@ def _choose_hag(job: Job, store: GraphStore, profile, budget: int) -> None:
     unsupported = _hag_unsupported(job.backend, store, job.user)
     if config.hag == "auto":
         if unsupported is not None:
-            job.hag_info = {"mode": "auto", "used": False, "path": None, "reason": unsupported}
+            job.hag_info = HagChoice("auto", False, None, unsupported)
             return
         job.hag_path, job.hag_info = _auto_hag(store, job.plan, job.problem, profile, budget, config.dry_run)
     else:
@@ -166,7 +174,7 @@ def _choose_hag(job: Job, store: GraphStore, profile, budget: int) -> None:
             raise GnnprepError(f"--hag {config.hag}: {unsupported}" +
                                ("; use --device cpu" if job.backend != "numba" else ""))
         job.hag_path = Path(config.hag)
-        job.hag_info = {"mode": "file", "used": True, "path": str(config.hag), "reason": "--hag given"}
+        job.hag_info = HagChoice("file", True, str(config.hag), "--hag given")
     if job.hag_path is not None:
         from gnnprep.hag.builder import load_for
 
@@ -175,7 +183,7 @@ def _choose_hag(job: Job, store: GraphStore, profile, budget: int) -> None:
                                  config.blocks)
 
 
-def _prepare(store: GraphStore, config: PrecomputeConfig, device: str, backend: str) -> Job:
+def prepare_job(store: GraphStore, config: PrecomputeConfig, device: str, backend: str) -> Job:
     """Plan the run and load its inputs: rows, blocking, node order, HAG, HDG."""
     if store.features is None:
         raise GnnprepError(f"{store.path}: the graph store has no /nodes/features to propagate")
@@ -190,7 +198,7 @@ def _prepare(store: GraphStore, config: PrecomputeConfig, device: str, backend: 
         # a user operator's per-entry values: held like weights (computed in the node order, if any);
         # on a weighted store beside the stored weights (one operator's values at a time)
         problem = dataclasses.replace(problem, weighted=True, value_bytes=4 if problem.weighted else 0)
-    index_dtype = store.f["adj/indices"].dtype
+    index_dtype = store.index_dtype
     if backend == "numba":  # only the variants this run uses (each costs seconds on a fresh install)
         from gnnprep.sparse import kernels
 
@@ -231,7 +239,7 @@ def _prepare(store: GraphStore, config: PrecomputeConfig, device: str, backend: 
     return job
 
 
-def _run_key(store: GraphStore, job: Job) -> str:
+def run_key(store: GraphStore, job: Job) -> str:
     """What the output depends on (besides the plan, which a resumed run keeps): a rerun with the
     same key continues the partial output."""
     c = job.config
@@ -249,7 +257,7 @@ def _run_key(store: GraphStore, job: Job) -> str:
              [identity(c.hdg), c.hdg_reduce] if c.hdg else None]
     if c.normalize_features != "none":
         parts.append(c.normalize_features)   # (absent when none: keys of earlier partial outputs still match)
-    if "adj/weights" in store.f:
+    if store.weighted:
         # the store's fingerprint covers the pattern (indptr, indices) only: weights added or changed
         # later must not resume an output computed with other ones (a sample: 64 slices of 4,096)
         from gnnprep.precompute.user_operators import weight_sample
@@ -298,10 +306,10 @@ def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeCon
         inputs.append(cache_path(graph_path))  # it may be written (cached) by this run, then read
     refuse_input_as_output(output, inputs)
     with GraphStore(graph_path) as store:
-        job = _prepare(store, config, device, backend)
+        job = prepare_job(store, config, device, backend)
         config = job.config  # with the --operator-file channels named
         if config.dry_run:
-            return PrecomputeReport(str(output), job.plan.to_dict(), config.hops, tuple(config.operators),
+            return PrecomputeReport(str(output), job.plan, config.hops, tuple(config.operators),
                                     job.problem.out_rows, config.dtype, (), 0.0, job.plan.predicted_peak, None,
                                     job.baseline, 0, dry_run=True, hag=job.hag_info,
                                     hop_entries=tuple(job.problem.hop_entries))
@@ -310,7 +318,7 @@ def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeCon
                 make_operator(name, np.zeros(1), store.symmetric)
         meter = PeakMeter().start()
         job.baseline = meter.baseline
-        out = ResumableOutput(output, _run_key(store, job), inputs)
+        out = ResumableOutput(output, run_key(store, job), inputs)
         if not out.resumed:
             try:
                 check_free_space(output, _artifact_bytes(store, job))

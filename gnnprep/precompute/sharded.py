@@ -38,21 +38,27 @@ from pathlib import Path
 import numpy as np
 
 from gnnprep.core import device as devices
-from gnnprep.precompute import features as fa
-from gnnprep.core.output import (
-    ResumableOutput, atomic_output, check_free_space, check_output_path, disk_full_error, is_disk_full,
-    refuse_input_as_output,
-)
 from gnnprep.core.distributed import RankFailed
 from gnnprep.core.errors import GnnprepError
-from gnnprep.precompute.hop_loop import HopRun, operator_sources
 from gnnprep.core.memory import PeakMeter
-from gnnprep.precompute.operators import make_operator
-from gnnprep.precompute.plan import column_blocks, keep_columns
-from gnnprep.precompute.run import _prepare, _run_key
-from gnnprep.precompute.config import PrecomputeConfig, PrecomputeReport
+from gnnprep.core.output import (
+    ResumableOutput,
+    atomic_output,
+    check_free_space,
+    check_output_path,
+    disk_full_error,
+    is_disk_full,
+    refuse_input_as_output,
+)
 from gnnprep.core.progress import Progress, Warn, no_progress, no_warning
 from gnnprep.graph.store import GraphStore
+from gnnprep.precompute import features as fa
+from gnnprep.precompute.config import PrecomputeConfig, PrecomputeReport
+from gnnprep.precompute.hop_loop import HopRun, operator_sources
+from gnnprep.precompute.operators import make_operator
+from gnnprep.precompute.plan import column_blocks, keep_columns
+from gnnprep.precompute.run import prepare_job, run_key
+
 
 @dataclass(frozen=True)
 class ShardedReport(PrecomputeReport):
@@ -64,6 +70,11 @@ class ShardedReport(PrecomputeReport):
     ranks: int = 1
     shards: tuple = ()
     merged: bool = False
+
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        d["plan"] = {**d["plan"], "ranks": self.ranks}   # the plan a rank ran, and how many ranks ran it
+        return d
 
 
 def _rank_device(config: PrecomputeConfig, dist) -> str:
@@ -167,11 +178,11 @@ def precompute_sharded(graph_path, output, config: PrecomputeConfig, dist, merge
             refuse_input_as_output(output, [graph_path])
             check_output_path(output)
             store = stack.enter_context(GraphStore(graph_path))
-            job = _prepare(store, cfg, device, backend)
+            job = prepare_job(store, cfg, device, backend)
             for name in job.config.operators:  # refuse before anything is written
                 if name not in job.user:
                     make_operator(name, np.zeros(1), store.symmetric)
-            return store, job, _run_key(store, job)
+            return store, job, run_key(store, job)
 
         store, job, key = dist.step(prepare)
         cfg = job.config
@@ -208,7 +219,7 @@ def precompute_sharded(graph_path, output, config: PrecomputeConfig, dist, merge
             out.discard_partial()
             out.done, out.resumed, out.state = [], False, {"key": shard_key, "done": []}
         if cfg.dry_run:
-            return ShardedReport(str(output), {**job.plan.to_dict(), "ranks": ranks}, cfg.hops, tuple(cfg.operators),
+            return ShardedReport(str(output), job.plan, cfg.hops, tuple(cfg.operators),
                                  job.problem.out_rows, cfg.dtype, (), 0.0, job.plan.predicted_peak, None,
                                  job.baseline, 0, dry_run=True, hop_entries=tuple(job.problem.hop_entries),
                                  ranks=ranks)
@@ -271,7 +282,7 @@ def precompute_sharded(graph_path, output, config: PrecomputeConfig, dist, merge
                             "ranks": [{k: i[k] for k in ("rank", "columns", "seconds", "hop_seconds",
                                                          "measured_peak_bytes", "resumed_units", "skipped")}
                                       for i in infos]},
-                "reorder": reorder_info,
+                "reorder": None if reorder_info is None else reorder_info.to_dict(),
                 **({"operator_sources": operator_sources(job)} if job.user else {}),
             }
             ops = tuple(cfg.operators)
@@ -293,7 +304,7 @@ def precompute_sharded(graph_path, output, config: PrecomputeConfig, dist, merge
         dist.step(publish)
     peaks = [i["measured_peak_bytes"] for i in infos if i["measured_peak_bytes"] is not None]
     return ShardedReport(
-        output=str(output), plan=plan, hops=cfg.hops, operators=tuple(cfg.operators), rows=job.problem.out_rows,
+        output=str(output), plan=job.plan, hops=cfg.hops, operators=tuple(cfg.operators), rows=job.problem.out_rows,
         dtype=cfg.dtype, hop_seconds=hop_seconds, seconds=round(time.perf_counter() - t_start, 3),
         predicted_peak_bytes=job.plan.predicted_peak, measured_peak_bytes=max(peaks) if peaks else None,
         baseline_rss_bytes=job.baseline, resumed_units=sum(i["resumed_units"] for i in infos), reorder=reorder_info,

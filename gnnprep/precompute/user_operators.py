@@ -53,9 +53,13 @@ import hashlib
 import inspect
 import math
 import re
+import sys
+import threading
 import traceback
+from contextlib import contextmanager, nullcontext, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -96,15 +100,11 @@ class UserFunction:
         problem on an exception, a wrong shape or (``finite``) a value that is not finite."""
         m = len(w)
         where = f"{self.path}: {self.name}(src_deg, dst_deg, w)"
-        try:
-            with np.errstate(all="ignore"):  # a value that is not finite is reported below, once
-                out = self.fn(src, dst, w)
-        except Exception as e:  # the user's code: any failure becomes one line
-            line = _user_line(e, self.path)
-            raise GnnprepError(f"{where} raised {type(e).__name__}: {e}{line}") from None
+        with user_code(where, self.path), np.errstate(all="ignore"):  # not finite: reported below, once
+            out = self.fn(src, dst, w)
         try:
             out = np.asarray(out)
-        except Exception:
+        except Exception:  # noqa: BLE001 - the user's return value: anything numpy cannot read is one line
             raise GnnprepError(f"{where} returned a {type(out).__name__}; expected a numpy array of {m} numbers") \
                 from None
         if out.dtype.kind not in "fiub":
@@ -118,6 +118,30 @@ class UserFunction:
             raise GnnprepError(f"{where} returned {out[i]} for src_deg={src[i]:g}, dst_deg={dst[i]:g}, w={w[i]:g}; "
                                "expected finite coefficients")
         return out
+
+
+@contextmanager
+def user_code(where: str, path: str) -> Iterator[None]:
+    """Run the user's code under the command contract: what it prints goes to stderr (stdout carries
+    only the result; on the main thread, where ``sys.stdout`` may be swapped safely; worker threads
+    run inside the caller's :func:`stdout_to_stderr`), and every way it can leave other than
+    returning (an exception, ``sys.exit``, ``GeneratorExit``) becomes one GnnprepError naming
+    ``where`` and the line of ``path``. An interrupt (Ctrl-C, SIGTERM) stays an interrupt."""
+    try:
+        with stdout_to_stderr() if threading.current_thread() is threading.main_thread() else nullcontext():
+            yield
+    except (GnnprepError, KeyboardInterrupt):
+        raise
+    except SystemExit as e:
+        raise GnnprepError(f"{where} called sys.exit({e.code!r}){_user_line(e, path)}; expected it to return "
+                           "(an operator file must not end the process)") from None
+    except BaseException as e:  # noqa: BLE001 - the user's code: any failure becomes one line
+        raise GnnprepError(f"{where} raised {type(e).__name__}: {e}{_user_line(e, path)}") from None
+
+
+def stdout_to_stderr():
+    """``print`` goes to stderr while user code runs (called from the main thread only)."""
+    return redirect_stdout(sys.stderr)
 
 
 def _user_line(e: BaseException, path: str) -> str:
@@ -151,11 +175,8 @@ def load(spec: str, builtin: tuple[str, ...] = ()) -> UserFunction:
     except SyntaxError as e:
         raise GnnprepError(f"{path}:{e.lineno}: syntax error in the operator file: {e.msg}") from None
     module: dict = {"__name__": f"gnnprep_operator_{name}", "__file__": where}
-    try:
+    with user_code(f"{path}: running the operator file", where):
         exec(code, module)  # the user's own file, as a config file is read
-    except Exception as e:
-        raise GnnprepError(f"{path}: running the operator file raised {type(e).__name__}: {e}"
-                           f"{_user_line(e, where)}") from None
     fn = module.get(name)
     if fn is None:
         found = sorted(k for k, v in module.items() if inspect.isfunction(v) and not k.startswith("_"))
@@ -223,7 +244,7 @@ def degrees(store, loop: float, a: int = 16) -> Degrees:
     n = store.num_nodes
     dout, cout = np.zeros(n), np.zeros(n, dtype=np.int64)
     for _, _, p0, p1, w in store.weight_blocks(a):
-        idx = store.f["adj/indices"][p0:p1]
+        idx = store.stored_indices(p0, p1)
         dout += np.bincount(idx, weights=w, minlength=n)
         cout += np.bincount(idx, minlength=n)
     return Degrees(din + loop, dout + loop, counts, cout, loop)
@@ -231,12 +252,12 @@ def degrees(store, loop: float, a: int = 16) -> Degrees:
 
 def weight_sample(store, slices: int = 64, width: int = 4096) -> np.ndarray | None:
     """Stored edge weights from ``slices`` places across /adj/weights (None: unweighted)."""
-    if "adj/weights" not in store.f:
+    if not store.weighted:
         return None
-    ds = store.f["adj/weights"]
-    m = len(ds)
+    m = store.num_edges
     starts = np.unique(np.linspace(0, max(0, m - width), slices).astype(np.int64))
-    return np.concatenate([ds[int(p):int(p) + width] for p in starts]).astype(np.float64) if m else np.ones(0)
+    return np.concatenate([store.stored_weights(int(p), int(p) + width) for p in starts]).astype(np.float64) \
+        if m else np.ones(0)
 
 
 def member_weights(fn: UserFunction, member_deg: np.ndarray, root_deg: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -318,7 +339,7 @@ class _NotFinite(Exception):
 def _classify(fn: UserFunction, deg: Degrees, weights: np.ndarray | None, rng_seed: int) -> Factors:
     user = fn
 
-    def fn(s, d, w):  # noqa: F811 (the probes: non-finite values are not an error here)
+    def fn(s, d, w):
         out = user(s, d, w, finite=False)
         if not np.isfinite(out).all():
             raise _NotFinite

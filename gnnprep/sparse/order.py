@@ -34,6 +34,8 @@ from numba import njit, prange
 
 from gnnprep.sparse.prefetch import prefetch
 
+LOCALITY_WINDOW = 4096   # ids: a row block's gathers that land this close stay in cache (near_share's window)
+
 @njit(cache=True, nogil=True)
 def _bfs(indptr, indices, starts):
     n = len(indptr) - 1

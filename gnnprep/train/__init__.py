@@ -3,17 +3,8 @@
 The package's public names (imported when used): :func:`train`, :func:`load_model`,
 :class:`TrainConfig`."""
 
-import importlib
+from gnnprep.core.lazy import exports
 
-_EXPORTS = {"train": "trainer", "load_model": "trainer", "TrainConfig": "config"}
-
-
-def __getattr__(name):
-    """The package's public names, imported when first used (importing the package stays cheap)."""
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = exports(__name__, {
+    "train": "trainer", "load_model": "trainer", "TrainConfig": "config"
+})

@@ -31,13 +31,13 @@ import numpy as np
 import torch
 
 from gnnprep.core import device as devices
-from gnnprep.core.errors import GnnprepError
-from gnnprep.precompute.features import FeatureStore, check_shards
 from gnnprep.core.artifact import file_fingerprint
+from gnnprep.core.errors import GnnprepError
+from gnnprep.core.sizes import available_ram, format_size
+from gnnprep.precompute.features import FeatureStore, check_shards
+from gnnprep.train.config import MAX_CLASSES, TrainConfig
 from gnnprep.train.models import ModelSpec, training_bytes, views
 from gnnprep.train.regimes import resolve
-from gnnprep.core.sizes import available_ram, format_size
-from gnnprep.train.config import MAX_CLASSES, TrainConfig
 
 BLOCK_BYTES = 4 * 1024**2     # target bytes of one block read when the dataset is stored contiguously
 SPARSE_READ = 16              # a block whose span is this many times its wanted rows reads point-wise
@@ -71,6 +71,23 @@ def read_rows(dsets: list[h5py.Dataset], positions: np.ndarray, out: np.ndarray,
                 buf = np.empty((max(step, hi - lo),) + d.shape[1:], dtype=d.dtype)
             d.read_direct(buf, np.s_[lo:hi], np.s_[0:hi - lo])
             out[s:e, v] = buf[pos - lo]
+    check_finite_rows(dsets, positions, out)
+
+
+def check_finite_rows(dsets: list[h5py.Dataset], positions: np.ndarray, out: np.ndarray) -> None:
+    """GnnprepError naming the file, the hop or channel dataset, the row and the column of the first
+    NaN or infinity in ``out`` (rows ``positions`` of ``dsets``): a model trained on one learns NaN
+    and would report it as a result."""
+    flat = out.reshape(len(out), -1)
+    if np.isfinite(flat.sum(axis=1, dtype=np.float64)).all():
+        return  # one pass; a NaN or inf anywhere makes its row's sum non-finite (overflow aside: checked below)
+    bad = np.argwhere(~np.isfinite(out))
+    if not len(bad):
+        return  # the sum overflowed float64 on finite values
+    i, v, c = (int(x) for x in bad[0])
+    d = dsets[v]
+    raise GnnprepError(f"{d.file.filename}: {d.name}[{int(positions[i])}, {c}] is {out[i, v, c]}; expected finite "
+                       "features (the artifact is damaged, or was written by a tool that let NaN or inf through)")
 
 
 def rank_slice(n: int, rank: int, world: int) -> tuple[int, int]:
@@ -232,7 +249,7 @@ class StreamingBatches:
                         p = np.random.default_rng(seed).permutation(len(w))
                         x, y = x[p], y[p]
                     _put(q, _host_batch(x, y, self.device), stop)
-        except BaseException as e:  # handed to the consumer, which re-raises it in the main thread
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer, which re-raises it in the main thread
             q.put(e)
             return
         q.put(None)
@@ -335,7 +352,7 @@ class StreamingBatches:
                     xs = np.empty_like(x)
                     xs[srt] = x
                     _put(q, _host_batch(xs, self.labels[rows], self.device), stop)
-        except BaseException as e:  # handed to the consumer, which re-raises it in the main thread
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer, which re-raises it in the main thread
             q.put(e)
             return
         q.put(None)
@@ -390,7 +407,7 @@ def _evaluator_name(store: FeatureStore, choice: str) -> str:
     return name
 
 
-def _take(dset, positions: np.ndarray, step: int = 1 << 22) -> np.ndarray:
+def take_rows(dset, positions: np.ndarray, step: int = 1 << 22) -> np.ndarray:
     """dset[positions] for sorted positions, reading ``step`` entries at a time (never the whole array)."""
     out = np.empty(len(positions), dtype=dset.dtype)
     for lo in range(0, int(positions[-1]) + 1 if len(positions) else 0, step):
@@ -464,7 +481,7 @@ def open_data(path, config: TrainConfig, progress=None, device=None, budget_shar
             raise GnnprepError(f"--hops {K}: {path} holds hops 0..{K_file}")
         ops = _select_operators(store, config)
         held = np.unique(np.concatenate(list(positions.values())))
-        labels = _take(labels_all, held)
+        labels = take_rows(labels_all, held)
         num_classes = _num_classes(store, labels)
         model_views = views(ModelSpec(name=config.model, in_dim=1, num_classes=num_classes, hops=K, operators=ops))
         datasets = [store.hop_name(k, op) for op, k in model_views]

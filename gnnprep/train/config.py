@@ -134,3 +134,6 @@ class TrainConfig:
             raise GnnprepError(f"--normalize-features {self.normalize_features!r}: expected one of {', '.join(NORMALIZE)}")
         if self.evaluator not in ("auto", "ogb", "plain"):
             raise GnnprepError(f"--evaluator {self.evaluator!r}: expected auto, ogb or plain")
+        from gnnprep.core.device import check_name
+
+        check_name(self.device)   # a device spec at all (no hardware is looked at)

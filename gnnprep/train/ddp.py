@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from gnnprep.train.batches import Data, global_batches, normalize_rows, rank_slice
 from gnnprep.core.errors import GnnprepError
 from gnnprep.core.memory import keep_freed_memory
+from gnnprep.train.batches import Data, global_batches, normalize_rows, rank_slice
 from gnnprep.train.config import TrainConfig
 
 
@@ -54,7 +54,7 @@ def train_epoch_shared(model, optimizer, data: Data, config: TrainConfig, rng: n
 
 @torch.inference_mode()
 def evaluate_shared(model, data: Data, config: TrainConfig, dist, comm_device) -> dict:
-    """Like :func:`gnnprep.train.trainer._evaluate`, each rank scoring its contiguous share of the valid and test rows;
+    """Like :func:`gnnprep.train.trainer.evaluate`, each rank scoring its contiguous share of the valid and test rows;
     the loss sums and correct counts are summed over the ranks, so every rank gets the same
     numbers (and takes the same early-stopping decision). Accuracy is correct / rows: what ogb's
     Evaluator computes for an ``acc`` data set."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import json
 import os
 import random
 from pathlib import Path
@@ -14,11 +13,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gnnprep.core.output import atomic_output, refuse_input_as_output
 from gnnprep.core.errors import GnnprepError
+from gnnprep.core.output import atomic_output, refuse_input_as_output
 from gnnprep.train.config import RESUMABLE_CHANGES, TrainConfig
-
-
 
 
 def save_torch(obj, path: Path) -> None:
@@ -28,11 +25,6 @@ def save_torch(obj, path: Path) -> None:
     torch.save(obj, buf)
     with atomic_output(path) as tmp:
         tmp.write_bytes(buf.getbuffer())
-
-
-def write_json(obj, path: Path) -> None:
-    with atomic_output(path) as tmp:
-        tmp.write_text(json.dumps(obj, indent=1, default=float))
 
 
 def rng_state(rng: np.random.Generator) -> dict:
@@ -69,7 +61,7 @@ def load_checkpoint(path: Path) -> dict:
     """``checkpoint.pt``, read safely: tensors and plain containers only, never code from the file."""
     try:
         ck = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception:  # a truncated or foreign file fails in many ways inside torch.load and pickle
+    except Exception:  # noqa: BLE001 - a truncated or foreign file fails in many ways inside torch.load and pickle
         ck = None
     if not (isinstance(ck, dict) and ck.get("format") == CHECKPOINT_FORMAT
             and ck.get("format_version") == CHECKPOINT_VERSION and all(k in ck for k in CHECKPOINT_KEYS)):

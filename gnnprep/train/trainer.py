@@ -28,16 +28,27 @@ import numpy as np
 import torch
 
 from gnnprep.core import device as devices
-from gnnprep.train.batches import Data, _take, global_batches, normalize_rows, open_data, rank_slice  # noqa: F401 (re-exported)
-from gnnprep.train.ddp import evaluate_shared, rank_rng, rank_seed, set_rank_rng, train_epoch_shared
 from gnnprep.core.errors import GnnprepError
 from gnnprep.core.memory import keep_freed_memory
+from gnnprep.core.output import write_json
+from gnnprep.train.batches import Data, global_batches, normalize_rows, open_data, rank_slice, take_rows  # noqa: F401 (re-exported)
+from gnnprep.train.config import NORMALIZE, RESUMABLE_CHANGES, TrainConfig  # noqa: F401 (re-exported)
+from gnnprep.train.ddp import evaluate_shared, rank_rng, rank_seed, set_rank_rng, train_epoch_shared
 from gnnprep.train.models import ModelSpec, build_model
 from gnnprep.train.run_folder import (
-    CHECKPOINT_FORMAT, CHECKPOINT_VERSION, check_resumable, check_run_dir, config_dict, cpu_state, load_checkpoint,
-    make_run_dir, plot_curves, rng_state, save_torch, set_rng_state, write_json,
+    CHECKPOINT_FORMAT,
+    CHECKPOINT_VERSION,
+    check_resumable,
+    check_run_dir,
+    config_dict,
+    cpu_state,
+    load_checkpoint,
+    make_run_dir,
+    plot_curves,
+    rng_state,
+    save_torch,
+    set_rng_state,
 )
-from gnnprep.train.config import NORMALIZE, RESUMABLE_CHANGES, TrainConfig  # noqa: F401 (re-exported)
 
 
 @dataclass(frozen=True)
@@ -113,7 +124,7 @@ def _ogb_accuracy(name: str):
     return acc
 
 
-def _plain_accuracy(y_true: np.ndarray, y_pred: np.ndarray) -> float:
+def plain_accuracy(y_true: np.ndarray, y_pred: np.ndarray) -> float:
     return float((y_true == y_pred).mean()) if len(y_true) else float("nan")
 
 
@@ -139,7 +150,7 @@ def train_epoch(model, optimizer, data: Data, config: TrainConfig, rng: np.rando
 
 
 @torch.inference_mode()
-def _evaluate(model, data: Data, config: TrainConfig, accuracy) -> dict:
+def evaluate(model, data: Data, config: TrainConfig, accuracy) -> dict:
     """Validation loss and accuracy, test accuracy (None without a test split), in eval mode.
 
     Under ``torch.inference_mode`` (no autograd bookkeeping at all); in eval mode the hidden layers'
@@ -252,9 +263,9 @@ def _train_runs(run_dir: Path, data, config: TrainConfig, ck, progress, t_start:
                 device=None) -> TrainReport:
     """Every run (continuing the checkpoint ``ck``), then model.pt and metrics.json (under torchrun:
     written by rank 0, every rank waiting for the outcome)."""
-    accuracy = _plain_accuracy
+    accuracy = plain_accuracy
     if data.evaluator != "plain" and dist is None:
-        accuracy = _ogb_accuracy(data.evaluator) or _plain_accuracy
+        accuracy = _ogb_accuracy(data.evaluator) or plain_accuracy
     device = devices.torch_device(config.device) if device is None else device
     world = 1 if dist is None else dist.world
 
@@ -396,7 +407,7 @@ def _train_run(r, data: Data, config: TrainConfig, device, accuracy, run_dir, do
         row = {"epoch": epoch, "train_loss": None if dist is not None else loss, "valid_loss": None,
                "valid_acc": None, "test_acc": None, "steps": steps}
         if (epoch + 1) % config.eval_every == 0 or epoch + 1 == config.epochs:
-            ev = (_evaluate(model, data, config, accuracy) if dist is None
+            ev = (evaluate(model, data, config, accuracy) if dist is None
                   else evaluate_shared(net, data, config, dist, comm))
             row.update(ev)
             if _better(ev, best, config.select):
@@ -430,13 +441,20 @@ def _train_run(r, data: Data, config: TrainConfig, device, accuracy, run_dir, do
 
 
 def load_model(path) -> tuple[torch.nn.Module, dict]:
-    """The best model of a run (``model.pt``), ready for inference, and everything saved with it."""
+    """The best model of a run (``model.pt``), ready for inference, and everything saved with it.
+
+    Read with ``torch.load(weights_only=True)``: tensors and plain containers only, so a crafted file
+    (a pickle that calls a function) is refused, never run; run folders are shared between people."""
     path = Path(path)
     if not path.is_file():
         raise GnnprepError(f"{path}: no such file; expected a model.pt from gnnprep train")
-    saved = torch.load(path, map_location="cpu", weights_only=False)
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # noqa: BLE001 - a truncated, foreign or crafted file fails in many ways inside torch.load
+        saved = None
     if not isinstance(saved, dict) or saved.get("format") != "gnnprep.model":
-        raise GnnprepError(f"{path}: not a gnnprep model (expected format 'gnnprep.model')")
+        raise GnnprepError(f"{path}: not a gnnprep model (expected format 'gnnprep.model', tensors and plain "
+                           "values only; nothing in the file was run)")
     spec = ModelSpec(**{**saved["spec"], "operators": tuple(saved["spec"]["operators"])})
     model = build_model(spec)
     model.load_state_dict(saved["state_dict"])

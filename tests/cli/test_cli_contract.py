@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fixtures import interrupted_precompute, make_store, run
 
+from gnnprep.precompute.config import PrecomputeConfig
 from gnnprep.precompute.features import FeatureStore
 from gnnprep.precompute.run import precompute
-from gnnprep.precompute.config import PrecomputeConfig
-from fixtures import interrupted_precompute, make_store, run
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,7 +6,6 @@ import gzip
 import h5py
 import numpy as np
 import pytest
-
 from fixtures import run
 
 

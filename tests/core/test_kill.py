@@ -7,7 +7,6 @@ import sys
 import time
 
 import numpy as np
-
 from fixtures import assert_same_graph, reference_csr
 
 

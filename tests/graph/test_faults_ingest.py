@@ -17,12 +17,11 @@ import subprocess
 import h5py
 import numpy as np
 import pytest
-
-from gnnprep.graph.ingest import IngestConfig, ingest
-from gnnprep.graph.sources import SourceOptions
 from fixtures import run
 from ogb_layouts import make_arxiv_like, make_mag_like
 
+from gnnprep.graph.ingest import IngestConfig, ingest
+from gnnprep.graph.sources import SourceOptions
 
 # ------------------------------------------------------------------------------------------------
 # tiny inputs (all under tmp_path / "in")

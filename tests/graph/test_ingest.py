@@ -4,10 +4,10 @@ import json
 import h5py
 import numpy as np
 import pytest
+from fixtures import assert_same_graph, random_edges, reference_csr, run, run_json
 
 from gnnprep.graph.ingest import IngestConfig, ingest
 from gnnprep.graph.sources import SourceOptions
-from fixtures import assert_same_graph, random_edges, reference_csr, run, run_json
 
 
 def write_text(path, src, dst, sep=" ", header=None, base=0):

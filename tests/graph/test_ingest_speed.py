@@ -6,11 +6,11 @@ import zipfile
 import h5py
 import numpy as np
 import pytest
-
-from gnnprep.graph.sources import npzstream
-from gnnprep.graph.ingest import IngestConfig, ingest
 from fixtures import run
 from ogb_layouts import make_papers100m_like
+
+from gnnprep.graph.ingest import IngestConfig, ingest
+from gnnprep.graph.sources import npzstream
 
 DATASETS = ("adj/indptr", "adj/indices", "nodes/features", "nodes/labels", "splits/train", "splits/valid",
             "splits/test")
@@ -71,8 +71,8 @@ def test_stored_papers100m_layout_matches_compressed(tmp_path, zip64, monkeypatc
 def test_corrupt_stored_member_is_one_line_and_leaves_nothing(tmp_path, member, budget, monkeypatch):
     """Found before the last block is handed out: ingest stops with one line, and nothing is left
     (with 1GiB, through the compiled kernels, whose spill writes are in flight at that moment)."""
-    from gnnprep.sparse import csr_builder
     from gnnprep.graph import ingest as ingest_module
+    from gnnprep.sparse import csr_builder
 
     monkeypatch.setattr(csr_builder, "KERNEL_MIN_ITEMS", 1000)
     monkeypatch.setattr(ingest_module, "incoming_chunk_edges", lambda budget: 3000)  # several chunks

@@ -1,8 +1,13 @@
+import io
+import zipfile
+import zlib
+
 import numpy as np
 import pytest
 
 from gnnprep.core.errors import GnnprepError
-from gnnprep.graph.sources.npzstream import NpzReader
+from gnnprep.graph.sources import npzstream
+from gnnprep.graph.sources.npzstream import NpzReader, crc32_combine
 
 
 @pytest.mark.parametrize("compressed", [True, False])
@@ -47,12 +52,6 @@ def test_truncated_member_is_reported(tmp_path, rng):
 
 # --- stored members: positional reads into the arrays handed out, CRC still checked -------------
 
-import io
-import zipfile
-import zlib
-
-from gnnprep.graph.sources import npzstream
-from gnnprep.graph.sources.npzstream import crc32_combine
 
 
 def _npy_bytes(a: np.ndarray) -> bytes:

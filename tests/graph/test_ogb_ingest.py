@@ -2,12 +2,11 @@
 
 import numpy as np
 import pytest
+from fixtures import assert_same_graph, reference_csr
+from ogb_layouts import load_with_ogb, make_arxiv_like, make_mag_like, make_papers100m_like, make_products_like
 
 from gnnprep.graph.ingest import IngestConfig, ingest
 from gnnprep.graph.store import GraphStore
-from fixtures import assert_same_graph, reference_csr
-from ogb_layouts import (load_with_ogb, make_arxiv_like, make_mag_like, make_papers100m_like,
-                         make_products_like)
 
 HOMOGENEOUS = {
     "ogbn-arxiv": make_arxiv_like,

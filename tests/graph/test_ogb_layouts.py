@@ -7,9 +7,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from ogb_layouts import (MAG_RELATIONS, load_with_ogb, make_arxiv_like, make_mag_like,
-                         make_papers100m_like, make_products_like)
+from ogb_layouts import (
+    MAG_RELATIONS,
+    load_with_ogb,
+    make_arxiv_like,
+    make_mag_like,
+    make_papers100m_like,
+    make_products_like,
+)
 
 
 def _assert_split(got, truth):

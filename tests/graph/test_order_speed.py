@@ -8,12 +8,11 @@ import h5py
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from fixtures import make_store
 
 from gnnprep.graph import order as kept_order
-
-from gnnprep.sparse import order as node_order
 from gnnprep.graph.store import GraphStore
-from fixtures import make_store
+from gnnprep.sparse import order as node_order
 
 
 def _random_csr(rng, n, density):
@@ -138,9 +137,10 @@ def test_pruned_hop_entries_match_the_rows_the_last_hops_read(rng):
 
 def _planted_store(tmp_path, rng, order="community", name="planted.h5"):
     """A graph store of 6 planted groups (ids permuted) ingested with ``order``."""
+    from fixtures import planted
+
     from gnnprep.graph.ingest import IngestConfig, ingest
     from gnnprep.graph.sources import SourceOptions
-    from fixtures import planted
 
     indptr, indices, _ = planted(rng, groups=6, size=30, cross=3)
     n = len(indptr) - 1
@@ -159,13 +159,11 @@ def test_ingest_keeps_the_order_and_precompute_uses_it_bitwise(tmp_path, rng, mo
     """The order found at ingest is the community order of the stored CSR, kept in the store; a
     precompute loads it (nothing found again, nothing written beside the store) and its bytes equal
     the unordered computation's."""
-    from gnnprep.precompute.backends import HopGraph
+    from gnnprep.precompute.config import PrecomputeConfig
     from gnnprep.precompute.features import FeatureStore
     from gnnprep.precompute.run import precompute
-    from gnnprep.precompute.config import PrecomputeConfig
 
-    monkeypatch.setattr(kept_order.IngestOrder, "WINDOW", 15)
-    monkeypatch.setattr(HopGraph, "REORDER_WINDOW", 15)
+    monkeypatch.setattr(node_order, "LOCALITY_WINDOW", 15)
     path, rep, indptr, indices = _planted_store(tmp_path, rng)
     assert rep.order["kind"] == "community" and rep.order["near_share_after"] > rep.order["near_share_before"] + 0.2
     with GraphStore(path) as g:
@@ -186,7 +184,7 @@ def test_ingest_keeps_the_order_and_precompute_uses_it_bitwise(tmp_path, rng, mo
 def test_no_order_is_kept_when_asked_or_when_the_graph_is_small(tmp_path, rng, monkeypatch):
     path, rep, *_ = _planted_store(tmp_path, rng)       # 180 nodes, under the 4096-id window
     assert rep.order is None
-    monkeypatch.setattr(kept_order.IngestOrder, "WINDOW", 15)
+    monkeypatch.setattr(node_order, "LOCALITY_WINDOW", 15)
     path, rep, *_ = _planted_store(tmp_path, rng, order="none", name="none.h5")
     assert rep.order is None
     with GraphStore(path) as g:
@@ -194,13 +192,11 @@ def test_no_order_is_kept_when_asked_or_when_the_graph_is_small(tmp_path, rng, m
 
 
 def test_a_damaged_stored_order_is_ignored(tmp_path, rng, monkeypatch):
-    from gnnprep.precompute.backends import HopGraph
+    from gnnprep.precompute.config import PrecomputeConfig
     from gnnprep.precompute.features import FeatureStore
     from gnnprep.precompute.run import precompute
-    from gnnprep.precompute.config import PrecomputeConfig
 
-    monkeypatch.setattr(kept_order.IngestOrder, "WINDOW", 15)
-    monkeypatch.setattr(HopGraph, "REORDER_WINDOW", 15)
+    monkeypatch.setattr(node_order, "LOCALITY_WINDOW", 15)
     path, *_ = _planted_store(tmp_path, rng)
     ref = precompute(path, tmp_path / "ref.h5", PrecomputeConfig(hops=2, device="cpu", reorder="none"))
     with h5py.File(path, "r+") as f:
@@ -250,7 +246,7 @@ def test_an_abandoned_order_search_stops(tmp_path):
 def test_info_shows_the_stored_order(tmp_path, rng, monkeypatch):
     from fixtures import run, run_json
 
-    monkeypatch.setattr(kept_order.IngestOrder, "WINDOW", 15)
+    monkeypatch.setattr(node_order, "LOCALITY_WINDOW", 15)
     path, rep, *_ = _planted_store(tmp_path, rng)
     d = run_json(["info", path])
     assert d["node_order"]["kind"] == "community"
@@ -275,12 +271,11 @@ def test_a_known_order_relabels_without_loading_the_stored_ids(tmp_path, rng, mo
     """With the order kept in the store the CSR is relabelled block by block from the store (no
     second copy of S); the output equals the unordered run's bytes, for rows all and labeled."""
     from gnnprep.precompute.backends import HopGraph
+    from gnnprep.precompute.config import PrecomputeConfig
     from gnnprep.precompute.features import FeatureStore
     from gnnprep.precompute.run import precompute
-    from gnnprep.precompute.config import PrecomputeConfig
 
-    monkeypatch.setattr(kept_order.IngestOrder, "WINDOW", 15)
-    monkeypatch.setattr(HopGraph, "REORDER_WINDOW", 15)
+    monkeypatch.setattr(node_order, "LOCALITY_WINDOW", 15)
     path, *_ = _planted_store(tmp_path, rng)
     loads = []
     orig = HopGraph._load_indices
@@ -317,7 +312,7 @@ def test_rows_longer_than_the_gather_buffer_give_the_same_order(rng, monkeypatch
 def test_ingest_summary_reports_the_order(tmp_path, rng, monkeypatch):
     from fixtures import run
 
-    monkeypatch.setattr(kept_order.IngestOrder, "WINDOW", 15)
+    monkeypatch.setattr(node_order, "LOCALITY_WINDOW", 15)
     from fixtures import planted
 
     indptr, indices, _ = planted(rng, groups=6, size=30, cross=3)

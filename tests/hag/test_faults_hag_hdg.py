@@ -12,7 +12,6 @@ import shutil
 import h5py
 import numpy as np
 import pytest
-
 from fixtures import run
 
 N = 60  # nodes of the base graph store
@@ -21,8 +20,9 @@ N = 60  # nodes of the base graph store
 # -- base artifacts, built once -----------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def base(tmp_path_factory):
-    from gnnprep.graph.ingest import IngestConfig, ingest
     from fixtures import build_artifacts
+
+    from gnnprep.graph.ingest import IngestConfig, ingest
 
     tmp = tmp_path_factory.mktemp("faults_graph")
     build_artifacts(tmp, N, 200, 4, seed=7, hag_capacity=20,

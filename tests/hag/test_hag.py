@@ -5,11 +5,11 @@ import json
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from fixtures import random_edges, reference_csr
 
 from gnnprep.core.errors import GnnprepError
-from gnnprep.hag.structure import covers, execute, graph_cost
 from gnnprep.hag.search import exact_search, rounds_search
-from fixtures import random_edges, reference_csr
+from gnnprep.hag.structure import covers, execute, graph_cost
 
 
 def csr_from_lists(lists):
@@ -133,10 +133,11 @@ def test_rounds_depth_bound():
 
 
 def test_precompute_through_a_hag_equals_plain(tmp_path):
+    from fixtures import run
+
+    from gnnprep.precompute.config import PrecomputeConfig
     from gnnprep.precompute.features import FeatureStore
     from gnnprep.precompute.run import precompute
-    from gnnprep.precompute.config import PrecomputeConfig
-    from fixtures import run
 
     _clique_graph(tmp_path)  # cliques over 118 nodes; 2 isolated nodes
     r = run(["hag", tmp_path / "g.h5", "-o", tmp_path / "hag.h5", "--capacity", "all", "--json"])
@@ -156,10 +157,11 @@ def test_precompute_through_a_hag_equals_plain(tmp_path):
 
 
 def test_hag_of_another_graph_is_refused(tmp_path):
-    from gnnprep.graph.ingest import ingest
-    from gnnprep.precompute.run import precompute
-    from gnnprep.precompute.config import PrecomputeConfig
     from fixtures import run
+
+    from gnnprep.graph.ingest import ingest
+    from gnnprep.precompute.config import PrecomputeConfig
+    from gnnprep.precompute.run import precompute
 
     r = run(["ingest", "sample", "-o", tmp_path / "s.h5"])
     assert r.exit_code == 0
@@ -217,11 +219,12 @@ def test_partitioned_candidate_counting_equals_one_pass():
 
 
 def test_hag_auto_skips_a_search_that_cannot_pay_and_uses_a_cached_hag_that_does(tmp_path):
-    from gnnprep.precompute.features import FeatureStore
-    from gnnprep.hag.builder import cache_path as hag_cache_path
-    from gnnprep.precompute.run import precompute
-    from gnnprep.precompute.config import PrecomputeConfig
     from fixtures import run
+
+    from gnnprep.hag.builder import cache_path as hag_cache_path
+    from gnnprep.precompute.config import PrecomputeConfig
+    from gnnprep.precompute.features import FeatureStore
+    from gnnprep.precompute.run import precompute
 
     g = _clique_graph(tmp_path)
     plain = precompute(g, tmp_path / "plain.h5", PrecomputeConfig(hops=3, device="cpu"))

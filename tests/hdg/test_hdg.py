@@ -7,12 +7,12 @@ from collections import deque
 
 import numpy as np
 import pytest
+from fixtures import naive_aggregate, random_edges, run, store_csr
 
 from gnnprep.core.errors import GnnprepError
 from gnnprep.hdg.file import read_hdg
-from gnnprep.hdg.structure import aggregate
 from gnnprep.hdg.select import AnchorsSelect, HopShellsSelect, RandomWalkSelect, parse_select, select, select_hop_shells
-from fixtures import naive_aggregate, random_edges, run, store_csr
+from gnnprep.hdg.structure import aggregate
 
 MASK = (1 << 64) - 1
 GOLDEN = 0x9E3779B97F4A7C15

@@ -6,14 +6,14 @@ from itertools import product
 
 import numpy as np
 import pytest
-
-from gnnprep.core.errors import GnnprepError
-from gnnprep.hdg.structure import aggregate
-from gnnprep.hdg.select import MetapathSelect, parse_select, select
-from gnnprep.graph.ingest import IngestConfig, ingest
-from gnnprep.graph.store import GraphStore
 from fixtures import naive_aggregate, run
 from ogb_layouts import make_mag_like
+
+from gnnprep.core.errors import GnnprepError
+from gnnprep.graph.ingest import IngestConfig, ingest
+from gnnprep.graph.store import GraphStore
+from gnnprep.hdg.select import MetapathSelect, parse_select, select
+from gnnprep.hdg.structure import aggregate
 
 
 @pytest.fixture(scope="module")

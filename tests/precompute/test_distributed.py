@@ -19,12 +19,12 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+from fixtures import make_store, run, torchrun
 
 from gnnprep.core.distributed import Dist, RankFailed
 from gnnprep.core.errors import GnnprepError
-from gnnprep.precompute.run import precompute
 from gnnprep.precompute.config import PrecomputeConfig
-from fixtures import make_store, run, torchrun
+from gnnprep.precompute.run import precompute
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="the kill tests find a rank's process through /proc (Linux)")

@@ -15,13 +15,13 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-
-from gnnprep.precompute.features import FeatureStore
-from gnnprep.graph.ingest import IngestConfig, ingest
-from gnnprep.precompute.run import precompute
-from gnnprep.precompute.config import PrecomputeConfig
-from gnnprep.graph.sources import SourceOptions
 from fixtures import interrupted_precompute, make_store, run
+
+from gnnprep.graph.ingest import IngestConfig, ingest
+from gnnprep.graph.sources import SourceOptions
+from gnnprep.precompute.config import PrecomputeConfig
+from gnnprep.precompute.features import FeatureStore
+from gnnprep.precompute.run import precompute
 
 
 def _store(t: Path, **kw) -> Path:

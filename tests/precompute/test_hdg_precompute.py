@@ -4,16 +4,16 @@ import json
 
 import numpy as np
 import pytest
+from fixtures import assert_close, make_store, reference_hops, run
 
 from gnnprep.core.errors import GnnprepError
-from gnnprep.precompute.features import FeatureStore
-from gnnprep.hdg.file import read_hdg, write_hdg
-from gnnprep.hdg.structure import aggregate
-from gnnprep.hdg.select import HopShellsSelect, RandomWalkSelect, select, select_spec
-from gnnprep.precompute.run import precompute
-from gnnprep.precompute.config import PrecomputeConfig
 from gnnprep.graph.store import GraphStore
-from fixtures import assert_close, make_store, reference_hops, run
+from gnnprep.hdg.file import read_hdg, write_hdg
+from gnnprep.hdg.select import HopShellsSelect, RandomWalkSelect, select, select_spec
+from gnnprep.hdg.structure import aggregate
+from gnnprep.precompute.config import PrecomputeConfig
+from gnnprep.precompute.features import FeatureStore
+from gnnprep.precompute.run import precompute
 
 
 def _hdg(tmp_path, store_path, sel, name="h.h5"):

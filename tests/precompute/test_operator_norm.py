@@ -4,13 +4,13 @@ in the fused kernels, against a naive reference that materialises per-edge messa
 import h5py
 import numpy as np
 import pytest
+from fixtures import make_store, run, run_json
 
 from gnnprep.core.errors import GnnprepError
+from gnnprep.precompute.config import PrecomputeConfig
 from gnnprep.precompute.features import FeatureStore
 from gnnprep.precompute.operators import parse_operators, split_operators
 from gnnprep.precompute.run import precompute
-from gnnprep.precompute.config import PrecomputeConfig
-from fixtures import make_store, run, run_json
 
 
 def message_reference(store_path, a, b, loop, hops):

@@ -1,10 +1,10 @@
 import json
 
 import pytest
+from fixtures import run
 
 from gnnprep.core.errors import GnnprepError
 from gnnprep.precompute.plan import Problem, Profile, choose_plan, load_profile, memory
-from fixtures import run
 
 
 def problem(**kw):

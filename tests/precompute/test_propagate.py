@@ -4,13 +4,13 @@ import h5py
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from fixtures import assert_close, make_store, reference_hops
 
-from gnnprep.precompute.features import FeatureStore
 from gnnprep.graph.ingest import ingest
+from gnnprep.precompute.config import PrecomputeConfig
+from gnnprep.precompute.features import FeatureStore
 from gnnprep.precompute.operators import OPERATORS, make_operator
 from gnnprep.precompute.run import precompute
-from gnnprep.precompute.config import PrecomputeConfig
-from fixtures import assert_close, make_store, reference_hops
 
 
 def _has_cuda():

@@ -12,15 +12,15 @@ import json
 
 import numpy as np
 import pytest
+from fixtures import assert_close, make_store, reference_hops, run
 
 from gnnprep.core.errors import GnnprepError
-from gnnprep.precompute.features import FeatureStore
 from gnnprep.hdg.file import read_hdg
-from gnnprep.hdg.structure import Hdg, Level, aggregate
 from gnnprep.hdg.select import AnchorsSelect, HopShellsSelect, RandomWalkSelect, select
-from gnnprep.sparse.kernels import spmm_rows_max, spmm_rows_numba
+from gnnprep.hdg.structure import Hdg, Level, aggregate
 from gnnprep.precompute.config import PrecomputeConfig
-from fixtures import assert_close, make_store, reference_hops, run
+from gnnprep.precompute.features import FeatureStore
+from gnnprep.sparse.kernels import spmm_rows_max, spmm_rows_numba
 
 
 # -- the kernel -------------------------------------------------------------------------------------------

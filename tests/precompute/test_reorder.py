@@ -6,16 +6,17 @@ import h5py
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from fixtures import make_store, planted
 
 from gnnprep.core.directio import ALIGN, RawWriter, contiguous_offset
-from gnnprep.precompute.features import FeatureStore
-from gnnprep.precompute.backends import HopGraph
-from gnnprep.precompute.run import precompute
-from gnnprep.precompute.config import PrecomputeConfig
-from gnnprep.sparse.order import community_order, near_share, permute_csr
-from gnnprep.precompute.plan import Plan
 from gnnprep.graph.store import GraphStore
-from fixtures import make_store, planted
+from gnnprep.precompute.backends import HopGraph
+from gnnprep.precompute.config import PrecomputeConfig
+from gnnprep.precompute.features import FeatureStore
+from gnnprep.precompute.plan import Plan
+from gnnprep.precompute.run import precompute
+from gnnprep.sparse import order as node_order
+from gnnprep.sparse.order import community_order, near_share, permute_csr
 
 
 def test_community_order_makes_planted_groups_contiguous(rng):
@@ -70,7 +71,7 @@ def test_auto_order_is_dropped_when_it_does_not_bring_neighbours_closer(tmp_path
         a.sort_indices()
         indptr, indices = a.indptr.astype(np.int64), a.indices.astype(np.int32)
     path = _store_from_csr(tmp_path, indptr, indices, rng)
-    monkeypatch.setattr(HopGraph, "REORDER_WINDOW", 15)
+    monkeypatch.setattr(node_order, "LOCALITY_WINDOW", 15)
     with GraphStore(path) as store:
         g = HopGraph(store, Plan(a=1, b=1, c=1, width=5, s_resident=True, device="cpu", budget=1 << 30,
                                predicted_peak=0, predicted_seconds=0.0, reorder=True), "community",
@@ -178,7 +179,7 @@ def test_a_bad_cached_order_is_ignored_and_replaced(tmp_path, rng, damage):
 
     path, *_ = make_store(tmp_path, rng, n=120, m=600, d=7)
     cache = kept_order.cache_path(path, "community")
-    ref = precompute(path, tmp_path / "ref.h5", PrecomputeConfig(hops=2, device="cpu", reorder="community"))
+    precompute(path, tmp_path / "ref.h5", PrecomputeConfig(hops=2, device="cpu", reorder="community"))
     with np.load(cache) as z:
         order, meta = z["order"].copy(), json.loads(str(z["meta"]))
     if damage == "not_a_permutation":
@@ -240,9 +241,9 @@ def test_selected_rows_kernel_is_bitwise_the_row_block_kernel(rng, weighted, dty
 def test_few_labeled_rows_prune_the_last_two_hops_bitwise(tmp_path, rng):
     """With a handful of stored rows in a sparse graph, hop K-1 computes only the stored rows and
     their in-neighbours and hop K only the stored rows: bytes equal --rows all on those rows."""
-    from gnnprep.precompute.hop_loop import HopRun
     from gnnprep.graph.ingest import IngestConfig, ingest
     from gnnprep.graph.sources import SourceOptions
+    from gnnprep.precompute.hop_loop import HopRun
 
     n, d = 400, 5
     src, dst = rng.integers(0, n, 500), rng.integers(0, n, 500)

@@ -9,9 +9,9 @@ import time
 
 import numpy as np
 
-from gnnprep.precompute.features import FeatureStore
 from gnnprep.graph.ingest import IngestConfig, ingest
 from gnnprep.graph.sources import SourceOptions
+from gnnprep.precompute.features import FeatureStore
 
 
 def test_sigkill_after_first_unit_then_resume_is_bit_identical(tmp_path):

@@ -8,13 +8,13 @@ import json
 import h5py
 import numpy as np
 import pytest
+from fixtures import assert_close, make_store, run, run_json
 
-from gnnprep.precompute import user_operators as udf
 from gnnprep.core.errors import GnnprepError
+from gnnprep.precompute import user_operators as udf
+from gnnprep.precompute.config import PrecomputeConfig
 from gnnprep.precompute.features import FeatureStore
 from gnnprep.precompute.run import precompute
-from gnnprep.precompute.config import PrecomputeConfig
-from fixtures import assert_close, make_store, run, run_json
 
 OPS = '''
 import numpy as np
@@ -243,7 +243,7 @@ def test_missing_file_and_bad_spec(tmp_path, rng):
 
 
 def test_a_changed_operator_file_does_not_resume_the_old_partial_output(tmp_path, rng):
-    from gnnprep.precompute.run import _run_key  # noqa: F401 (the key includes the file's hash)
+    from gnnprep.precompute.run import run_key as _run_key  # noqa: F401 (the key includes the file's hash)
 
     store = make_store(tmp_path, rng, n=30)[0]
     ops = write_ops(tmp_path)
@@ -321,9 +321,9 @@ def test_hdg_weight_re_weights_the_members_of_every_vertex_level(tmp_path, rng, 
     """precompute --hdg H --hdg-weight ops.py:affinity: each member's weight becomes
     c(d_member, d_root, w); checked by a plain loop over the nodes (walks: members of node v;
     anchors: members of anchor set i of node i // S, then the reduce over the S sets)."""
+    from gnnprep.graph.store import GraphStore
     from gnnprep.hdg.file import read_hdg, write_hdg
     from gnnprep.hdg.select import AnchorsSelect, RandomWalkSelect, select, select_spec
-    from gnnprep.graph.store import GraphStore
 
     store = make_store(tmp_path, rng, n=50, d=3)[0]
     ops = write_ops(tmp_path, AFFINITY)
@@ -391,8 +391,9 @@ def test_train_reads_a_user_operators_channel(tmp_path):
 
 
 def test_changed_weights_change_the_run_key_and_info_says_weighted(tmp_path, rng):
-    from gnnprep.precompute.run import _prepare, _run_key
     from gnnprep.graph.store import GraphStore
+    from gnnprep.precompute.run import prepare_job as _prepare
+    from gnnprep.precompute.run import run_key as _run_key
 
     store = make_store(tmp_path, rng, n=40)[0]
     add_weights(store, rng)

@@ -1,9 +1,9 @@
-import numpy as np
 import h5py
+import numpy as np
 import pytest
+from fixtures import random_edges, reference_csr
 
 from gnnprep.sparse.csr_builder import CSRBuilder
-from fixtures import random_edges, reference_csr
 
 
 def build(tmp_path, src, dst, n, budget, symmetric, expected=None, chunk=None):

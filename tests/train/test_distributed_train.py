@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from fixtures import run, torchrun, write_features
 
 from gnnprep.train.batches import InMemoryBatches, global_batches, rank_slice, rank_take
 from gnnprep.train.trainer import TrainConfig, load_model, train
-from fixtures import run, torchrun, write_features
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -17,7 +17,6 @@ import h5py
 import numpy as np
 import pytest
 import torch
-
 from fixtures import run, write_features
 
 BASE = ["--epochs", "2", "--hidden", "8", "--batch-size", "16", "--quiet"]

@@ -6,13 +6,13 @@ import h5py
 import numpy as np
 import pytest
 import scipy.sparse as sp
-
-from gnnprep.precompute.run import precompute
-from gnnprep.precompute.config import PrecomputeConfig
-from gnnprep.train.regimes import LARGE, SMALL_MODEL, SMALL_TRAIN_ROWS, choose_regime, resolve
-from gnnprep.graph.store import GraphStore
-from gnnprep.train.trainer import TrainConfig, train
 from fixtures import make_store, run, run_json, write_features
+
+from gnnprep.graph.store import GraphStore
+from gnnprep.precompute.config import PrecomputeConfig
+from gnnprep.precompute.run import precompute
+from gnnprep.train.regimes import LARGE, SMALL_MODEL, SMALL_TRAIN_ROWS, choose_regime, resolve
+from gnnprep.train.trainer import TrainConfig, train
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -7,13 +7,13 @@ import h5py
 import numpy as np
 import pytest
 import torch
-
-from gnnprep.train.batches import InMemoryBatches, StreamingBatches
-from gnnprep.core.errors import GnnprepError
-from gnnprep.train.models import MODELS, RECOMPUTE_SEGMENTS, ModelSpec, build_model, gpr_init, views
-from gnnprep.train.trainer import TrainConfig, _take, load_model, open_data, train
 from fixtures import run, run_json, write_features
 
+from gnnprep.core.errors import GnnprepError
+from gnnprep.train.batches import InMemoryBatches, StreamingBatches
+from gnnprep.train.batches import take_rows as _take
+from gnnprep.train.models import MODELS, RECOMPUTE_SEGMENTS, ModelSpec, build_model, gpr_init, views
+from gnnprep.train.trainer import TrainConfig, load_model, open_data, train
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -175,7 +175,7 @@ def test_reported_test_score_is_from_the_best_validation_epoch(tmp_path, rng, mo
         states.append({k: v.clone() for k, v in model.state_dict().items()})
         return {"valid_loss": vl, "valid_acc": va, "test_acc": ta}
 
-    monkeypatch.setattr(tr, "_evaluate", planted)
+    monkeypatch.setattr(tr, "evaluate", planted)
     report = train(path, tmp_path / "run", small(model="lc-gcn", epochs=len(script)))
     s = report.summary()
     assert (s["best_epoch"], s["test_acc"], s["valid_acc"]) == (3, 0.61, 0.7)
@@ -202,7 +202,7 @@ def test_patience_stops_early(tmp_path, rng, monkeypatch):
         calls.append(1)
         return {"valid_loss": 1.0 if len(calls) > 2 else 2.0 - len(calls), "valid_acc": 0.5, "test_acc": 0.5}
 
-    monkeypatch.setattr(tr, "_evaluate", planted)
+    monkeypatch.setattr(tr, "evaluate", planted)
     path = write_features(tmp_path / "f.h5", rng)
     r = train(path, tmp_path / "run", small(model="mlp", epochs=100, patience=5)).runs[0]
     assert r.best_epoch == 1 and r.epochs_run == 7
@@ -368,9 +368,9 @@ def test_ogb_evaluator_for_ogbn_artifacts(tmp_path, rng):
 
 def test_train_on_precomputed_graph(tmp_path, rng):
     from gnnprep.graph.ingest import IngestConfig, ingest
-    from gnnprep.precompute.run import precompute
-    from gnnprep.precompute.config import PrecomputeConfig
     from gnnprep.graph.sources import SourceOptions
+    from gnnprep.precompute.config import PrecomputeConfig
+    from gnnprep.precompute.run import precompute
 
     n = 60
     src, dst = rng.integers(0, n, 200), rng.integers(0, n, 200)

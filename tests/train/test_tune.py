@@ -4,14 +4,23 @@ import json
 from pathlib import Path
 
 import pytest
+from fixtures import run, write_features
 
 from gnnprep.core.errors import GnnprepError
 from gnnprep.train.trainer import TrainConfig, train
 from gnnprep.train.tune import (
-    SELECTION_SEED_OFFSET, TORCH_ALLOWANCE, TuneConfig, choose, make_trial, parse_grid, plan_jobs, read_facts,
-    run_trial, trial_bytes, tune,
+    SELECTION_SEED_OFFSET,
+    TORCH_ALLOWANCE,
+    TuneConfig,
+    choose,
+    make_trial,
+    parse_grid,
+    plan_jobs,
+    read_facts,
+    run_trial,
+    trial_bytes,
+    tune,
 )
-from fixtures import run, write_features
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -12,10 +12,17 @@ from typing import Iterator
 import numpy as np
 
 from gnnprep.core.errors import GnnprepError
-from gnnprep.graph.sources.npzstream import NpzReader
 from gnnprep.graph.sources.base import (
-    SPLIT_NAMES, GraphSource, as_int64_ids, cast_features, check_ids, labels_from_float, read_id_file, split_file,
+    SPLIT_NAMES,
+    GraphSource,
+    as_int64_ids,
+    cast_features,
+    check_ids,
+    labels_from_float,
+    read_id_file,
+    split_file,
 )
+from gnnprep.graph.sources.npzstream import NpzReader
 from gnnprep.graph.sources.textio import TableReader, block_bytes_for
 
 TEXT_SUFFIXES = (".csv", ".tsv", ".txt", ".edges", ".el")

@@ -23,11 +23,17 @@ from typing import Iterator
 import numpy as np
 
 from gnnprep.core.errors import GnnprepError
-from gnnprep.graph.sources.npzstream import NpzReader
 from gnnprep.graph.sources.base import (
-    SPLIT_NAMES, GraphSource, cast_features, check_ids, find_split_folders, labels_from_float, read_id_file,
+    SPLIT_NAMES,
+    GraphSource,
+    cast_features,
+    check_ids,
+    find_split_folders,
+    labels_from_float,
+    read_id_file,
     split_file,
 )
+from gnnprep.graph.sources.npzstream import NpzReader
 from gnnprep.graph.sources.textio import TableReader, block_bytes_for
 
 # Facts from OGB's nodeproppred/master.csv: whether edges are stored once per undirected pair

@@ -33,6 +33,17 @@ class ArtifactFacts:
     itemsize: int
     hops: int                  # K of the artifact
     operators: int             # operator channels the artifact holds
+    operator_names: tuple[str, ...] = ()
+
+    def check_fits(self, config, where: str) -> None:
+        """GnnprepError naming ``where`` (a grid point or the fixed options) unless the TrainConfig
+        ``config`` asks only for hops and channels the artifact has (before any tune folder exists)."""
+        if config.hops is not None and config.hops > self.hops:
+            raise GnnprepError(f"--hops {config.hops}: the features artifact holds hops 0..{self.hops} ({where})")
+        missing = [o for o in (config.operators or ()) if o not in self.operator_names]
+        if missing and self.operator_names:
+            raise GnnprepError(f"--operator {missing[0]}: not a channel of the features artifact (it has "
+                               f"{', '.join(self.operator_names)}; {where})")
 
 
 def read_facts(path) -> ArtifactFacts:
@@ -46,4 +57,5 @@ def read_facts(path) -> ArtifactFacts:
         if hop0.ndim != 2:
             raise GnnprepError(f"{path}: /hops/0 has shape {hop0.shape}; expected [rows, d]")
         return ArtifactFacts(fingerprint=features_fingerprint(path, store), held_rows=held, width=int(hop0.shape[1]),
-                             itemsize=hop0.dtype.itemsize, hops=store.hops, operators=len(store.operators()))
+                             itemsize=hop0.dtype.itemsize, hops=store.hops, operators=len(store.operators()),
+                             operator_names=tuple(store.operators()))

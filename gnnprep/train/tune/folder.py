@@ -21,7 +21,7 @@ from typing import Iterator
 
 from gnnprep import __version__
 from gnnprep.core.errors import GnnprepError
-from gnnprep.core.output import atomic_output
+from gnnprep.core.output import write_json
 from gnnprep.train.tune.artifact import ArtifactFacts, same_features
 from gnnprep.train.tune.config import TuneConfig
 from gnnprep.train.tune.trials import Trial, TuneReport
@@ -32,11 +32,6 @@ def _read_json(path: Path):
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-
-
-def _write_json(obj, path: Path) -> None:
-    with atomic_output(path) as tmp:
-        tmp.write_text(json.dumps(obj, indent=1, default=list))
 
 
 @contextmanager
@@ -86,13 +81,13 @@ def write_started(tune_dir: Path, facts: ArtifactFacts, config: TuneConfig) -> d
     """Writes ``tune.json`` as a tune starts (the artifact and the config, no result); returns it."""
     started = {"format": "gnnprep.tune", "format_version": 1, "gnnprep_version": __version__,
                "features": facts.fingerprint, "config": config.to_dict()}
-    _write_json(started, tune_dir / "tune.json")
+    write_json(started, tune_dir / "tune.json")
     return started
 
 
 def write_result(tune_dir: Path, started: dict, report: TuneReport) -> None:
     """Writes ``tune.json`` once the tune has finished: the started record with the result."""
-    _write_json({**started, "result": report.to_dict()}, tune_dir / "tune.json")
+    write_json({**started, "result": report.to_dict()}, tune_dir / "tune.json")
 
 
 def trial_dir(tune_dir: Path, trial: Trial) -> Path:
@@ -112,6 +107,6 @@ def finished(tune_dir: Path, trial: Trial, facts: ArtifactFacts) -> dict | None:
 
 def record_trial(tune_dir: Path, trial: Trial, model: str, facts: ArtifactFacts, summary: dict) -> None:
     """Writes a finished trial's result file (atomically: a killed tune leaves none or a whole one)."""
-    _write_json({"key": trial.key, "model": model, "overrides": trial.overrides, "seed": trial.seed,
+    write_json({"key": trial.key, "model": model, "overrides": trial.overrides, "seed": trial.seed,
                  "runs": trial.runs, "features": facts.fingerprint, "summary": summary},
                 tune_dir / "trials" / f"{trial.key}.json")

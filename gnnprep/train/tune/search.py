@@ -9,11 +9,13 @@ import shutil
 import time
 from pathlib import Path
 
+from gnnprep.core.errors import GnnprepError
 from gnnprep.core.progress import no_progress
 from gnnprep.core.sizes import default_host_budget
 from gnnprep.train.tune import folder
 from gnnprep.train.tune.artifact import ArtifactFacts, read_facts
 from gnnprep.train.tune.config import TuneConfig
+from gnnprep.train.tune.grid import format_params
 from gnnprep.train.tune.trials import Trial, TuneReport, choose, combine_runs, make_trial, selection_result
 from gnnprep.train.tune.workers import Runner, plan_jobs, trial_bytes, trial_executor
 
@@ -66,31 +68,40 @@ def tune(features, tune_dir, config: TuneConfig, progress=None, runner: Runner |
     features, tune_dir = Path(features), Path(tune_dir)
     facts = read_facts(features)
     points = config.points()
+    for p in points:  # what the artifact cannot give is refused before the tune folder exists
+        facts.check_fits(config.train_config(p, config.seed, 1), f"--grid {format_params(p)}")
     grid = [make_trial(config.model, config.fixed, p, config.selection_seed, config.seeds) for p in points]
     budget = config.memory_budget or default_host_budget()
     cpus = os.cpu_count() or 1
+    per_trial = max(trial_bytes(facts, config.model, t.overrides) for t in grid)
+    jobs, notes = plan_jobs(config.jobs, per_trial, budget, max(len(grid), config.report_seeds), cpus)
     record = folder.check_folder(tune_dir)  # before anything is created there
-    with folder.locked(tune_dir):
-        if record is not None:
-            folder.refuse_other_tune(record, facts, config, tune_dir)
-        started = folder.write_started(tune_dir, facts, config)
-        per_trial = max(trial_bytes(facts, config.model, t.overrides) for t in grid)
-        jobs, notes = plan_jobs(config.jobs, per_trial, budget, max(len(grid), config.report_seeds), cpus)
-        if runner is not None:
-            jobs = 1
-        threads = config.threads or max(1, cpus // jobs)
-        with trial_executor(runner, jobs) as ex:
-            trials = _Trials(features, tune_dir, config, facts, ex, progress, total=len(grid) + config.report_seeds)
-            execution = {"threads": threads, "memory_budget": max(1, budget // jobs)}
-            ran = trials.run(grid, execution)
-            results = [selection_result(t, s, resumed) for t, (s, resumed) in zip(grid, ran)]
-            chosen = choose([r.valid_acc for r in results])
-            # the report: one trial per seed, so that they run in parallel too (same numbers)
-            final = [make_trial(config.model, config.fixed, points[chosen], config.seed + r, 1)
-                     for r in range(config.report_seeds)]
-            summaries = [s for s, _ in trials.run(final, execution)]
-        report = TuneReport(model=config.model, tune_dir=str(tune_dir), trials=tuple(results), chosen=chosen,
-                            report=combine_runs(summaries), seconds=time.perf_counter() - t0,
-                            resumed_trials=trials.resumed, jobs=jobs, threads=threads, warnings=tuple(notes))
-        folder.write_result(tune_dir, started, report)
+    fresh = not tune_dir.exists()
+    try:
+        with folder.locked(tune_dir):
+            if record is not None:
+                folder.refuse_other_tune(record, facts, config, tune_dir)
+            started = folder.write_started(tune_dir, facts, config)
+            if runner is not None:
+                jobs = 1
+            threads = config.threads or max(1, cpus // jobs)
+            with trial_executor(runner, jobs) as ex:
+                trials = _Trials(features, tune_dir, config, facts, ex, progress, total=len(grid) + config.report_seeds)
+                execution = {"threads": threads, "memory_budget": max(1, budget // jobs)}
+                ran = trials.run(grid, execution)
+                results = [selection_result(t, s, resumed) for t, (s, resumed) in zip(grid, ran)]
+                chosen = choose([r.valid_acc for r in results])
+                # the report: one trial per seed, so that they run in parallel too (same numbers)
+                final = [make_trial(config.model, config.fixed, points[chosen], config.seed + r, 1)
+                         for r in range(config.report_seeds)]
+                summaries = [s for s, _ in trials.run(final, execution)]
+            report = TuneReport(model=config.model, tune_dir=str(tune_dir), trials=tuple(results), chosen=chosen,
+                                report=combine_runs(summaries), seconds=time.perf_counter() - t0,
+                                resumed_trials=trials.resumed, jobs=jobs, threads=threads, warnings=tuple(notes))
+            folder.write_result(tune_dir, started, report)
+    except GnnprepError:
+        # a tune that finished no trial in a folder it made leaves nothing behind (nothing to resume)
+        if fresh and not any((tune_dir / "trials").glob("*.json")):
+            shutil.rmtree(tune_dir, ignore_errors=True)
+        raise
     return report

@@ -1,0 +1,47 @@
+"""User code runs under the command contract (issue 23, item 5): however an operator file's code
+leaves (``sys.exit`` at import, in the function, in the worker threads that compute per-entry
+values, ``GeneratorExit``), the command fails with one ``Error:`` line naming the file, exit 1, and no
+output; what it prints goes to stderr, so ``--json`` still prints exactly one object."""
+
+import json
+
+import pytest
+from fixtures import make_store, run
+
+EXITS = [
+    ("import sys\nsys.exit(0)\ndef f(s, d, w):\n    return w\n", "running the operator file called sys.exit(0) (line 2)"),
+    ("import sys\nsys.exit('bye')\ndef f(s, d, w):\n    return w\n", "called sys.exit('bye')"),
+    ("import sys\ndef f(s, d, w):\n    sys.exit(0)\n", "f(src_deg, dst_deg, w) called sys.exit(0) (line 3)"),
+    ("def f(s, d, w):\n    raise GeneratorExit('x')\n", "raised GeneratorExit"),
+    # not a product of per-node factors: the per-entry values are computed in worker threads
+    ("import sys\nimport numpy as np\ndef f(s, d, w):\n    if len(w) > 5000:\n        sys.exit(3)\n"
+     "    return w / (s * d + (s > 3))\n", "called sys.exit(3)"),
+]
+
+
+def _ops(tmp_path, text):
+    p = tmp_path / "ops.py"
+    p.write_text(text)
+    return p
+
+
+@pytest.mark.parametrize("text,message", EXITS)
+def test_user_code_that_exits_is_one_error_line(tmp_path, rng, text, message):
+    store = make_store(tmp_path, rng, n=200, m=6000)[0]
+    out = tmp_path / "f.h5"
+    r = run(["precompute", str(store), "-o", str(out), "--operator-file", f"{_ops(tmp_path, text)}:f"])
+    assert r.exit_code == 1 and r.stdout == "", (r.exit_code, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert lines[-1].startswith("Error: ") and "ops.py" in lines[-1] and message in lines[-1], r.stderr
+    assert "Traceback" not in r.stderr
+    assert not list(tmp_path.glob("f.h5*"))
+
+
+def test_what_user_code_prints_goes_to_stderr(tmp_path, rng):
+    store = make_store(tmp_path, rng, n=200, m=6000)[0]
+    text = "print('at import')\ndef f(s, d, w):\n    print('called', len(w))\n    return w / (s * d + (s > 3))\n"
+    r = run(["precompute", str(store), "-o", str(tmp_path / "f.h5"), "--hops", "1", "--json",
+             "--operator-file", f"{_ops(tmp_path, text)}:f"])
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["operators"] == ["f"]          # exactly one object on stdout
+    assert "at import" in r.stderr and "called" in r.stderr
