@@ -93,10 +93,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks import harness as H  # noqa: E402  (the bench graph, the process tree sampler, medians)
-from benchmarks.harness import GiB, MiB, ROOT, load_avg  # noqa: E402
-from benchmarks.harness import median as med  # noqa: E402
-from benchmarks.harness import span as rng  # noqa: E402
+from benchmarks import harness as H
+from benchmarks.harness import ROOT, GiB, MiB, load_avg
+from benchmarks.harness import median as med
+from benchmarks.harness import span as rng
 
 CACHE_LINE = 64
 PROBE = H.HERE / "probe_distributed.py"   # the launcher probe, run by torchrun

@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks import harness as H  # noqa: E402
-from benchmarks.harness import run_measured  # noqa: E402
+from benchmarks import harness as H
+from benchmarks.harness import run_measured
 
 
 def generate(path: Path, n: int, groups: int, size: int, dim: int, skew: float | None, seed: int = 0) -> None:
@@ -94,8 +94,8 @@ def main() -> None:
     ap.add_argument("--skip-search", action="store_true", help="reuse the HAG of an earlier run")
     ap.add_argument("--workdir", default="/tmp/gnnprep-bench-hag")
     args = ap.parse_args()
-    from gnnprep.hag.search import exact_pair_count
     from gnnprep.graph.store import GraphStore
+    from gnnprep.hag.search import exact_pair_count
 
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)

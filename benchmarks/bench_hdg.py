@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks import harness as H  # noqa: E402
+from benchmarks import harness as H
 
 
 def main() -> None:

@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks import harness as H  # noqa: E402
-from benchmarks.harness import GiB, run_measured  # noqa: E402
+from benchmarks import harness as H
+from benchmarks.harness import GiB, run_measured
 
 
 def gen_text(path: Path, m: int, n: int, seed: int = 0) -> None:

@@ -60,8 +60,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks import harness as H  # noqa: E402
-from benchmarks.harness import MiB, gib, verdict  # noqa: E402
+from benchmarks import harness as H
+from benchmarks.harness import MiB, gib, verdict
 
 # the child programs (benchmarks/child_precompute.py); each prints one JSON line
 SCIPY, TORCH, GNNPREP = "scipy", "torch", "gnnprep"

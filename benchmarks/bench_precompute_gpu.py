@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks import harness as H  # noqa: E402
+from benchmarks import harness as H
 
 
 def generate(n: int, avg_degree: int, seed: int = 0):

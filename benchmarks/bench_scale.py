@@ -60,8 +60,8 @@ import numpy as np
 from numpy.lib import format as npy_format
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks import harness as H  # noqa: E402
-from benchmarks.harness import GiB, copy_bandwidth, run_json  # noqa: E402
+from benchmarks import harness as H
+from benchmarks.harness import GiB, copy_bandwidth, run_json
 
 FULL_NODES, FULL_EDGES = 111_059_956, 1_615_685_872
 DIM, CLASSES, COMMUNITY, INTRA, PARETO_A = 128, 172, 1_000, 0.8, 2.0

@@ -44,9 +44,9 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import harness as H  # noqa: E402
-from gnnprep.core.artifact import write_root_attrs  # noqa: E402
-from gnnprep.train.trainer import TrainConfig, open_data, train_epoch  # noqa: E402
+from benchmarks import harness as H
+from gnnprep.core.artifact import write_root_attrs
+from gnnprep.train.trainer import TrainConfig, open_data, train_epoch
 
 
 def make_features(path: Path, n: int, d: int, K: int, classes: int, seed: int = 0, splits: tuple | None = None,

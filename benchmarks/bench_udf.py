@@ -74,9 +74,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks import harness as H  # noqa: E402  (the bench graph, measured processes, medians)
-from benchmarks.harness import GiB, load_avg, verdict  # noqa: E402
-from benchmarks.harness import median as med  # noqa: E402
+from benchmarks import harness as H
+from benchmarks.harness import GiB, load_avg, verdict
+from benchmarks.harness import median as med
 
 NAME = "weighted_gcn"
 EDGE = "sqrt_weight_gcn"

@@ -73,8 +73,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks import harness as H  # noqa: E402
-from benchmarks.harness import GiB, ROOT, cpu_idle, run_json, verdict  # noqa: E402
+from benchmarks import harness as H
+from benchmarks.harness import ROOT, GiB, cpu_idle, run_json, verdict
 
 HOPS = 3
 CLASSES = 10

@@ -20,11 +20,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.harness import CORA  # noqa: E402
-from gnnprep.graph.ingest import IngestConfig, ensure_graph_store  # noqa: E402
-from gnnprep.precompute.run import precompute  # noqa: E402
-from gnnprep.precompute.config import PrecomputeConfig  # noqa: E402
-from gnnprep.train.tune import TuneConfig, TuneReport, format_params, tune  # noqa: E402
+from benchmarks.harness import CORA
+from gnnprep.graph.ingest import IngestConfig, ensure_graph_store
+from gnnprep.precompute.config import PrecomputeConfig
+from gnnprep.precompute.run import precompute
+from gnnprep.train.tune import TuneConfig, TuneReport, format_params, tune
 
 MAX_HOPS = 10
 # settings shared by every model: Cora's bag-of-words rows scaled to unit L1 norm (as GCN/SGC do

@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks import harness as H  # noqa: E402
-from benchmarks.harness import ROOT  # noqa: E402
+from benchmarks import harness as H
+from benchmarks.harness import ROOT
 
 SELECTORS = {
     "random-walk": ("g", "random-walk:walks=100,length=10,topk=10"),

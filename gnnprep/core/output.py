@@ -276,6 +276,37 @@ class ResumableOutput:
             self.discard_partial()
             self.state = {"key": key, "done": []}
 
+    def check_room(self, needed: int) -> None:
+        """A fresh output: GnnprepError (and nothing left) unless ``needed`` bytes fit its disk."""
+        if self.resumed:
+            return
+        try:
+            check_free_space(self.path, needed)
+        except GnnprepError:
+            self.close(keep=False)
+            raise
+
+    @contextmanager
+    def writing(self, needed: int) -> Iterator[None]:
+        """The writes of the run, and what a failure leaves: a GnnprepError (the input must change
+        before a rerun can succeed, and a changed input changes the key) and a full disk (a partial
+        file would keep it full: one ``no space left`` line naming ``needed``) leave nothing; a crash
+        or an interrupt keeps the partial output for a rerun to resume."""
+        try:
+            yield
+        except GnnprepError:
+            self.close(keep=False)
+            raise
+        except OSError as e:
+            if not is_disk_full(e):
+                self.close(keep=True)
+                raise
+            self.close(keep=False)
+            raise disk_full_error(self.path, needed) from None
+        except BaseException:
+            self.close(keep=True)
+            raise
+
     def discard_partial(self) -> None:
         for p in (self.partial, self.progress_file):
             _remove(p)

@@ -20,7 +20,7 @@ mix(seed ⊕ mix(v + φ))``, so the result does not depend on the thread count, 
 split among threads, or on the order in which walkers advance.
 
 Speed: the walkers of a chunk of start nodes advance together, one step at a time, so that their
-independent cache misses overlap; ``scripts/bench_walks.py`` (1M nodes, 10M entries, 10 walks of
+independent cache misses overlap; ``benchmarks/bench_walks.py`` (1M nodes, 10M entries, 10 walks of
 5 steps, restart 0.2) measured about 14-15M visits/s per core on 2 cores (target ≥ 2M).
 """
 

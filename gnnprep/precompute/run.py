@@ -42,7 +42,7 @@ from gnnprep.core import device as devices
 from gnnprep.core.artifact import file_fingerprint
 from gnnprep.core.errors import GnnprepError
 from gnnprep.core.memory import PeakMeter, rss
-from gnnprep.core.output import ResumableOutput, check_free_space, disk_full_error, is_disk_full, refuse_input_as_output
+from gnnprep.core.output import ResumableOutput, refuse_input_as_output
 from gnnprep.core.progress import Progress, Warn, no_progress, no_warning
 from gnnprep.graph.store import GraphStore
 from gnnprep.precompute import features as fa
@@ -319,35 +319,16 @@ def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeCon
         meter = PeakMeter().start()
         job.baseline = meter.baseline
         out = ResumableOutput(output, run_key(store, job), inputs)
-        if not out.resumed:
-            try:
-                check_free_space(output, _artifact_bytes(store, job))
-            except GnnprepError:
-                out.close(keep=False)
-                raise
+        out.check_room(_artifact_bytes(store, job))
         warnings: list[str] = []
 
         def say(message: str) -> None:
             warnings.append(message)
             warn(message)
 
-        try:
+        with out.writing(_artifact_bytes(store, job)):
             _resume_plan(job, out, say)
             report = HopRun(store, out, job, progress, command, t_start).execute()
             fa.sweep_shards(out.path, keep=())  # an earlier sharded run's files: nothing reads them now
-        except GnnprepError:
-            # the input must change before a rerun can succeed, and a changed input changes the run
-            # key: nothing worth resuming, leave no trace
-            out.close(keep=False)
-            raise
-        except OSError as e:
-            if not is_disk_full(e):
-                out.close(keep=True)
-                raise
-            out.close(keep=False)  # a partial file would keep the disk full
-            raise disk_full_error(out.path, _artifact_bytes(store, job)) from None
-        except BaseException:
-            out.close(keep=True)  # crash or interrupt: keep the partial output for a rerun to resume
-            raise
         return dataclasses.replace(report, measured_peak_bytes=meter.above(), hag=job.hag_info,
                                    warnings=tuple(warnings))

@@ -9,7 +9,7 @@ one-process run (the blocking never changes a row's summation order), so the pub
 equal. A rank's shard is its own resumable output; rank 0 publishes only after every rank has
 reported success.
 
-Scaling model (checked by ``scripts/bench_distributed.py``): with P ranks, w = d/P columns each,
+Scaling model (checked by ``benchmarks/bench_distributed.py``): with P ranks, w = d/P columns each,
 n nodes, m stored entries and r output rows, every rank reads S once, (n+1)·8 + m·4 bytes (resident;
 streamed per hop and column block when its budget cannot hold it), and its slice of X, n·w·4 bytes
 (the file I/O under it is all of X: the store's chunks span every column); per hop it writes
@@ -44,10 +44,7 @@ from gnnprep.core.memory import PeakMeter
 from gnnprep.core.output import (
     ResumableOutput,
     atomic_output,
-    check_free_space,
     check_output_path,
-    disk_full_error,
-    is_disk_full,
     refuse_input_as_output,
 )
 from gnnprep.core.progress import Progress, Warn, no_progress, no_warning
@@ -238,26 +235,15 @@ def precompute_sharded(graph_path, output, config: PrecomputeConfig, dist, merge
             job.baseline = meter.baseline
             shard_bytes = fa.disk_bytes(job.problem.out_rows, store.num_nodes, columns[1] - columns[0], cfg.hops,
                                         len(cfg.operators), cfg.dtype)
-            if not out.resumed:
-                try:
-                    check_free_space(shard_path, shard_bytes)
-                except GnnprepError:
-                    out.close(keep=False)
-                    raise
+            out.check_room(shard_bytes)
             shard = {"key": shard_key, "run_key": key, "rank": rank, "ranks": ranks, "columns": list(columns),
                      "width": width, "c": c}
             try:
-                report = HopRun(store, out, job, _stall_for_tests(progress, rank), command, t_start,
-                                shard=shard).execute()
+                with out.writing(shard_bytes):
+                    report = HopRun(store, out, job, _stall_for_tests(progress, rank), command, t_start,
+                                    shard=shard).execute()
             except GnnprepError as e:
-                out.close(keep=False)
                 raise _global_column(e, columns[0]) from None
-            except OSError as e:
-                if not is_disk_full(e):
-                    out.close(keep=True)
-                    raise
-                out.close(keep=False)
-                raise disk_full_error(shard_path, shard_bytes) from None
             info.update(file=shard_path.name, bytes=shard_path.stat().st_size, seconds=report.seconds,
                         hop_seconds=list(report.hop_seconds), measured_peak_bytes=meter.above(),
                         resumed_units=report.resumed_units, reorder=report.reorder)

@@ -117,7 +117,7 @@ def test_cli_uses_only_the_public_library_api():
 
 
 def test_nothing_imports_the_deprecated_propagate_alias():
-    for folder in ("gnnprep", "gnnprep/cli", "scripts", "tests"):
+    for folder in ("gnnprep", "gnnprep/cli", "benchmarks", "tests"):
         for path in _py_files(folder):
             for module, name in _imports(path):
                 assert module != "gnnprep.propagate" and (module, name) != ("gnnprep", "propagate"), path

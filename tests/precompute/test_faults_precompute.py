@@ -210,9 +210,9 @@ def test_disk_full_says_so_and_leaves_no_partial(tmp_path, monkeypatch):
                             r.stderr.strip()), r.stderr
         assert list(small.iterdir()) == []
         # found while writing (as when another process fills the disk meanwhile)
-        import gnnprep.precompute.run as pre
+        import gnnprep.core.output as output
 
-        monkeypatch.setattr(pre, "check_free_space", lambda path, needed: None)
+        monkeypatch.setattr(output, "check_free_space", lambda path, needed: None)
         with pytest.raises(Exception) as e:
             precompute(g, small / "f.h5", PrecomputeConfig(hops=3, device="cpu"))
         assert type(e.value).__name__ == "GnnprepError" and "no space left on device" in str(e.value)

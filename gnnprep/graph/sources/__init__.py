@@ -60,7 +60,7 @@ def resolve_spec(spec: str, opts: SourceOptions = SourceOptions()) -> Path:
         d = sample_data_dir()
         if not d.is_dir():
             raise GnnprepError(f"sample: embedded sample data not found at {d}; "
-                               "regenerate it with python scripts/make_sample_data.py")
+                               "regenerate it with python benchmarks/make_sample_data.py")
         return d
     if spec.startswith("ogbn-") and not Path(spec).exists():
         root = data_root(opts)
