@@ -203,9 +203,12 @@ def _write_rows(f: h5py.File, name: str, chunks, n: int, width: int | None, dtyp
     a copy of every byte. Each block's writeback to disk is started as it is stored (see
     :func:`gnnprep.core.output.start_writeback`)."""
     shape = (n, width) if width is not None else (n,)
-    rows_per_chunk = store.feature_chunk_rows(width or 1, np.dtype(dtype).itemsize)
-    ds = f.create_dataset(name, shape=shape, dtype=dtype,
-                          chunks=(min(max(n, 1), rows_per_chunk),) + shape[1:] if n else None,
+    if width is not None:
+        rows_per_chunk, cols = store.feature_chunk_shape(width, np.dtype(dtype).itemsize)
+        chunk = (min(max(n, 1), rows_per_chunk), cols)
+    else:
+        chunk = (min(max(n, 1), store.feature_chunk_rows(1, np.dtype(dtype).itemsize)),)
+    ds = f.create_dataset(name, shape=shape, dtype=dtype, chunks=chunk if n else None,
                           rdcc_nbytes=0, rdcc_nslots=1)  # h5py ignores rdcc_nbytes=0 given alone
     digest = ContentHash(dtype, shape)
     row = 0
@@ -267,6 +270,9 @@ def _write_nodes(f: h5py.File, source: GraphSource, n: int, budget: int, timer: 
     f.create_group("nodes")
     if source.num_features:
         rows = max(1, budget // 8 // max(1, source.num_features * 8))
+        tile_rows = store.feature_chunk_shape(source.num_features, np.dtype(source.feature_dtype).itemsize)[0]
+        if rows >= tile_rows:
+            rows -= rows % tile_rows   # whole chunks per block: no chunk written twice
         with timer("features"):
             fps["features_fingerprint"] = _write_rows(
                 f, "nodes/features", source.features(rows), n, source.num_features, source.feature_dtype,
@@ -427,15 +433,26 @@ def cached_store_path(spec: str, opts: SourceOptions, cache_dir: str | None) -> 
 
 
 def _cache_is_fresh(store_path: Path) -> bool:
-    """The cached store was made from input files that have not changed since."""
+    """The cached store was made from input files that have not changed since. A cache is advisory:
+    anything unexpected in it (unreadable, tampered provenance) means not fresh, so it is rebuilt."""
     try:
         with h5py.File(store_path, "r") as f:
-            prov = json.loads(f.attrs["provenance"])
-    except (OSError, KeyError, ValueError):
+            raw = f.attrs["provenance"]
+            prov = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
+    except (OSError, KeyError, ValueError, TypeError, RecursionError):
         return False
-    for item in prov.get("inputs", []):
+    inputs = prov.get("inputs") if isinstance(prov, dict) else None
+    if not isinstance(inputs, list) or not inputs:
+        return False
+    for item in inputs:
+        if not isinstance(item, dict) or not isinstance(item.get("path"), str) \
+                or not isinstance(item.get("fingerprint"), str):
+            return False
         p = Path(item["path"])
-        if not p.exists() or file_fingerprint(p) != item["fingerprint"]:
+        try:
+            if not p.is_file() or file_fingerprint(p) != item["fingerprint"]:
+                return False
+        except OSError:
             return False
     return True
 

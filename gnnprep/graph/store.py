@@ -22,9 +22,22 @@ FORMAT_VERSION = FORMAT_VERSIONS[FORMAT]
 FEATURE_CHUNK_BYTES = 1 << 20
 
 
+FEATURE_TILE_COLUMNS = 16   # columns of one chunk of /nodes/features (64 B of a float32 row)
+
+
 def feature_chunk_rows(num_features: int, itemsize: int) -> int:
     """Rows per HDF5 chunk so that one chunk is about 1 MiB."""
     return max(1, FEATURE_CHUNK_BYTES // max(1, num_features * itemsize))
+
+
+def feature_chunk_shape(num_features: int, itemsize: int) -> tuple[int, int]:
+    """(rows, columns) of one chunk of ``/nodes/features`` as ingest writes it: tiles of
+    :data:`FEATURE_TILE_COLUMNS` columns, about 1 MiB each. precompute reads X one column block at a
+    time; with chunks spanning every column each of c blocks read all of X (c × 57 GB at papers100M,
+    issue 24), with tiles a block reads about its own bytes (papers100M's plans use up to c = 8
+    blocks of 16 columns at d = 128). Whole rows cost d / 16 chunk reads."""
+    cols = max(1, min(num_features, FEATURE_TILE_COLUMNS))
+    return feature_chunk_rows(cols, itemsize), cols
 
 
 def check_ids(ids: np.ndarray, n: int, what: str, offset: int = 0) -> None:
@@ -195,7 +208,7 @@ class GraphStore(Artifact):
         columns copied out: about twice as fast as HDF5's column hyperslab selection."""
         feats, n = self.features, self.num_nodes
         xb = empty_pages((n, c1 - c0))
-        raw = feats.dtype == np.float32 and feats.chunks is not None and feats.chunks[1] == feats.shape[1] \
+        raw = feats.dtype == np.float32 and feats.chunks is not None \
             and feats.compression is None and not feats.shuffle and not feats.fletcher32 and feats.scaleoffset is None
         step = feats.chunks[0] if raw else max(1, (4 << 20) // max(1, (c1 - c0) * 4))
         for s in range(0, n, step):
@@ -222,16 +235,19 @@ class GraphStore(Artifact):
 
     @staticmethod
     def _raw_chunk_columns(feats, s: int, e: int, c0: int, c1: int, xb: np.ndarray) -> bool:
-        """xb[s:e] = columns c0:c1 of the raw chunk starting at row s; False (nothing read) when the
-        chunk is not stored as plain bytes of its full shape (then the caller reads it through HDF5)."""
-        try:
-            mask, data = feats.id.read_direct_chunk((s, 0))
-        except (KeyError, ValueError, OSError, RuntimeError):
-            return False
-        ch, d = feats.chunks
-        if mask != 0 or len(data) != ch * d * 4:
-            return False
-        xb[s:e] = np.frombuffer(data, dtype=np.float32).reshape(ch, d)[:e - s, c0:c1]
+        """xb[s:e] = columns c0:c1 of the raw chunks starting at row s (only the column tiles that
+        overlap c0:c1 are read); False (nothing more read) when a chunk is not stored as plain bytes
+        of its full shape (then the caller reads the rows through HDF5)."""
+        ch, cw = feats.chunks
+        for t0 in range(c0 - c0 % cw, c1, cw):
+            try:
+                mask, data = feats.id.read_direct_chunk((s, t0))
+            except (KeyError, ValueError, OSError, RuntimeError):
+                return False
+            if mask != 0 or len(data) != ch * cw * 4:
+                return False
+            a, b = max(c0, t0), min(c1, t0 + cw)
+            xb[s:e, a - c0:b - c0] = np.frombuffer(data, dtype=np.float32).reshape(ch, cw)[:e - s, a - t0:b - t0]
         return True
 
     def labels(self) -> np.ndarray | None:
