@@ -208,3 +208,29 @@ def test_the_code_passes_ruff():
     r = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--output-format", "concise", str(ROOT)],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_the_public_names_the_readme_documented_still_import():
+    """Entry points documented before the stage packages keep working for one release: the old flat
+    module paths import (with a DeprecationWarning) as the same module objects."""
+    import importlib
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = {name: importlib.import_module(f"gnnprep.{name}") for name in
+               ("tune", "features", "memory", "store", "meta", "udf", "hoploop", "trainconfig", "sources.base")}
+    assert any(issubclass(w.category, DeprecationWarning) for w in caught)
+    assert old["tune"].tune is importlib.import_module("gnnprep.train.tune").tune
+    assert old["features"] is importlib.import_module("gnnprep.precompute.features")
+    assert old["memory"].empty_pages is importlib.import_module("gnnprep.core.memory").empty_pages
+    import gnnprep.hag
+    import gnnprep.hdg
+    import gnnprep.precompute
+    import gnnprep.train
+
+    assert callable(gnnprep.train.load_model) and callable(gnnprep.precompute.precompute)
+    assert callable(gnnprep.hdg.aggregate) and callable(gnnprep.hag.build) and callable(gnnprep.hag.load_for)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert callable(importlib.import_module("gnnprep.propagate").precompute)
