@@ -30,8 +30,9 @@ def check_finite(block: np.ndarray, ds, p0: int, c0: int) -> None:
     r, c = (int(v) for v in np.argwhere(~finite)[0])
     name = ds.name.strip("/").split("/")  # hops/<k> or channels/<operator>/<k>
     hop = f"hop {name[-1]}" + (f" of {name[-2]}" if len(name) == 3 else "")
+    wider = " or use --dtype float32" if block.dtype.itemsize < 4 else ""   # float32 output: no wider choice
     raise GnnprepError(f"{hop}: row {p0 + r}, column {c0 + c} is {block[r, c]} in {block.dtype} (the value overflowed "
-                       f"{block.dtype}); scale the features down or use --dtype float32")
+                       f"{block.dtype}); scale the features down{wider}")
 
 
 class Gather:

@@ -52,7 +52,9 @@ from __future__ import annotations
 import hashlib
 import inspect
 import math
+import os
 import re
+import stat
 import sys
 import threading
 import traceback
@@ -71,6 +73,7 @@ PROBES = 1024          # distinct degree values probed per side (a quantile samp
 WEIGHT_PROBES = 64     # distinct weights probed
 RTOL = 1e-5            # separability tolerance (relative to the largest coefficient compared)
 CHUNK = 1 << 20        # entries (or nodes) per call of the user's function
+MAX_FILE_BYTES = 16 << 20   # an operator file is a short Python file; a device or a huge file is refused unread
 
 
 @dataclass(frozen=True)
@@ -139,6 +142,27 @@ def user_code(where: str, path: str) -> Iterator[None]:
         raise GnnprepError(f"{where} raised {type(e).__name__}: {e}{_user_line(e, path)}") from None
 
 
+_RUN: dict[tuple[str, str], dict] = {}   # (path, sha256) -> the file's namespace, run once per process
+
+
+def _run_file(code, where: str, sha256: str, path: Path) -> dict:
+    """The namespace of the operator file, run once per process however many of its functions
+    (``--operator-file``, ``--hdg-weight``) are used; the working folder is restored after it (a
+    ``chdir`` in it must not move a relative ``-o``)."""
+    key = (where, sha256)
+    if key not in _RUN:
+        module: dict = {"__name__": f"gnnprep_operator_{Path(where).stem}", "__file__": where}
+        cwd = os.getcwd()
+        try:
+            with user_code(f"{path}: running the operator file", where):
+                exec(code, module)  # the user's own file, as a config file is read
+        finally:
+            if os.getcwd() != cwd:
+                os.chdir(cwd)
+        _RUN[key] = module
+    return _RUN[key]
+
+
 def stdout_to_stderr():
     """``print`` goes to stderr while user code runs (called from the main thread only)."""
     return redirect_stdout(sys.stderr)
@@ -162,6 +186,13 @@ def load(spec: str, builtin: tuple[str, ...] = ()) -> UserFunction:
         raise GnnprepError(f"--operator-file {spec!r}: {name!r} is a built-in operator's name; rename the function")
     path = Path(path_text)
     try:
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode):
+            raise GnnprepError(f"{path}: the operator file is not a regular file (a device, pipe or folder); expected "
+                               "a Python file")
+        if st.st_size > MAX_FILE_BYTES:
+            raise GnnprepError(f"{path}: the operator file has {st.st_size} bytes; expected a Python file of at most "
+                               f"{MAX_FILE_BYTES // 2**20} MiB")
         raw = path.read_bytes()
     except OSError as e:
         raise GnnprepError(f"{path}: cannot read the operator file ({e.strerror or e})") from None
@@ -174,9 +205,7 @@ def load(spec: str, builtin: tuple[str, ...] = ()) -> UserFunction:
         code = compile(source, where, "exec")
     except SyntaxError as e:
         raise GnnprepError(f"{path}:{e.lineno}: syntax error in the operator file: {e.msg}") from None
-    module: dict = {"__name__": f"gnnprep_operator_{name}", "__file__": where}
-    with user_code(f"{path}: running the operator file", where):
-        exec(code, module)  # the user's own file, as a config file is read
+    module = _run_file(code, where, hashlib.sha256(raw).hexdigest(), path)
     fn = module.get(name)
     if fn is None:
         found = sorted(k for k, v in module.items() if inspect.isfunction(v) and not k.startswith("_"))

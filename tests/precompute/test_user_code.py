@@ -45,3 +45,34 @@ def test_what_user_code_prints_goes_to_stderr(tmp_path, rng):
     assert r.exit_code == 0, r.stderr
     assert json.loads(r.stdout)["operators"] == ["f"]          # exactly one object on stdout
     assert "at import" in r.stderr and "called" in r.stderr
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "fifo", "folder"])
+def test_an_operator_file_that_is_not_a_regular_file_is_refused_unread(tmp_path, rng, target):
+    import os
+
+    store = make_store(tmp_path, rng, n=50)[0]
+    if target == "fifo":
+        target = tmp_path / "ops.fifo"
+        os.mkfifo(target)
+    elif target == "folder":
+        target = tmp_path
+    r = run(["precompute", str(store), "-o", str(tmp_path / "f.h5"), "--operator-file", f"{target}:f"])
+    assert r.exit_code == 1 and "not a regular file" in r.stderr.strip().splitlines()[-1], r.stderr
+    assert not list(tmp_path.glob("f.h5*"))
+
+
+def test_the_file_runs_once_and_a_chdir_in_it_does_not_move_the_output(tmp_path, rng, monkeypatch):
+    store = make_store(tmp_path, rng, n=60)[0]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    log = tmp_path / "ran.txt"
+    text = (f"import os\nwith open({str(log)!r}, 'a') as f:\n    f.write('x')\nos.chdir({str(elsewhere)!r})\n"
+            "def f(s, d, w):\n    return w / (s + d)\ndef g(s, d, w):\n    return w\n")
+    ops = _ops(tmp_path, text)
+    monkeypatch.chdir(tmp_path)
+    r = run(["precompute", str(store), "-o", "f.h5", "--hops", "1",
+             "--operator-file", f"{ops}:f", "--operator-file", f"{ops}:g"])
+    assert r.exit_code == 0, r.stderr
+    assert (tmp_path / "f.h5").exists() and not (elsewhere / "f.h5").exists()
+    assert log.read_text() == "x"          # two functions of one file: the file ran once
