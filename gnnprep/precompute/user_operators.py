@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import json
 import math
 import os
 import re
@@ -58,6 +59,7 @@ import stat
 import sys
 import threading
 import traceback
+import types
 from contextlib import contextmanager, nullcontext, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,10 +86,12 @@ class UserFunction:
     path: str            # the file's absolute path
     name: str            # the function, and the channel's name
     source: str          # the file's text
-    sha256: str
+    sha256: str          # the code's: the file's, combined with the local modules it uses (a run key part)
     reduce: str
     loop: float
     fn: object = field(compare=False, repr=False)
+    file_sha256: str = ""                          # the file's own
+    imports: tuple[tuple[str, str], ...] = ()      # (path, sha256) of the local modules it uses
 
     def provenance(self) -> dict:
         """The file (path, sha256, whole text) and the function's own lines, with its reduce and loop."""
@@ -95,8 +99,9 @@ class UserFunction:
             own = inspect.getsource(self.fn)
         except (OSError, TypeError):
             own = self.source
-        return {"file": self.path, "function": self.name, "sha256": self.sha256, "reduce": self.reduce,
-                "loop": self.loop, "source": self.source, "function_source": own}
+        return {"file": self.path, "function": self.name, "sha256": self.file_sha256 or self.sha256,
+                "reduce": self.reduce, "loop": self.loop, "source": self.source, "function_source": own,
+                **({"imports": dict(self.imports)} if self.imports else {})}
 
     def __call__(self, src, dst, w, finite: bool = True) -> np.ndarray:
         """The coefficients for one batch of edges, checked: one line naming the file and the
@@ -231,7 +236,34 @@ def load(spec: str, builtin: tuple[str, ...] = ()) -> UserFunction:
         raise GnnprepError(f"{path}: {name}.loop = {loop!r}; expected a number >= 0") from None
     if not math.isfinite(loop) or loop < 0:
         raise GnnprepError(f"{path}: {name}.loop = {loop!r}; expected a finite number >= 0")
-    return UserFunction(spec, where, name, source, hashlib.sha256(raw).hexdigest(), reduce, loop, fn)
+    file_sha = hashlib.sha256(raw).hexdigest()
+    imports = local_imports(module, where)
+    code_sha = file_sha if not imports else \
+        hashlib.sha256(json.dumps([file_sha, list(imports)]).encode()).hexdigest()
+    return UserFunction(spec, where, name, source, code_sha, reduce, loop, fn, file_sha, imports)
+
+
+def local_imports(namespace: dict, where: str) -> tuple[tuple[str, str], ...]:
+    """(path, sha256) of the modules an operator file uses that are the user's own (a ``.py`` file
+    outside the Python installation: its helpers), found among the names it defines (``import
+    helper``, ``from helper import f``): a change to one changes the run key, so a partial output
+    computed with the old helper is never resumed. Modules those helpers import in turn are not
+    followed."""
+    roots = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    found = {}
+    for value in list(namespace.values()):
+        module = value if isinstance(value, types.ModuleType) else sys.modules.get(getattr(value, "__module__", "") or "")
+        file = getattr(module, "__file__", None)
+        if not file or not file.endswith(".py"):
+            continue
+        real = os.path.realpath(file)
+        if real == os.path.realpath(where) or any(real.startswith(r + os.sep) for r in roots):
+            continue
+        try:
+            found[real] = hashlib.sha256(Path(real).read_bytes()).hexdigest()
+        except OSError:
+            continue
+    return tuple(sorted(found.items()))
 
 
 # -- the graph's side of the contract ---------------------------------------------------------------------

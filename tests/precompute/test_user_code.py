@@ -76,3 +76,21 @@ def test_the_file_runs_once_and_a_chdir_in_it_does_not_move_the_output(tmp_path,
     assert r.exit_code == 0, r.stderr
     assert (tmp_path / "f.h5").exists() and not (elsewhere / "f.h5").exists()
     assert log.read_text() == "x"          # two functions of one file: the file ran once
+
+
+def test_a_changed_helper_module_changes_the_run_key(tmp_path, monkeypatch):
+    """The run key covers the user's own modules the operator file uses, so a partial output made
+    with an old helper is never resumed with a new one (issue 23, item 4)."""
+    from gnnprep.precompute.user_operators import load
+
+    (tmp_path / "opshelper.py").write_text("SCALE = 2.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ops = _ops(tmp_path, "import opshelper\nfrom opshelper import SCALE\ndef f(s, d, w):\n    return SCALE * w\n")
+    first = load(f"{ops}:f")
+    (tmp_path / "opshelper.py").write_text("SCALE = 3.0\n")
+    second = load(f"{ops}:f")
+    assert first.imports and first.imports[0][0].endswith("opshelper.py")
+    assert first.sha256 != second.sha256 and first.file_sha256 == second.file_sha256
+    (tmp_path / "plain").mkdir()
+    plain = load(f"{_ops(tmp_path / 'plain', 'def f(s, d, w):' + chr(10) + '    return w' + chr(10))}:f")
+    assert plain.sha256 == plain.file_sha256 and plain.imports == ()   # no helper: the file's hash, as before
