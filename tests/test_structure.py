@@ -234,3 +234,15 @@ def test_the_public_names_the_readme_documented_still_import():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert callable(importlib.import_module("gnnprep.propagate").precompute)
+
+
+def test_configs_and_packages_import_without_numba_or_torch():
+    """Startup stays cheap: the stage packages and the configs the command line builds its options
+    from import neither numba nor torch (lazy package exports)."""
+    code = ("import sys, gnnprep, gnnprep.core, gnnprep.sparse, gnnprep.graph, gnnprep.hag, gnnprep.hdg, "
+            "gnnprep.precompute, gnnprep.train, gnnprep.precompute.config, gnnprep.train.config, "
+            "gnnprep.train.tune, gnnprep.hdg.select, gnnprep.cli; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numba', 'torch')))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
