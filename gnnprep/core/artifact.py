@@ -49,20 +49,30 @@ def open_artifact(path: str | os.PathLike, expect: str | None = None) -> h5py.Fi
         f = h5py.File(path, "r")
     except OSError as e:
         raise GnnprepError(f"{path}: cannot open HDF5 file ({_short(e)})") from None
-    fmt = f.attrs.get("format")
-    if isinstance(fmt, bytes):
-        fmt = fmt.decode()
-    if fmt not in FORMATS:
+    try:
+        fmt = _root_attr(f, "format", path)
+    except GnnprepError:
         f.close()
-        raise GnnprepError(f"{path}: root attribute 'format' is {fmt!r}; expected one of {', '.join(FORMATS)} "
-                           "(not a gnnprep artifact)")
+        raise
+    if isinstance(fmt, bytes):
+        fmt = fmt.decode(errors="backslashreplace")
+    if not isinstance(fmt, str) or fmt not in FORMATS:   # an array, a number, a compound, Empty: refused
+        f.close()
+        raise GnnprepError(f"{path}: root attribute 'format' is {_described(fmt)}; expected one of "
+                           f"{', '.join(FORMATS)} (not a gnnprep artifact)")
+    fmt = str(fmt)
     if expect is not None and fmt != expect:
         f.close()
         raise GnnprepError(f"{path}: is a {fmt} artifact; expected {expect}")
-    version = f.attrs.get("format_version")
-    if not isinstance(version, (int, np.integer)) or isinstance(version, bool) or version < 1:
+    try:
+        version = _root_attr(f, "format_version", path)
+    except GnnprepError:
         f.close()
-        raise GnnprepError(f"{path}: root attribute 'format_version' is {version!r}; expected a positive integer")
+        raise
+    if not isinstance(version, (int, np.integer)) or isinstance(version, (bool, np.bool_)) or version < 1:
+        f.close()
+        raise GnnprepError(f"{path}: root attribute 'format_version' is {_described(version)}; expected a positive "
+                           "integer")
     if version > FORMAT_VERSIONS[fmt]:
         f.close()
         raise GnnprepError(f"{path}: {fmt} format_version {int(version)} is newer than this gnnprep reads "
@@ -73,6 +83,25 @@ def open_artifact(path: str | os.PathLike, expect: str | None = None) -> h5py.Fi
         f.close()
         raise
     return f
+
+
+def _root_attr(f: h5py.File, name: str, path):
+    """Root attribute ``name`` as h5py reads it (None when absent), or a one-line GnnprepError where
+    h5py cannot read it at all (a type without a NumPy equivalent, a damaged attribute heap)."""
+    try:
+        return f.attrs.get(name)
+    except Exception as e:  # noqa: BLE001 - h5py raises OSError, TypeError, ValueError, KeyError here
+        raise GnnprepError(f"{path}: root attribute {name!r} cannot be read ({_short(e)}); expected "
+                           "a gnnprep artifact") from None
+
+
+def _described(v) -> str:
+    """An attribute value for a one-line message: an array by its shape and dtype, anything else
+    by its repr, cut to 60 characters."""
+    if isinstance(v, np.ndarray) and v.ndim > 0:
+        return f"an array of shape {v.shape} ({v.dtype})"
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def listed_shards(f: h5py.File) -> set[str]:

@@ -5,9 +5,14 @@ order algorithms are in :mod:`gnnprep.sparse.order`."""
 from __future__ import annotations
 
 import json
+import math
+import os
 import queue
+import stat
 import threading
 import time
+import warnings
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -47,31 +52,148 @@ def write_to_store(f, kind: str, order: np.ndarray, info: dict) -> None:
             ds.attrs[k] = info[k]
 
 
+def _kept(store, kind: str):
+    """The store's ``/order/<kind>`` dataset, or None where there is none or it cannot even be
+    looked up (a damaged file: an order only ever changes speed, so it is never an error)."""
+    if kind != "community":
+        return None
+    try:
+        return store.kept_order(kind)
+    except Exception:  # noqa: BLE001 - h5py raises KeyError, OSError, ValueError, RuntimeError for damage
+        return None
+
+
+def _number(v) -> float | None:
+    """A stored number (a Python or NumPy scalar, not a bool) as a float, or None."""
+    if isinstance(v, np.ndarray) and v.shape == ():
+        v = v[()]
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+        return None
+    try:
+        return float(v)
+    except OverflowError:
+        return None
+
+
+def _share(v) -> float | None:
+    """A near share as stored (a number in [0, 1]), or None for anything else."""
+    v = _number(v)
+    return v if v is not None and 0.0 <= v <= 1.0 else None   # NaN fails both comparisons
+
+
+def _seconds(v) -> float | None:
+    v = _number(v)
+    return v if v is not None and math.isfinite(v) and v >= 0 else None
+
+
+def _store_info(ds) -> dict:
+    """near_share_before/after and seconds of a kept order; ValueError naming the first bad one
+    (both shares are needed: whether the order pays is decided from them)."""
+    info = {}
+    for k, check in (("near_share_before", _share), ("near_share_after", _share), ("seconds", _seconds)):
+        try:
+            raw = ds.attrs.get(k)
+        except Exception:  # noqa: BLE001 - an attribute h5py cannot read (odd type, damaged heap)
+            raise ValueError(f"its attribute {k!r} cannot be read") from None
+        if raw is None:
+            if k == "seconds":
+                continue
+            raise ValueError(f"it has no attribute {k!r}")
+        value = check(raw)
+        if value is None:
+            raise ValueError(f"its attribute {k!r} is {_short_repr(raw)}; expected "
+                             + ("a share in [0, 1]" if k != "seconds" else "seconds >= 0"))
+        info[k] = value
+    return info
+
+
+def _short_repr(v) -> str:
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class DamagedOrderWarning(UserWarning):
+    """A kept node order (in the store or its cache) that was ignored as damaged."""
+
+
+def _say(warn, message: str) -> None:
+    """``warn(message)``, or a :class:`DamagedOrderWarning` where the caller gave no ``warn``: a
+    damaged order is never an error, but never passed over in silence either."""
+    if warn is not None:
+        warn(message)
+    else:
+        warnings.warn(message, DamagedOrderWarning, stacklevel=3)
+
+
 def known(store, kind: str) -> bool:
-    """Whether an order of ``kind`` is kept in the store or beside it (not yet validated)."""
-    return (kind == "community" and store.kept_order(kind) is not None) or cache_path(store.path, kind).exists()
+    """Whether an order of ``kind`` is kept in the store (a dataset of n integer ids) or beside it
+    (a non-empty regular file), so that planning may count on loading it rather than finding it.
+    Only looked at, never read; :func:`load_from_store` and :func:`load_cached` validate, and a
+    damaged one is found again (which costs time, never results)."""
+    ds = _kept(store, kind)
+    try:
+        if ds is not None and ds.shape == (store.num_nodes,) and ds.dtype.kind in "iu":
+            return True
+    except Exception:  # noqa: BLE001 - a damaged dataset header
+        pass
+    try:
+        st = os.stat(cache_path(store.path, kind))   # stat, never open: a named pipe would block
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_size > 0
 
 
 def stored_gain(store, kind: str) -> float | None:
-    """near_share_after − near_share_before of the order kept in the store (None: none kept), so a
-    graph the order does not help (no communities) is planned without one and nothing is loaded."""
-    ds = store.kept_order(kind)
-    if ds is None or not {"near_share_before", "near_share_after"} <= set(ds.attrs):
+    """near_share_after − near_share_before of the order kept in the store (None: none kept, or
+    its shares are missing or damaged), so a graph the order does not help (no communities) is
+    planned without one and nothing is loaded."""
+    ds = _kept(store, kind)
+    if ds is None:
         return None
-    return float(ds.attrs["near_share_after"]) - float(ds.attrs["near_share_before"])
+    try:
+        info = _store_info(ds)
+    except ValueError:
+        return None   # load_from_store says so when the order is wanted
+    return info["near_share_after"] - info["near_share_before"]
 
 
-def load_from_store(store, kind: str) -> tuple[np.ndarray, dict] | None:
-    """(order, info) kept in the graph store at ingest, or None: absent, or not a permutation of the
-    n nodes (an order only ever costs or saves time, so a damaged one is ignored, never trusted)."""
-    ds = store.kept_order(kind)
-    n = store.num_nodes
-    if ds is None or ds.shape != (n,) or ds.dtype.kind not in "iu":
+def load_from_store(store, kind: str, warn=None) -> tuple[np.ndarray, dict] | None:
+    """(order, info) kept in the graph store at ingest, or None: absent, or damaged (not a
+    permutation of the n nodes, an odd dtype or shape, its near shares missing or not in [0, 1], a
+    read error), which ``warn(message)`` is told (a :class:`DamagedOrderWarning` without ``warn``):
+    an order only ever costs or saves time, so a damaged one is ignored, never trusted, never an
+    error. Reads at most the n ids it expects."""
+    ds = _kept(store, kind)
+    if ds is None:
         return None
-    order = ds[:].astype(np.int64)
-    if n and (order.min() < 0 or order.max() >= n or not (np.bincount(order, minlength=n) == 1).all()):
+    where = f"{store.path}: /{STORE_GROUP}/{kind}"
+    try:
+        n = store.num_nodes
+        if ds.shape != (n,) or ds.dtype.kind not in "iu":
+            raise ValueError(f"it is {ds.dtype} of shape {ds.shape}; expected {n} integer node ids")
+        info = _store_info(ds)
+        order = ds[:].astype(np.int64)
+        _check_permutation(order, n)
+    except ValueError as e:
+        _say(warn, f"{where} is damaged ({e}); ignored, the order is found again")
         return None
-    return order, {k: float(ds.attrs[k]) for k in ("near_share_before", "near_share_after", "seconds") if k in ds.attrs}
+    except Exception as e:  # noqa: BLE001 - h5py read errors (a damaged chunk, filter, heap)
+        _say(warn, f"{where} cannot be read ({type(e).__name__}: {_first_line(e)}); ignored, the order is found "
+             "again")
+        return None
+    return order, info
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).splitlines() or [""])[0][:120]
+
+
+def _check_permutation(order: np.ndarray, n: int) -> None:
+    """ValueError unless ``order`` (int64, shape (n,)) is a permutation of 0..n-1."""
+    if n and (order.min() < 0 or order.max() >= n):
+        raise ValueError(f"it holds ids outside [0, {n})")
+    if n and not (np.bincount(order, minlength=n) == 1).all():
+        raise ValueError("it is not a permutation (an id repeats)")
 
 
 class IngestOrder:
@@ -197,36 +319,133 @@ def cache_path(store_path, kind: str) -> Path:
     return Path(store_path).with_suffix(f".order-{kind}.npz")
 
 
-def load_cached(store_path, kind: str, graph_fingerprint: str, n: int) -> tuple[np.ndarray, dict] | None:
-    """(order, info) kept for this graph, or None: missing, unreadable, for another graph, another
-    format version, or not a permutation of 0..n-1 (never trusted blindly: the kernels index with it)."""
+CACHE_META_BYTES = 1 << 20   # far above the few keys save_cached writes
+
+
+def _npy(z: zipfile.ZipFile, name: str, max_bytes: int, check) -> np.ndarray:
+    """The array ``name`` of an npz, read within ``max_bytes`` of data: its header is read first
+    and ``check(shape, dtype)`` must pass before anything is allocated (a declared shape of 10¹⁸
+    must not allocate), and the data must be exactly what the header says (the zip's CRC is checked
+    as the member is read to its end)."""
     try:
-        with np.load(cache_path(store_path, kind), allow_pickle=False) as z:
-            meta = json.loads(str(z["meta"]))
-            order = z["order"].astype(np.int64)
-    except (OSError, ValueError, KeyError, TypeError):
+        info = z.getinfo(name)
+    except KeyError:
+        raise ValueError(f"it has no {name}") from None
+    if info.file_size > max_bytes + 4096:
+        raise ValueError(f"its {name} is {info.file_size} bytes; expected at most {max_bytes + 4096}")
+    with z.open(info) as m:
+        version = np.lib.format.read_magic(m)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(m)
+        elif version == (2, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(m)
+        else:
+            raise ValueError(f"its {name} has .npy version {version}")
+        if dtype.hasobject:
+            raise ValueError(f"its {name} holds Python objects")
+        check(shape, dtype)
+        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        size = count * dtype.itemsize
+        if size > max_bytes:
+            raise ValueError(f"its {name} declares {size} bytes; expected at most {max_bytes}")
+        data = m.read(size)
+        if len(data) != size or m.read(1):
+            raise ValueError(f"its {name} holds other than the {size} bytes its header declares")
+    return np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C")
+
+
+def _read_cache(path: Path, n: int):
+    """(order, meta) of a cache file; ValueError naming what is wrong, FileNotFoundError when absent."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)   # a named pipe must not block the open
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError("it is not a regular file")
+        if st.st_size > 8 * n + CACHE_META_BYTES + (1 << 16):
+            raise ValueError(f"it is {st.st_size} bytes, more than an order of {n} nodes takes")
+        fh = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    def order_shape(shape, dtype):
+        if shape != (n,) or dtype.kind not in "iu":
+            raise ValueError(f"its order is {dtype} of shape {shape}; expected {n} integer node ids")
+
+    def meta_shape(shape, dtype):
+        if shape != () or dtype.kind != "U":
+            raise ValueError(f"its meta is {dtype} of shape {shape}; expected one JSON string")
+
+    with fh, zipfile.ZipFile(fh) as z:
+        order = _npy(z, "order.npy", 8 * n, order_shape).astype(np.int64)
+        meta_text = str(_npy(z, "meta.npy", CACHE_META_BYTES, meta_shape)[()])
+    try:
+        meta = json.loads(meta_text)
+    except (ValueError, RecursionError):
+        raise ValueError("its meta is not valid JSON") from None
+    if not isinstance(meta, dict):
+        raise ValueError("its meta is not a JSON object")
+    return order, meta
+
+
+def load_cached(store_path, kind: str, graph_fingerprint: str, n: int, warn=None) -> tuple[np.ndarray, dict] | None:
+    """(order, info) kept for this graph, or None: missing, for another graph or another format
+    version (stale: silently), or damaged (``warn(message)`` is told, a :class:`DamagedOrderWarning`
+    without ``warn``): not a regular file (a named
+    pipe is never opened for reading), not an npz, truncated, a bad CRC, an order that is not a
+    permutation of 0..n-1 (never trusted blindly: the kernels index with it), a declared shape
+    other than (n,) (checked before anything is allocated), metadata that is not a JSON object or
+    whose near shares are not numbers in [0, 1]. A cache must never fail a run: ignored, said, and
+    the caller finds the order again and replaces the file (:func:`save_cached`)."""
+    path = cache_path(store_path, kind)
+    try:
+        order, meta = _read_cache(path, n)
+        stale = meta.get("format") != ORDER_FORMAT or meta.get("format_version") != ORDER_FORMAT_VERSION or \
+            meta.get("graph_fingerprint") != graph_fingerprint
+        if not stale:
+            _check_permutation(order, n)
+            info = {}
+            for k, check in (("near_share_before", _share), ("near_share_after", _share), ("seconds", _seconds)):
+                value = check(meta.get(k))
+                if value is None:
+                    raise ValueError(f"its meta {k!r} is {_short_repr(meta.get(k))}; expected "
+                                     + ("a share in [0, 1]" if k != "seconds" else "seconds >= 0"))
+                info[k] = value
+    except FileNotFoundError:
         return None
-    if not isinstance(meta, dict) or meta.get("format") != ORDER_FORMAT or \
-            meta.get("format_version") != ORDER_FORMAT_VERSION or meta.get("graph_fingerprint") != graph_fingerprint:
+    except (ValueError, zipfile.BadZipFile, EOFError) as e:   # BadZipFile: a bad CRC, a truncated member
+        _say(warn, f"{path}: damaged node order cache ({_first_line(e)}); ignored, the order is found again")
         return None
-    if order.shape != (n,) or (n and (order.min() < 0 or order.max() >= n)) or \
-            (n and not (np.bincount(order, minlength=n) == 1).all()):
+    except Exception as e:  # noqa: BLE001 - a cache must never fail a run (OSError, zlib.error, ...)
+        _say(warn, f"{path}: unreadable node order cache ({type(e).__name__}: {_first_line(e)}); ignored, "
+             "the order is found again")
         return None
-    return order, {k: meta[k] for k in ("near_share_before", "near_share_after", "seconds") if k in meta}
+    if stale:
+        return None
+    return order, info
 
 
 def save_cached(store_path, kind: str, graph_fingerprint: str, order: np.ndarray, info: dict) -> bool:
-    """Keep ``order`` beside the graph store (atomically); False where that folder is not writable."""
+    """Keep ``order`` beside the graph store (atomically, replacing a stale or damaged file, a named
+    pipe or a link at its name included); False where it cannot be written (a folder that is not
+    writable, a full disk, a folder at its name): a cache is an optimisation, never a reason for a
+    run to fail."""
     from gnnprep.core.errors import GnnprepError
     from gnnprep.core.output import atomic_output
 
     meta = {"format": ORDER_FORMAT, "format_version": ORDER_FORMAT_VERSION, "graph_fingerprint": graph_fingerprint,
             "kind": kind, **{k: info[k] for k in ("near_share_before", "near_share_after", "seconds")}}
     dtype = np.int32 if len(order) < 2**31 else np.int64
+    path = cache_path(store_path, kind)
     try:
-        with atomic_output(cache_path(store_path, kind), inputs=[store_path]) as tmp:
+        mode = os.lstat(path).st_mode
+        if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+            path.unlink()   # the cache's own name: a named pipe or a link there is damage, replaced
+    except OSError:
+        pass
+    try:
+        with atomic_output(path, inputs=[store_path]) as tmp:
             with open(tmp, "wb") as fh:
                 np.savez(fh, order=order.astype(dtype), meta=np.array(json.dumps(meta)))
-    except (OSError, GnnprepError):
+    except (OSError, GnnprepError, ValueError, TypeError):
         return False
     return True

@@ -9,29 +9,86 @@ rerun of the same command (or one whose grid overlaps) skips finished trials and
 ones from scratch; a folder tuned on another artifact or for another model is refused. Settings
 left to the artifact's regime (None) are resolved inside ``train``; a trial's summary records what
 they became (``defaults``). A lock file keeps two tunes out of one folder.
+
+Both files are read as untrusted (someone may have edited them): bounded, never through a blocking
+open (a FIFO), any JSON accepted by the parser but nothing used before its type is checked.
+
+- A damaged trial record (not JSON, not an object, another key or artifact, a summary without the
+  fields a tune reads, or with a non-finite or out-of-range one) is a trial not finished: it is run
+  again and replaces the record, and the tune warns once per record (:func:`finished`).
+- A damaged ``tune.json`` is one error naming it (:func:`check_folder`), not a fresh start: it is
+  the folder's identity (which artifact and model its trials are of, checked before anything is
+  written there) and, for a finished tune, its only record of the result; starting afresh would
+  overwrite it and might mix another tune's trials into this folder. Deleting the file is the
+  fix the message names: the trial records stand on their own (each carries its key and the
+  artifact's fingerprint), so a rerun then resumes every finished trial that matches.
 """
 
 from __future__ import annotations
 
 import fcntl
 import json
+import math
+import os
+import stat
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
 from gnnprep import __version__
 from gnnprep.core.errors import GnnprepError
-from gnnprep.core.output import write_json
+from gnnprep.core.output import disk_full_error, is_disk_full, write_json
 from gnnprep.train.tune.artifact import ArtifactFacts, same_features
 from gnnprep.train.tune.config import TuneConfig
 from gnnprep.train.tune.trials import Trial, TuneReport
 
+MAX_RECORD_BYTES = 64 << 20   # far above any tune.json or trial record gnnprep writes
+
+
+class Damaged(ValueError):
+    """A record of the tune folder that cannot be used; the message says why."""
+
+
+MISSING = object()   # what :func:`_read_json` gives for a path with no file
+
+
+def _json_kind(v) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(v), "a number")
+
 
 def _read_json(path: Path):
+    """The JSON value in ``path``; MISSING when there is no such file; Damaged for anything that is not
+    a regular file of at most MAX_RECORD_BYTES holding one JSON value (too deep a nesting included)."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)   # a named pipe must not block the open
+    except FileNotFoundError:
+        return MISSING
+    except OSError as e:
+        raise Damaged(f"cannot be read ({e.strerror or e})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Damaged("is not a regular file")
+        if st.st_size > MAX_RECORD_BYTES:
+            raise Damaged(f"is {st.st_size} bytes, more than a record can be")
+        chunks, size = [], 0
+        while size <= MAX_RECORD_BYTES and (chunk := os.read(fd, 1 << 20)):
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > MAX_RECORD_BYTES:
+            raise Damaged("is larger than a record can be")
+    except OSError as e:
+        raise Damaged(f"cannot be read ({e.strerror or e})") from None
+    finally:
+        os.close(fd)
+    try:
+        return json.loads(b"".join(chunks).decode())
+    except (ValueError, RecursionError):   # UnicodeDecodeError is a ValueError
+        raise Damaged("is not valid JSON") from None
+
+
+# --------------------------------------------------------------------------------------- the folder
 
 
 @contextmanager
@@ -43,6 +100,8 @@ def locked(tune_dir: Path) -> Iterator[None]:
         (tune_dir / "trials").mkdir(parents=True, exist_ok=True)
         lock = open(tune_dir / "tune.lock", "w")
     except OSError as e:
+        if is_disk_full(e):
+            raise disk_full_error(tune_dir / "tune.lock") from None
         raise GnnprepError(f"{tune_dir}: cannot create the tune folder ({e.strerror or e}); expected a writable place") from None
     try:
         try:
@@ -54,14 +113,36 @@ def locked(tune_dir: Path) -> Iterator[None]:
         lock.close()
 
 
+def _is_text(v) -> bool:
+    return isinstance(v, str)
+
+
+def _check_record(record) -> None:
+    """Damaged unless ``record`` has what :func:`refuse_other_tune` reads: the artifact's
+    fingerprint and the config's model."""
+    if not isinstance(record, dict):
+        raise Damaged(f"holds {_json_kind(record)}, not a JSON object")
+    features, config = record.get("features"), record.get("config")
+    if not isinstance(features, dict) or not all(_is_text(features.get(k)) for k in ("path", "file")) or \
+            not (features.get("graph_fingerprint") is None or _is_text(features.get("graph_fingerprint"))):
+        raise Damaged("has no valid 'features' fingerprint (path, file, graph_fingerprint)")
+    if not isinstance(config, dict) or not _is_text(config.get("model")):
+        raise Damaged("has no valid 'config' with the model")
+
+
 def check_folder(tune_dir: Path) -> dict | None:
     """The folder's earlier ``tune.json`` (None for a new folder); refuses a folder that holds
-    something else."""
+    something else, or whose ``tune.json`` is damaged (one error naming it: see the module)."""
     record_path = tune_dir / "tune.json"
-    if record_path.exists():
-        record = _read_json(record_path)
-        if not isinstance(record, dict) or "features" not in record:
-            raise GnnprepError(f"{record_path}: unreadable; expected the record of an earlier tune (delete the folder to start over)")
+    if os.path.lexists(record_path):
+        try:
+            record = _read_json(record_path)
+            if record is MISSING:   # a dangling symlink
+                raise Damaged("is a link to nothing")
+            _check_record(record)
+        except Damaged as e:
+            raise GnnprepError(f"{record_path}: {e}; expected the record of an earlier tune (delete it to "
+                               "resume the finished trials, or delete the folder to start over)") from None
         return record
     if tune_dir.exists() and any(p.name not in ("trials", "tune.lock") for p in tune_dir.iterdir()):
         raise GnnprepError(f"{tune_dir}: is not empty and holds no tune.json; expected a new or an earlier tune folder")
@@ -69,8 +150,9 @@ def check_folder(tune_dir: Path) -> dict | None:
 
 
 def refuse_other_tune(record: dict, facts: ArtifactFacts, config: TuneConfig, tune_dir: Path) -> None:
-    """Refuses a folder whose earlier tune (``record``) was of another model or artifact."""
-    old_fp, old_model = record.get("features", {}), record.get("config", {}).get("model")
+    """Refuses a folder whose earlier tune (``record``, checked by :func:`check_folder`) was of
+    another model or artifact."""
+    old_fp, old_model = record["features"], record["config"]["model"]
     if not same_features(old_fp, facts.fingerprint) or old_model != config.model:
         raise GnnprepError(f"{tune_dir}: holds a tune of {old_model} on {old_fp.get('path')} ({old_fp.get('file')}); "
                            f"this one is {config.model} on {facts.fingerprint['path']} ({facts.fingerprint['file']}); "
@@ -90,23 +172,158 @@ def write_result(tune_dir: Path, started: dict, report: TuneReport) -> None:
     write_json({**started, "result": report.to_dict()}, tune_dir / "tune.json")
 
 
+# --------------------------------------------------------------------------------------- the trials
+
+
 def trial_dir(tune_dir: Path, trial: Trial) -> Path:
     """The run folder of a trial (``gnnprep train``'s output)."""
     return tune_dir / "trials" / trial.key
 
 
-def finished(tune_dir: Path, trial: Trial, facts: ArtifactFacts) -> dict | None:
-    """A trial's summary when its result file is complete and belongs to this artifact."""
-    record = _read_json(tune_dir / "trials" / f"{trial.key}.json")
-    if not isinstance(record, dict) or record.get("key") != trial.key:
+def record_path(tune_dir: Path, trial: Trial) -> Path:
+    """A trial's result file."""
+    return tune_dir / "trials" / f"{trial.key}.json"
+
+
+def _number(v, lo: float = 0.0, hi: float = math.inf) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and lo <= v <= hi
+
+
+def _count(v, lo: int = 0) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= lo
+
+
+def check_summary(summary) -> None:
+    """Damaged unless a trial's train summary has every field a tune reads, of its type and range:
+    selection (:func:`~gnnprep.train.tune.trials.selection_result`) and the report
+    (:func:`~gnnprep.train.tune.trials.combine_runs`)."""
+    if not isinstance(summary, dict):
+        raise Damaged("has no summary object")
+    if not _count(summary.get("runs"), 1):
+        raise Damaged(f"summary 'runs' is {summary.get('runs')!r}; expected a count >= 1")
+    for key, hi in (("valid_acc", 1.0), ("valid_acc_std", math.inf), ("seconds", math.inf)):
+        if not _number(summary.get(key), 0.0, hi):
+            raise Damaged(f"summary {key!r} is {summary.get(key)!r}; expected a finite number in [0, {hi}]")
+    if not _count(summary.get("epochs_run")):
+        raise Damaged(f"summary 'epochs_run' is {summary.get('epochs_run')!r}; expected a count")
+    for key in ("device", "evaluator", "run_dir"):
+        if not _is_text(summary.get(key)):
+            raise Damaged(f"summary {key!r} is {summary.get(key)!r}; expected a string")
+    runs = summary.get("per_run")
+    if not isinstance(runs, list) or len(runs) != summary["runs"]:
+        raise Damaged(f"summary 'per_run' is not a list of {summary['runs']} run(s)")
+    for r in runs:
+        if not isinstance(r, dict) or not _number(r.get("valid_acc"), 0.0, 1.0) or \
+                not (r.get("test_acc") is None or _number(r.get("test_acc"), 0.0, 1.0)):
+            raise Damaged("summary 'per_run' holds a run without a valid_acc (and test_acc or null) in [0, 1]")
+
+
+def finished(tune_dir: Path, trial: Trial, facts: ArtifactFacts, warn=None) -> dict | None:
+    """A trial's summary when its result file is complete, belongs to this artifact and has what a
+    tune reads; otherwise None (the trial is run again). A damaged file (anything but an absent
+    one) is said through ``warn(message)``."""
+    path = record_path(tune_dir, trial)
+    try:
+        record = _read_json(path)
+        if record is MISSING:
+            return None
+        if not isinstance(record, dict):
+            raise Damaged(f"holds {_json_kind(record)}, not a JSON object")
+        if record.get("key") != trial.key:
+            raise Damaged(f"is the record of trial {str(record.get('key'))[:40]!r}, not of {trial.key}")
+        features = record.get("features")
+        if not isinstance(features, dict) or not same_features(features, facts.fingerprint):
+            raise Damaged("is of another features artifact")
+        check_summary(record.get("summary"))
+    except Damaged as e:
+        if warn is not None:
+            warn(f"{path}: {e}; the trial is run again")
         return None
-    if not same_features(record.get("features", {}), facts.fingerprint):
-        return None
-    return record.get("summary")
+    return record["summary"]
+
+
+def clear_record(tune_dir: Path, trial: Trial) -> None:
+    """Before a trial is run again: remove whatever stands at its record's name that is not a
+    regular file (a named pipe, a folder, a link: damage, which the atomic writer would refuse
+    to replace). The name is the tune's own; a regular file is replaced by the new record."""
+    path = record_path(tune_dir, trial)
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return
+    if stat.S_ISREG(mode):
+        return
+    if stat.S_ISDIR(mode):
+        import shutil
+
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def record_trial(tune_dir: Path, trial: Trial, model: str, facts: ArtifactFacts, summary: dict) -> None:
     """Writes a finished trial's result file (atomically: a killed tune leaves none or a whole one)."""
     write_json({"key": trial.key, "model": model, "overrides": trial.overrides, "seed": trial.seed,
                  "runs": trial.runs, "features": facts.fingerprint, "summary": summary},
-                tune_dir / "trials" / f"{trial.key}.json")
+                record_path(tune_dir, trial))
+
+
+# --------------------------------------------------------------------------------------- a full disk
+
+
+def disk_full(e: BaseException) -> bool:
+    """Whether a tune failed for a full disk: an ENOSPC OSError, or the one-line error that
+    :func:`gnnprep.core.output.disk_full_error` makes of one (here, or in a trial's worker)."""
+    return is_disk_full(e) or (isinstance(e, GnnprepError) and ": no space left on device" in str(e))
+
+
+class Undo:
+    """What a tune added to its folder, so that a full disk leaves nothing behind: a folder this run
+    made is removed whole (finished trials included: a rerun needs the space first, and partial
+    outputs would keep the disk full, as for every writer); in an earlier folder, the trial files
+    this run added are removed and ``tune.json`` is put back as it was."""
+
+    def __init__(self, tune_dir: Path):
+        self.tune_dir = tune_dir
+        self.fresh = not tune_dir.exists()
+        trials = tune_dir / "trials"
+        self.had_trials = trials.is_dir()
+        self.trials = set(os.listdir(trials)) if self.had_trials else set()
+        self.had_lock = os.path.lexists(tune_dir / "tune.lock")
+        self.had_record = os.path.lexists(tune_dir / "tune.json")
+        try:   # check_folder has read it already: a regular file of a bounded size
+            self.record = (tune_dir / "tune.json").read_bytes() if self.had_record else None
+        except OSError:
+            self.record = None
+
+    def undo(self) -> None:
+        import shutil
+
+        if self.fresh:
+            shutil.rmtree(self.tune_dir, ignore_errors=True)
+            return
+        trials = self.tune_dir / "trials"
+        if trials.is_dir():
+            for name in os.listdir(trials):
+                if name not in self.trials:
+                    p = trials / name
+                    if p.is_dir() and not p.is_symlink():
+                        shutil.rmtree(p, ignore_errors=True)
+                    else:
+                        p.unlink(missing_ok=True)
+            if not self.had_trials:
+                try:
+                    trials.rmdir()
+                except OSError:
+                    pass
+        if not self.had_lock:
+            (self.tune_dir / "tune.lock").unlink(missing_ok=True)
+        if not self.had_record:
+            (self.tune_dir / "tune.json").unlink(missing_ok=True)
+        elif self.record is not None:
+            tmp = self.tune_dir / f".tune.json.restore-{os.getpid()}"
+            try:
+                tmp.write_bytes(self.record)
+                os.replace(tmp, self.tune_dir / "tune.json")
+            except OSError:
+                tmp.unlink(missing_ok=True)   # the started record stays: the same artifact and model

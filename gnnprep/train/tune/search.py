@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from gnnprep.core.errors import GnnprepError
+from gnnprep.core.output import disk_full_error
 from gnnprep.core.progress import no_progress
 from gnnprep.core.sizes import default_host_budget
 from gnnprep.train.tune import folder
@@ -29,19 +30,21 @@ class _Trials:
         self.features, self.tune_dir, self.config, self.facts = features, tune_dir, config, facts
         self.executor, self.progress, self.total = executor, progress, total
         self.done = self.resumed = 0
+        self.notes: list[str] = []   # damaged trial records (run again), for the report's warnings
 
     def run(self, trials: list[Trial], execution: dict) -> list[tuple[dict, bool]]:
         """(summary, resumed) for every trial, in the order given."""
         out: dict[str, tuple[dict, bool]] = {}
         pending = []
         for t in trials:
-            summary = folder.finished(self.tune_dir, t, self.facts)
+            summary = folder.finished(self.tune_dir, t, self.facts, warn=self.notes.append)
             if summary is not None:
                 out[t.key] = (summary, True)
                 self._count(resumed=True)
                 continue
             run_dir = folder.trial_dir(self.tune_dir, t)
             shutil.rmtree(run_dir, ignore_errors=True)  # a partial run of a killed tune
+            folder.clear_record(self.tune_dir, t)
             pending.append((t, str(run_dir), self.config.train_config(t.params, t.seed, t.runs, **execution)))
         for t, summary in self.executor.run(pending, str(self.features)):
             folder.record_trial(self.tune_dir, t, self.config.model, self.facts, summary)
@@ -61,6 +64,11 @@ def tune(features, tune_dir, config: TuneConfig, progress=None, runner: Runner |
     ``progress(stage, done, total)`` is called after every trial. ``runner(features, run_dir,
     train_config) -> summary`` replaces the worker processes with calls in this process, one trial
     at a time (for tests and embedding); by default trials run in ``jobs`` spawned workers.
+
+    A failure leaves a folder this run made only when a trial had finished (a rerun resumes it);
+    a full disk leaves nothing this run wrote (:class:`gnnprep.train.tune.folder.Undo`) and is one
+    ``no space left on device`` error. Damaged trial records are run again and named in the
+    report's warnings.
     """
     t0 = time.perf_counter()
     config.check()
@@ -77,6 +85,7 @@ def tune(features, tune_dir, config: TuneConfig, progress=None, runner: Runner |
     jobs, notes = plan_jobs(config.jobs, per_trial, budget, max(len(grid), config.report_seeds), cpus)
     record = folder.check_folder(tune_dir)  # before anything is created there
     fresh = not tune_dir.exists()
+    undo = folder.Undo(tune_dir)
     try:
         with folder.locked(tune_dir):
             if record is not None:
@@ -97,11 +106,18 @@ def tune(features, tune_dir, config: TuneConfig, progress=None, runner: Runner |
                 summaries = [s for s, _ in trials.run(final, execution)]
             report = TuneReport(model=config.model, tune_dir=str(tune_dir), trials=tuple(results), chosen=chosen,
                                 report=combine_runs(summaries), seconds=time.perf_counter() - t0,
-                                resumed_trials=trials.resumed, jobs=jobs, threads=threads, warnings=tuple(notes))
+                                resumed_trials=trials.resumed, jobs=jobs, threads=threads,
+                                warnings=tuple(notes + trials.notes))
             folder.write_result(tune_dir, started, report)
-    except GnnprepError:
+    except (GnnprepError, OSError) as e:
+        if folder.disk_full(e):
+            # a full disk leaves nothing behind (what was written would keep it full): one line
+            error = e if isinstance(e, GnnprepError) else disk_full_error(
+                Path(e.filename) if isinstance(e.filename, str) else tune_dir / "tune.json")
+            undo.undo()
+            raise error from None
         # a tune that finished no trial in a folder it made leaves nothing behind (nothing to resume)
-        if fresh and not any((tune_dir / "trials").glob("*.json")):
+        if isinstance(e, GnnprepError) and fresh and not any((tune_dir / "trials").glob("*.json")):
             shutil.rmtree(tune_dir, ignore_errors=True)
         raise
     return report
