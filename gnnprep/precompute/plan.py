@@ -28,7 +28,9 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import asdict, dataclass, field
+import stat
+import warnings
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -95,9 +97,9 @@ class Profile:
 
     @staticmethod
     def from_json(text: str) -> "Profile":
-        d = json.loads(text)
-        d["spmm_ns_per_nnz"] = {int(k): float(v) for k, v in d["spmm_ns_per_nnz"].items()}
-        return Profile(**d)
+        """The profile in ``text``; ValueError naming the first field that is missing or unusable
+        (:func:`parse_profile`)."""
+        return parse_profile(text)[0]
 
 
 def profile_path(device: str) -> Path:
@@ -105,17 +107,148 @@ def profile_path(device: str) -> Path:
     return base / f"profile-{device}.json"
 
 
-def load_profile(device: str) -> Profile:
-    p = profile_path(device)
-    if p.is_file():
+PROFILE_MAX_BYTES = 1 << 20   # a profile is a few hundred bytes
+
+
+class ProfileWarning(UserWarning):
+    """A calibration profile that could not be used (the built-in defaults are, instead)."""
+
+
+def _finite(v) -> bool:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:   # an integer of 400 digits
+        return False
+
+
+def _short_repr(v) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _kernel_table(v) -> dict:
+    """``spmm_ns_per_nnz`` as {width: ns}: a non-empty JSON object of positive integer widths
+    (written as strings) to finite ns > 0; ValueError otherwise."""
+    if not isinstance(v, dict) or not v:
+        raise ValueError("'spmm_ns_per_nnz' is not a non-empty object of width: ns")
+    table = {}
+    for k, ns in v.items():
         try:
-            return Profile.from_json(p.read_text())
-        except (ValueError, TypeError, KeyError) as e:
-            raise GnnprepError(f"{p}: unreadable calibration profile ({e}); rerun gnnprep calibrate") from None
+            width = int(k)
+        except (TypeError, ValueError):
+            width = 0
+        if width <= 0 or width > 1 << 20 or str(k).strip() != str(width):
+            raise ValueError(f"'spmm_ns_per_nnz' has width {_short_repr(k)}; expected a positive integer")
+        if not _finite(ns) or ns <= 0:
+            raise ValueError(f"'spmm_ns_per_nnz' width {width} is {_short_repr(ns)}; expected a finite ns > 0")
+        table[width] = float(ns)
+    return table
+
+
+def parse_profile(text: str, defaults: Profile | None = None) -> tuple[Profile, tuple[str, ...]]:
+    """(profile, the coefficients taken from ``defaults``) from the JSON ``text``; ValueError naming
+    the first field that is of the wrong type, not finite or out of range (a rate must be > 0, any
+    other coefficient >= 0; the kernel table needs at least one width), or missing when no
+    ``defaults`` are given (with them, a coefficient missing from ``text``, as in an older gnnprep's
+    profile, is taken from them). Keys this gnnprep does not know are ignored (a newer one's)."""
+    try:
+        d = json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    if not isinstance(d, dict):
+        raise ValueError("not a JSON object")
+    values, missing = {}, []
+    for f in fields(Profile):
+        if f.name not in d:
+            if defaults is None:
+                raise ValueError(f"no {f.name!r}")
+            if f.name not in ("device", "measured"):   # descriptions, not coefficients
+                missing.append(f.name)
+            values[f.name] = getattr(defaults, f.name)
+            continue
+        v = d[f.name]
+        if f.name in ("device", "measured"):
+            if not isinstance(v, str):
+                raise ValueError(f"{f.name!r} is {_short_repr(v)}; expected a string")
+        elif f.name == "spmm_ns_per_nnz":
+            v = _kernel_table(v)
+        else:
+            low = "> 0" if f.name.endswith("_per_s") else ">= 0"
+            if not _finite(v) or v < 0 or (low == "> 0" and v == 0):
+                raise ValueError(f"{f.name!r} is {_short_repr(v)}; expected a finite number {low}")
+        values[f.name] = v
+    return Profile(**values), tuple(missing)
+
+
+def _builtin_profile(device: str) -> Profile:
     if device.startswith("cuda"):
         return Profile(device="cuda", spmm_ns_per_nnz={8: 0.15, 32: 0.3, 128: 0.9, 256: 1.8}, row_ns_per_col=0.01,
                        copy_bytes_per_s=2.0e10, block_overhead_s=0.0005)
     return Profile()
+
+
+def _read_profile(p: Path) -> str | None:
+    """The text of ``p`` (None: no such file); ValueError for a path that is not a regular file of
+    at most PROFILE_MAX_BYTES of UTF-8 (a named pipe is never opened for reading)."""
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise ValueError(f"cannot be read: {e.strerror or e}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError("not a regular file")
+        data = os.read(fd, PROFILE_MAX_BYTES + 1)
+    except OSError as e:
+        raise ValueError(f"cannot be read: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
+    if len(data) > PROFILE_MAX_BYTES:
+        raise ValueError(f"larger than {PROFILE_MAX_BYTES} bytes")
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8 text") from None
+
+
+def load_profile(device: str, warn=None) -> Profile:
+    """The calibration profile of ``device`` (``gnnprep calibrate`` writes it to
+    :func:`profile_path`), else the built-in defaults.
+
+    A profile is advisory, like a cache: it changes which plan is chosen (time, memory headroom),
+    never a result. So a damaged one (not JSON, not an object, a coefficient of the wrong type, NaN,
+    negative or zero where it divides, an empty kernel table, a named pipe, too large) does not fail
+    the run: it is said once (``warn(message)``, or a :class:`ProfileWarning` where no ``warn`` is
+    given) and the built-in defaults are used whole (one bad value says the file cannot be
+    trusted). A coefficient that is merely missing (a profile from an older gnnprep, before the
+    coefficient existed) takes its built-in default and is said too; the measured ones are kept.
+    The fix either way is to rerun ``gnnprep calibrate``."""
+    p = profile_path(device)
+    builtin = _builtin_profile(device)
+
+    def say(message: str) -> None:
+        if warn is not None:
+            warn(message)
+        else:
+            warnings.warn(message, ProfileWarning, stacklevel=3)
+
+    try:
+        text = _read_profile(p)
+        if text is None:
+            return builtin
+        prof, missing = parse_profile(text, defaults=builtin)
+    except ValueError as e:   # json's JSONDecodeError is a ValueError
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        say(f"{p}: unusable calibration profile ({reason}); using the built-in defaults (rerun gnnprep calibrate)")
+        return builtin
+    if missing:
+        say(f"{p}: calibration profile has no {', '.join(missing)}; using the built-in default for "
+            f"{'it' if len(missing) == 1 else 'them'} (rerun gnnprep calibrate)")
+    return prof
 
 
 @dataclass(frozen=True)
