@@ -7,6 +7,7 @@ the user can fix, 2 for usage errors.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 
@@ -43,26 +44,81 @@ def cli() -> None:
     """Prepare graphs for GNN training: ingest, HAG, HDG, precompute, train."""
 
 
-def _on_sigterm(signum, frame):
+_finished = False   # True once the command has returned: a signal is then only recorded
+_late: list[int] = []  # signals recorded after that
+
+
+def _on_signal(signum, frame):
+    """SIGTERM raises Interrupted and SIGINT KeyboardInterrupt while the command runs (exit 130,
+    temporary files removed, resumable outputs kept); after it, the signal is only recorded."""
+    if _finished:
+        _late.append(signum)
+        return
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
     raise Interrupted()
 
 
-def main() -> None:
-    """The ``gnnprep`` entry point. SIGTERM raises Interrupted (exit 130, temporary files removed,
-    resumable outputs kept) while a command runs; once it has finished, SIGTERM and SIGINT are
-    blocked, so a late signal cannot kill the exiting interpreter (which restores the default
-    handlers while it shuts down): a pending one still exits 130, after the output is complete."""
-    signal.signal(signal.SIGTERM, _on_sigterm)
-    code, late = 0, False
+def _ignore_from_now() -> bool:
+    """Ignore SIGTERM and SIGINT for the rest of this process; whether one arrived after the command.
+
+    Ignored as the process's disposition, not blocked in this thread's mask: a process-directed signal
+    goes to any thread that does not block it (OpenBLAS, numba/OpenMP, torch and gloo threads never
+    do), and the interpreter's shutdown puts SIG_DFL back for every signal with a Python handler, so
+    from then on a signal delivered to any thread would kill the process by the signal itself. SIG_IGN
+    is left as it is at shutdown. A signal that arrives while the handler is swapped is seen through
+    the wakeup fd, which the C-level handler writes whichever thread receives it."""
+    global _finished
+    _finished = True
+    wanted = (signal.SIGTERM, signal.SIGINT)
+    r, w = os.pipe()
     try:
-        cli.main(prog_name="gnnprep")
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    except (KeyboardInterrupt, Interrupted):  # after the command, in click's own exit path
-        code, late = 130, True
+        os.set_blocking(r, False)
+        os.set_blocking(w, False)
+        old = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+        try:
+            pending = bool(set(wanted) & signal.sigpending())  # (blocked by whoever started us)
+            for s in wanted:
+                if signal.getsignal(s) is _on_signal:
+                    signal.signal(s, signal.SIG_IGN)  # (runs the pending Python handlers first)
+        finally:
+            signal.set_wakeup_fd(old)
+        try:
+            woke = os.read(r, 512)
+        except BlockingIOError:
+            woke = b""
     finally:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
-    if code == 0 and {signal.SIGTERM, signal.SIGINT} & signal.sigpending():
+        os.close(r)
+        os.close(w)
+    return bool(_late) or pending or any(b in wanted for b in woke)
+
+
+def main() -> None:
+    """The ``gnnprep`` entry point. While the command runs, SIGTERM raises Interrupted and SIGINT
+    KeyboardInterrupt (exit 130, temporary files removed, resumable outputs kept). Once it has
+    returned, both are ignored for the rest of the process, so a late signal cannot kill the exiting
+    interpreter (see :func:`_ignore_from_now`); one that arrived before the exit status is settled
+    turns a success into 130 (its output is complete)."""
+    global _finished
+    _finished = False
+    _late.clear()
+    signal.signal(signal.SIGTERM, _on_signal)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # (not when started with it ignored)
+        signal.signal(signal.SIGINT, _on_signal)
+    code, late = 1, False
+    try:
+        try:
+            try:
+                cli.main(prog_name="gnnprep")
+            finally:
+                _finished = True
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except (KeyboardInterrupt, Interrupted):  # after the command, in click's own exit path
+            code, late = 130, True
+    finally:  # also for a bug's traceback: the exiting interpreter must not die of a late signal
+        arrived = _ignore_from_now()
+    if code == 0 and arrived:
         code, late = 130, True
     sys.stdout.flush()
     if late:
