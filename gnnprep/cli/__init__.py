@@ -42,6 +42,9 @@ class _Group(click.Group):
 @click.version_option(__version__, prog_name="gnnprep")
 def cli() -> None:
     """Prepare graphs for GNN training: ingest, HAG, HDG, precompute, train."""
+    from gnnprep.core.memory import check_address_space
+
+    check_address_space()   # before any library starts threads it could not create
 
 
 _finished = False   # True once the command has returned: a signal is then only recorded

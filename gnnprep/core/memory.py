@@ -111,3 +111,24 @@ def keep_freed_memory() -> None:
         libc.mallopt(-1, 1 << 30)      # M_TRIM_THRESHOLD: keep up to 1 GiB of free heap top
     except (OSError, AttributeError):  # not glibc (musl, ...): its allocator, as it is
         pass
+
+
+MIN_ADDRESS_SPACE = 1 << 30   # bytes of virtual address space a command needs at the least
+
+
+def check_address_space(minimum: int = MIN_ADDRESS_SPACE) -> None:
+    """GnnprepError when the process may map less than ``minimum`` bytes (``ulimit -v``,
+    ``prlimit --as``): numba, torch, OpenMP and their threads reserve address space up front, and
+    under a smaller limit thread creation fails inside them (measured: under 0.4 GiB precompute spun
+    until killed and hdg printed a libgomp line; under 0.75 GiB the sample ran)."""
+    try:
+        import resource
+    except ImportError:  # not a POSIX system: no such limit
+        return
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY and soft < minimum:
+        from gnnprep.core.errors import GnnprepError
+        from gnnprep.core.sizes import format_size
+
+        raise GnnprepError(f"the address space is limited to {format_size(soft)} (ulimit -v, prlimit --as); gnnprep "
+                           f"needs at least {format_size(minimum)} (its libraries and threads reserve it up front)")
