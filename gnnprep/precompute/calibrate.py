@@ -51,7 +51,10 @@ def _best(fn, repeats: int = 2) -> float:
 
 def _kernel_table(indptr, indices, scale, rng, widths, device: str, progress: Progress) -> tuple[dict, list]:
     """Kernel ns per stored nonzero at each column width (best of two), and on the CPU the per-row
-    term in ns per output column (the kernel over empty rows)."""
+    term in ns per output column (the kernel over empty rows). The CPU kernel is the hops' own
+    (:func:`gnnprep.precompute.row_kernels.spmm_rows`, on huge-page buffers as a run's)."""
+    from gnnprep.core.memory import empty_pages
+    from gnnprep.precompute import row_kernels
     from gnnprep.sparse import kernels
 
     n, nnz = len(indptr) - 1, len(indices)
@@ -62,10 +65,13 @@ def _kernel_table(indptr, indices, scale, rng, widths, device: str, progress: Pr
 
         block = kernels.TorchBlock(indptr, indices, None, 0, n, scale, scale, 1.0, device)
     else:
-        kernels.warm_up()
+        row_kernels.warm_up((indices.dtype,))
     for i, w in enumerate(widths):
         progress("widths", i, len(widths))
         x = rng.standard_normal((n, w), dtype=np.float32)
+        if not cuda:
+            x, values = empty_pages((n, w)), x
+            x[:] = values
         if cuda:
             xt = torch.from_numpy(x).to(device)
 
@@ -73,13 +79,13 @@ def _kernel_table(indptr, indices, scale, rng, widths, device: str, progress: Pr
                 block.matmul(xt)
                 torch.cuda.synchronize()
         else:
-            out = np.empty_like(x)
+            out = empty_pages((n, w))
 
             def run():
-                kernels.spmm_rows_numba(indptr, indices, None, 0, scale, scale, 1.0, x, out)
+                row_kernels.spmm_rows(indptr, indices, None, 0, scale, scale, 1.0, x, out)
 
             empty = np.zeros(n + 1, dtype=np.int64)
-            t_rows = _best(lambda: kernels.spmm_rows_numba(empty, indices[:0], None, 0, scale, scale, 1.0, x, out))
+            t_rows = _best(lambda: row_kernels.spmm_rows(empty, indices[:0], None, 0, scale, scale, 1.0, x, out))
             row_cost.append(t_rows / (n * w) * 1e9)
         run()
         table[w] = round(_best(run) / nnz * 1e9, 3)
@@ -89,7 +95,8 @@ def _kernel_table(indptr, indices, scale, rng, widths, device: str, progress: Pr
 
 def _reorder_gain(indptr, indices, scale, rng) -> tuple[float, float]:
     """(kernel seconds after / before community reordering, capped at 1; reordering ns per entry)."""
-    from gnnprep.sparse import kernels
+    from gnnprep.core.memory import empty_pages
+    from gnnprep.precompute import row_kernels
     from gnnprep.sparse.order import community_order, permute_csr
 
     n, nnz = len(indptr) - 1, len(indices)
@@ -97,11 +104,11 @@ def _reorder_gain(indptr, indices, scale, rng) -> tuple[float, float]:
     order = community_order(indptr, indices)
     p_indptr, p_indices, _ = permute_csr(indptr, indices, order)
     reorder_ns = (time.perf_counter() - t0) / (nnz + n) * 1e9
-    x = rng.standard_normal((n, 128), dtype=np.float32)
-    out = np.empty_like(x)
-    plain = _best(lambda: kernels.spmm_rows_numba(indptr, indices, None, 0, scale, scale, 1.0, x, out))
-    xp = x[order]
-    ordered = _best(lambda: kernels.spmm_rows_numba(p_indptr, p_indices, None, 0, scale, scale, 1.0, xp, out))
+    x, xp, out = (empty_pages((n, 128)) for _ in range(3))
+    x[:] = rng.standard_normal((n, 128), dtype=np.float32)
+    xp[:] = x[order]
+    plain = _best(lambda: row_kernels.spmm_rows(indptr, indices, None, 0, scale, scale, 1.0, x, out))
+    ordered = _best(lambda: row_kernels.spmm_rows(p_indptr, p_indices, None, 0, scale, scale, 1.0, xp, out))
     return min(1.0, ordered / plain), reorder_ns
 
 
@@ -141,7 +148,7 @@ def _bandwidths(rng, device: str) -> tuple[int, float, float, float]:
 
 def _block_overhead(indptr, indices, scale, rng, device: str) -> float:
     """Seconds per extra block: the same rows as 64 blocks versus one (a fixed 0.5 ms on CUDA)."""
-    from gnnprep.sparse import kernels
+    from gnnprep.precompute import row_kernels
 
     n = len(indptr) - 1
     x = rng.standard_normal((n, 8), dtype=np.float32)
@@ -149,8 +156,8 @@ def _block_overhead(indptr, indices, scale, rng, device: str) -> float:
         return 0.0005
     out = np.empty_like(x)
     bounds = np.linspace(0, n, 65).astype(int)
-    one = _best(lambda: kernels.spmm_rows_numba(indptr, indices, None, 0, scale, scale, 1.0, x, out))
-    many = _best(lambda: [kernels.spmm_rows_numba(indptr[r0:r1 + 1], indices[indptr[r0]:indptr[r1]], None, r0,
+    one = _best(lambda: row_kernels.spmm_rows(indptr, indices, None, 0, scale, scale, 1.0, x, out))
+    many = _best(lambda: [row_kernels.spmm_rows(indptr[r0:r1 + 1], indices[indptr[r0]:indptr[r1]], None, r0,
                                                   scale, scale, 1.0, x, out[r0:r1])
                           for r0, r1 in zip(bounds[:-1], bounds[1:])])
     return max(0.0, (many - one) / 63)

@@ -119,6 +119,10 @@ class PrecomputeReport(Record):
     reorder: OrderReport | None = None
     warnings: tuple[str, ...] = ()  # also passed to the ``warn`` callback as they arise
     hop_entries: tuple[int, ...] = ()  # entries each hop 1..K reads as planned (empty: all, every hop)
+    # why the node order and the pruning of --rows labeled are or are not used ({"order", "pruning"})
+    decisions: dict | None = None
+    # the ordered copy of S beside the store: path, used, built (its seconds, passes), or why not
+    ordered_copy: dict | None = None
 
     def to_dict(self) -> dict:
         return Record.to_dict(self)

@@ -61,6 +61,10 @@ class Job:
     user: dict = dataclasses.field(default_factory=dict)  # --operator-file: {name: (UserFunction, Factors)}
     hdg_weight: tuple | None = None    # --hdg-weight: (UserFunction, the re-weighted HDG)
     degrees: Degrees | None = None     # the graph's degrees (loop 0), for compiling user operators
+    copy: object = None                # the ordered copy of S the planner opened (gnnprep.precompute.ordered)
+    copy_room: int = 64 << 20          # bytes the ordered copy's writer may hold (plan.copy_build_room)
+    reserve_bytes: int = 0             # disk bytes the artifact still needs (the copy leaves them free)
+    decisions: dict = dataclasses.field(default_factory=dict)  # why the order and pruning are (not) used
 
 
 
@@ -109,10 +113,13 @@ class HopRun:
         self.units_total = len(self.cols) * (1 + k * ops) + (len(self.cols) * (k + 1) if job.hdg is not None else 0)
         self._parts = None
         self._inputs = None  # rows hop K-1 computes for --rows labeled (_last_hop_inputs)
+        self._new_rows = None  # the stored rows' ids in the computation's order (_computation_rows)
         self._spare_buffer = None  # a diffusion operator's third column-block buffer
         self.graph = HopGraph(store, self.plan, "bfs" if self.config.reorder == "bfs" else "community",
                               force=self.config.reorder in ("community", "bfs"),
-                              spare=(self.n, min(self.d, self.plan.width)) if self.plan.reorder else None)
+                              spare=(self.n, min(self.d, self.plan.width)) if self.plan.reorder else None,
+                              copy=job.copy, copy_room=job.copy_room, reserve=job.reserve_bytes)
+        job.copy = None  # the hop graph owns it now
 
     def execute(self) -> PrecomputeReport:
         config = self.config
@@ -150,6 +157,7 @@ class HopRun:
             self._write_root()
         finally:
             self.f.close()
+            self.graph.close()
         self.out.commit()
         return self._report()
 
@@ -271,7 +279,8 @@ class HopRun:
                 be.hop_block(r0, r1, cur, nxt)
             else:
                 a, z = np.searchsorted(only, [r0, r1])
-                be.hop_rows_in_place(only[a:z], cur, nxt)
+                if z > a:
+                    be.hop_rows_in_place(only[a:z], cur, nxt, r0, r1)
             if restart is not None:
                 nxt[r0:r1] += restart[0] * restart[1][r0:r1]
             if write and write_parts is None:
@@ -292,14 +301,25 @@ class HopRun:
         mean degree 29, about a third of the rows)."""
         if self._inputs is None:
             g = self.graph
-            rows = self.job.out_rows if g.inv is None else g.inv[self.job.out_rows]
-            starts, lens = g.indptr[rows], g.indptr[rows + 1] - g.indptr[rows]
-            entries = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
+            rows = self._computation_rows()
             mark = np.zeros(self.n, dtype=bool)
             mark[rows] = True
-            mark[g.indices[entries]] = True
+            if g.resident:
+                starts, lens = g.indptr[rows], g.indptr[rows + 1] - g.indptr[rows]
+                entries = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
+                mark[g.indices[entries]] = True
+            else:  # the stored rows' in-lists, extracted once from the streamed S
+                g.select(np.sort(rows))
+                mark[g.selected()[2]] = True
+            del rows
             self._inputs = np.flatnonzero(mark)
         return self._inputs
+
+    def _computation_rows(self) -> np.ndarray:
+        """The stored rows (``job.out_rows``, in stored order) in the computation's ids."""
+        if self._new_rows is None:
+            self._new_rows = np.asarray(self.graph.new_ids(self.job.out_rows), dtype=np.int64)
+        return self._new_rows
 
     def _stored_rows_hop(self, be, ds, write: bool, cur, c0: int, c1: int) -> int:
         """The last hop of ``--rows labeled``: only the stored rows of S·cur are computed (no later
@@ -308,7 +328,9 @@ class HopRun:
         seq = self.writer.issued
         if not write:
             return seq
-        rows = self.job.out_rows if self.graph.inv is None else self.graph.inv[self.job.out_rows]
+        rows = self._computation_rows()
+        if not self.graph.resident:
+            self.graph.select(np.sort(rows))
         bufs = [np.empty((min(self.step, self.r), c1 - c0), dtype=np.float32) for _ in range(2)]
         c0, c1 = c0 - self.col0, c1 - self.col0  # the output's columns
         seqs = []
@@ -340,9 +362,9 @@ class HopRun:
                 writes = [(out_rows[q:min(z, q + step)], q, min(z, q + step)) for q in range(a, z, step)]
             row_parts.append((r0, r1, writes))
         write_parts = None
-        if self.graph.inv is not None:
-            ids = np.arange(self.n) if out_rows is None else out_rows
-            write_parts = [(p0, min(r, p0 + step), self.graph.inv[ids[p0:p0 + step]]) for p0 in range(0, r, step)]
+        if self.graph.ordered:
+            new = self.graph.new_ids(np.arange(self.n)) if out_rows is None else self._computation_rows()
+            write_parts = [(p0, min(r, p0 + step), new[p0:p0 + step]) for p0 in range(0, r, step)]
         self._parts = row_parts, write_parts
         return self._parts
 
@@ -416,6 +438,8 @@ class HopRun:
             "plan": self.plan.to_dict(),
             "timings": {**self.timer.timings, "hop_seconds": [round(s, 4) for s in self.hop_seconds]},
             "reorder": None if self.graph.reorder_info is None else self.graph.reorder_info.to_dict(),
+            **({"ordered_copy": self.graph.copy_report} if self.graph.copy_report else {}),
+            **({"decisions": self.job.decisions} if self.job.decisions else {}),
             **({"operator_sources": self.operator_sources()} if self.job.user or self.job.hdg_weight else {}),
         }
 
@@ -429,4 +453,5 @@ class HopRun:
             rows=self.r, dtype=config.dtype, hop_seconds=tuple(round(s, 4) for s in self.hop_seconds),
             seconds=round(time.perf_counter() - self.t_start, 3), predicted_peak_bytes=self.plan.predicted_peak,
             measured_peak_bytes=None, baseline_rss_bytes=self.job.baseline, resumed_units=self.resumed_units,
-            reorder=self.graph.reorder_info, hop_entries=tuple(self.job.problem.hop_entries))
+            reorder=self.graph.reorder_info, hop_entries=tuple(self.job.problem.hop_entries),
+            decisions=self.job.decisions or None, ordered_copy=self.graph.copy_report)

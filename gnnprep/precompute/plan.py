@@ -49,32 +49,41 @@ REORDER_MIN_BLOCK_BYTES = 32 << 20  # a column block of X at most this large sta
 @dataclass(frozen=True)
 class Profile:
     """Machine coefficients; ``gnnprep calibrate`` measures them, these defaults were measured on the
-    2-core CI-class machine (numba kernel, power-law graph; kernel table 2026-11-23 with the
-    two-neighbour kernel, ``calibrate(nodes=1_000_000)``; I/O figures 2026-11-22, kept conservative)."""
+    2-core CI-class machine (numba kernel, power-law graph; kernel table 2026-11-24 with the
+    prefetching row kernel of :mod:`gnnprep.precompute.row_kernels` on huge-page buffers, as a run
+    uses them, ``calibrate(nodes=1_000_000)``; I/O figures 2026-11-22, kept conservative)."""
 
     device: str = "cpu"
     # kernel seconds per stored nonzero, by column-block width (interpolated in between)
-    spmm_ns_per_nnz: dict = field(default_factory=lambda: {8: 15.6, 16: 17.1, 32: 21.1, 64: 28.7, 128: 46.4,
-                                                           256: 106.8})
+    spmm_ns_per_nnz: dict = field(default_factory=lambda: {8: 3.4, 16: 4.8, 32: 5.6, 64: 10.0, 128: 18.2,
+                                                           256: 32.1})
     row_ns_per_col: float = 0.4        # self term, scaling, output write per row·column
     read_bytes_per_s: float = 1.5e9    # HDF5 read (page cache warm-ish)
+    # S read again within a run (streamed: once per hop and column block), from the page cache:
+    # 13-18 GB/s measured (the first read is a read_bytes_per_s one)
+    reread_bytes_per_s: float = 1.0e10
     write_bytes_per_s: float = 1.0e9   # HDF5 write
     copy_bytes_per_s: float = 1.0e10   # host<->device (CUDA) or memcpy
     block_overhead_s: float = 0.002    # per (edge block, column block, hop) launch and bookkeeping
     # community order (label propagation, mostly hidden behind reading X) + relabelling, per entry;
-    # kernel time ratio in that order: 1M nodes, 20M entries, communities of 2,000 (bench_precompute)
+    # kernel time ratio in that order, prefetching kernel: 0.37 on calibrate's 1M-node graph,
+    # 0.53-0.67 on the papers100M-shaped bench graph at 1/10 (11.1M rows, near share 0.0007 -> 0.78)
     reorder_ns_per_entry: float = 40.0
     reorder_speedup: float = 0.5
     # relabelling alone (the order found at ingest, or by an earlier run): one parallel gather per entry
     relabel_ns_per_entry: float = 15.0
     # the kernel's cost per entry grows with the gathered block beyond the table's graph (caches,
     # TLB reach): x (1 + kernel_growth * log2(rows / kernel_ref_rows)) for larger graphs. Fitted on
-    # the papers100M-shaped bench graph (5.55M rows, community order) against the 1M-row table
+    # the papers100M-shaped bench graph (11.1M rows, stored order) against the 1M-row table: the
+    # prefetch hides most of it (it was 0.27 for the plain kernel)
     kernel_ref_rows: int = 1_000_000
-    kernel_growth: float = 0.27
+    kernel_growth: float = 0.1
     # first touch of fresh memory (the two column buffers; VMs that return free pages to the host
     # fault them in slowly): 2.8 GB took 0.7 s with huge pages, 1.6 s without (2026-11-23)
     fault_bytes_per_s: float = 2.0e9
+    # a column block of X gathered into the node order (n·w·4 bytes read at random rows, written in
+    # sequence), and the ordered copy's scatter of S (issue 24): one random write per entry
+    gather_bytes_per_s: float = 3.0e9
     measured: str = "built-in defaults"
 
     def spmm_seconds(self, nnz: int, rows: int, width: int) -> float:
@@ -273,6 +282,12 @@ class Problem:
     passes: int = 0               # kernel passes per hop over all operators (0: one each; ppr: K)
     value_bytes: int = 0          # per entry, beside the stored weights: a user operator's CSR values
     buffers: int = 2              # column-block buffers of n rows (a diffusion operator needs 3)
+    # the CSR in a node order on disk beside the store (gnnprep.precompute.ordered), which S is then
+    # read from, resident or streamed: "present" (a valid copy), "build" (an order is known; the copy
+    # can be written), "find" (the order is found out of core first), "" (none can be had)
+    ordered_copy: str = ""
+    x_tile: int = 0               # columns per chunk of X (0: chunks span every column)
+    last_inputs: int = 0          # rows hop K-1 computes under --rows labeled (estimated; 0: not pruned)
 
 
 @dataclass(frozen=True)
@@ -289,6 +304,7 @@ class Plan(Record):
     baseline_rss: int = 0
     source: str = "auto"          # auto | user
     reorder: bool = False         # compute in a locality node order (results in original order)
+    ordered_copy: bool = False    # S read from its ordered copy beside the store (resident or streamed)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -317,7 +333,20 @@ def memory(p: Problem, b: int, c: int) -> int:
     converted = p.out_itemsize * rows_b * w if p.out_itemsize != 4 else 0
     # one column block: contiguous hop datasets, written around the page cache from two staging buffers
     staging = 2 * p.out_itemsize * rows_b * w if c == 1 else 0
-    return int(SLACK * (vectors + s_part + cols + gathered + converted + staging) + FIXED)
+    return int(SLACK * (vectors + s_part + cols + gathered + converted + staging + _pruned_bytes(p, b)) + FIXED)
+
+
+def _pruned_bytes(p: Problem, b: int) -> int:
+    """What pruning ``--rows labeled`` holds: the rows hop K-1 computes (int64) and the mark that
+    finds them (n bytes); with S streamed also the stored rows' in-lists (the resident sub-CSR of
+    :mod:`gnnprep.precompute.pruned`: hop K's entries exactly) and their row pointers."""
+    if not p.hop_entries:
+        return 0
+    held = 8 * p.last_inputs + p.num_nodes
+    if b > 1:
+        per = p.index_bytes + (4 if p.weighted else 0)
+        held += per * p.hop_entries[-1] + 24 * p.out_rows
+    return held
 
 
 def column_blocks(d: int, width: int) -> list[tuple[int, int]]:
@@ -350,9 +379,50 @@ def pruned_hop_entries(degrees, stored_rows, hops: int) -> tuple:
     return tuple(int(e) for e in entries)
 
 
+def pruned_last_inputs(degrees, stored_rows) -> int:
+    """Rows hop K-1 computes under ``--rows labeled`` (the stored rows and their in-neighbours),
+    estimated as :func:`pruned_hop_entries` does: a row of degree d is needed with probability
+    1 - (1 - ρ)^(d + 1)."""
+    degrees = np.asarray(degrees, dtype=np.float64)
+    n = len(degrees)
+    if n == 0:
+        return 0
+    rho = len(stored_rows) / n
+    if rho >= 1:
+        return n
+    return int(min(n, max(len(stored_rows), float(-np.expm1((degrees + 1) * np.log1p(-rho)).sum()))))
+
+
 def _hop_entries(p: Problem, b: int) -> tuple:
-    """Entries each hop reads: pruned (``p.hop_entries``) only with S resident (b = 1)."""
-    return p.hop_entries if p.hop_entries and b == 1 else (p.num_entries,) * p.hops
+    """Entries each hop's kernels read: pruned (``p.hop_entries``, set where the run prunes) with S
+    resident or streamed (issue 24: streamed hops compute the same rows)."""
+    return p.hop_entries if p.hop_entries else (p.num_entries,) * p.hops
+
+
+def s_reads(p: Problem, b: int, c: int) -> int:
+    """Passes over S from the file: one with S resident; streamed, one per (pass, hop, column block)
+    for the hops that compute every block's rows (hop K of a pruned run reads its resident sub-CSR
+    instead, extracted by one more pass)."""
+    if b == 1:
+        return 1
+    full = p.hops - 1 if p.hop_entries else p.hops
+    return _passes(p) * max(0, full) * c + (1 if p.hop_entries else 0)
+
+
+def x_read_bytes(p: Problem, c: int) -> int:
+    """Bytes of X read for c column blocks: with chunks of ``x_tile`` columns each block reads the
+    tiles it overlaps; with chunks spanning every column each block reads all of X."""
+    n, d = p.num_nodes, p.num_features
+    w = math.ceil(d / c) if d else 0
+    if not w:
+        return 0
+    if not p.x_tile or p.x_tile >= d:
+        return len(_widths(d, w)) * n * d * p.in_itemsize
+    cols = 0
+    for c0 in range(0, d, w):
+        c1 = min(d, c0 + w)
+        cols += min(d, (c1 + p.x_tile - 1) // p.x_tile * p.x_tile) - c0 // p.x_tile * p.x_tile
+    return n * cols * p.in_itemsize
 
 
 def predict_seconds(p: Problem, prof: Profile, b: int, c: int) -> float:
@@ -360,11 +430,11 @@ def predict_seconds(p: Problem, prof: Profile, b: int, c: int) -> float:
     w = math.ceil(d / c) if d else 0
     widths = _widths(d, w)
     compute = _passes(p) * sum(prof.spmm_seconds(e, n, wj) for e in _hop_entries(p, b) for wj in widths)
-    s_reads = 1 if b == 1 else _passes(p) * K * len(widths)
-    stream = s_reads * _s_bytes(p) / prof.read_bytes_per_s
+    reads = s_reads(p, b, len(widths))
+    stream = _s_bytes(p) / prof.read_bytes_per_s + max(0, reads - 1) * _s_bytes(p) / prof.reread_bytes_per_s
     if p.device.startswith("cuda"):
-        stream += s_reads * _s_bytes(p) / prof.copy_bytes_per_s + p.operators * 2 * K * n * d * 4 / prof.copy_bytes_per_s
-    io = len(widths) * n * d * p.in_itemsize / prof.read_bytes_per_s  # chunks span all columns
+        stream += reads * _s_bytes(p) / prof.copy_bytes_per_s + p.operators * 2 * K * n * d * 4 / prof.copy_bytes_per_s
+    io = x_read_bytes(p, len(widths)) / prof.read_bytes_per_s
     io += (p.operators * K + 1) * p.out_rows * d * p.out_itemsize / prof.write_bytes_per_s
     overhead = _passes(p) * K * b * len(widths) * prof.block_overhead_s
     fresh = 0.0 if p.device.startswith("cuda") else 2 * n * w * 4 / prof.fault_bytes_per_s
@@ -433,56 +503,186 @@ def _column_counts(d: int) -> list[int]:
                    {math.ceil(d / w) for w in range(1, d + 1) if d % w == 0} if c <= d})
 
 
+ORDER_CHUNK = 1 << 20         # the order read in chunks of 1M ids (int64) to gather X's rows
+MIN_COPY_ROOM = 16 << 20      # the least output bucket worth writing the ordered copy with
+
+
+def copy_disk_bytes(p: Problem) -> int:
+    """Bytes of the ordered copy of S on disk (:func:`gnnprep.precompute.ordered.copy_bytes`)."""
+    return 8 * (p.num_nodes + 1) + (p.index_bytes + (4 if p.weighted else 0)) * p.num_entries + \
+        (4 if p.num_nodes < 2**31 else 8) * p.num_nodes
+
+
+def _copy_extra(p: Problem) -> int:
+    """What reading S from the ordered copy holds beyond the unordered plan: the stored rows' new
+    ids (every id's when every row is stored) and a chunk of the order."""
+    n = p.num_nodes
+    return 8 * p.out_rows + 8 * min(n, ORDER_CHUNK) + (8 * n if p.out_rows >= n else 0)
+
+
+def copy_build_room(p: Problem, plan: Plan) -> int:
+    """Bytes the ordered copy's writer may hold for its output bucket and read block: it runs while
+    the first column block of X is read (one column buffer, the stored row pointers, the scalings),
+    besides its own order, inverse and row pointers (:func:`gnnprep.precompute.ordered.build_memory`)."""
+    n = p.num_nodes
+    own = 8 * n + p.index_bytes * n + 8 * (n + 1)
+    if p.ordered_copy == "find":
+        own = max(own, 8 * n + 8 * n)  # labels and counts while the order is found, then the above
+    held = 16 * n + 4 * n * min(plan.width, max(1, p.num_features)) + own
+    return int((plan.budget - FIXED) / SLACK) - held
+
+
+def copy_seconds(p: Problem, prof: Profile, room: int) -> float:
+    """Predicted seconds to have the ordered copy: nothing when present; else one pass over the stored
+    entries per output bucket (``room`` bytes), their scatter and the write (and, to find the order
+    out of core first, two passes of label propagation)."""
+    if p.ordered_copy == "present" or not p.ordered_copy:
+        return 0.0
+    per = p.index_bytes + (4 if p.weighted else 0)
+    s_bytes = per * p.num_entries
+    passes = max(1, math.ceil(s_bytes / max(1, room)))
+    t = passes * s_bytes / prof.read_bytes_per_s + p.num_entries * prof.relabel_ns_per_entry * 1e-9
+    t += copy_disk_bytes(p) / prof.write_bytes_per_s
+    if p.ordered_copy == "find":
+        t += 2 * p.index_bytes * p.num_entries / prof.read_bytes_per_s
+        t += (p.num_entries + p.num_nodes) * prof.reorder_ns_per_entry * 1e-9
+    return t
+
+
 def _ordered(plan: Plan, p: Problem, prof: Profile) -> tuple[Plan, bool]:
     """``plan`` computed in a locality order, and whether the order is predicted to pay there: a
     column block of X larger than the last-level cache (else every gather hits it anyway) and a
-    kernel saving (``reorder_speedup``) above the order's cost."""
-    widths = _widths(p.num_features, plan.width)
-    kernel = _passes(p) * sum(prof.spmm_seconds(e, p.num_nodes, wj) for e in _hop_entries(p, 1) for wj in widths)
-    cost = (p.num_entries + p.num_nodes) * (prof.relabel_ns_per_entry if p.order_known else prof.reorder_ns_per_entry) * 1e-9
-    # found and relabelled in a background thread while the first column block of X is read
-    # (whole row chunks: every column's bytes)
-    cost = max(0.0, cost - p.num_nodes * p.num_features * p.in_itemsize / prof.read_bytes_per_s)
+    kernel saving (``reorder_speedup``) above the order's cost.
+
+    S resident and no ordered copy: the order is relabelled in memory (found first if unknown),
+    which costs ~32 bytes per node and a copy of the indices. Otherwise (S streamed, or an ordered
+    copy present) S is read from the ordered copy beside the store, resident or in row blocks
+    (:mod:`gnnprep.precompute.ordered`; written first when ``p.ordered_copy`` is build or find):
+    no per-node bookkeeping beyond the stored rows' new ids."""
+    n, d = p.num_nodes, p.num_features
+    widths = _widths(d, plan.width)
+    kernel = _passes(p) * sum(prof.spmm_seconds(e, n, wj) for e in _hop_entries(p, plan.b) for wj in widths)
     gain = kernel * (1 - prof.reorder_speedup)
-    # order, inverse, stored indptr kept, new indptr; then either (order to find) labels, counts and
-    # the relabelled indices beside the old, or (order known) one block of the stored ids streamed
-    # into the relabelled copy, which replaces S's
-    extra = 8 * p.num_nodes * 4 + (p.index_bytes * (1 << 24) if p.order_known and not p.weighted else
-                                   (p.index_bytes + 4) * p.num_nodes + p.index_bytes * p.num_entries)
-    if p.weighted:  # the stored weights moved with their entries: a copy beside the old while it is made
-        extra += 4 * p.num_entries
-    large = p.num_nodes * 4 * min(plan.width, p.num_features) > REORDER_MIN_BLOCK_BYTES
-    ordered = Plan(**{**plan.to_dict(), "reorder": True, "predicted_peak": plan.predicted_peak + int(SLACK * extra),
-                      "predicted_seconds": round(plan.predicted_seconds + cost - gain, 3)})
-    return ordered, large and gain > cost
+    # X's column blocks gathered into the order, once each
+    permute = sum(n * wj * 4 for wj in widths) / prof.gather_bytes_per_s
+    from_copy = bool(p.ordered_copy) and (not plan.s_resident or p.ordered_copy == "present")
+    if from_copy:
+        room = copy_build_room(p, plan)
+        cost = copy_seconds(p, prof, room)
+        # the stored rows' new ids, a chunk of the order; every id's when every row is stored
+        extra = _copy_extra(p)
+        peak = plan.predicted_peak + int(SLACK * extra)
+        if p.ordered_copy != "present" and room < MIN_COPY_ROOM:
+            peak = max(peak, plan.budget + 1)  # no room to write the copy under this plan
+    else:
+        cost = (p.num_entries + n) * (prof.relabel_ns_per_entry if p.order_known else prof.reorder_ns_per_entry) * 1e-9
+        # found and relabelled in a background thread while the first column block of X is read
+        # (whole row chunks: every column's bytes)
+        cost = max(0.0, cost - n * d * p.in_itemsize / prof.read_bytes_per_s)
+        # order, inverse, stored indptr kept, new indptr; then either (order to find) labels, counts and
+        # the relabelled indices beside the old, or (order known) one block of the stored ids streamed
+        # into the relabelled copy, which replaces S's
+        extra = 8 * n * 4 + (p.index_bytes * (1 << 24) if p.order_known and not p.weighted else
+                             (p.index_bytes + 4) * n + p.index_bytes * p.num_entries)
+        if p.weighted:  # the stored weights moved with their entries: a copy beside the old while it is made
+            extra += 4 * p.num_entries
+        peak = plan.predicted_peak + int(SLACK * extra)
+    large = n * 4 * min(plan.width, d) > REORDER_MIN_BLOCK_BYTES
+    ordered = Plan(**{**plan.to_dict(), "reorder": True, "ordered_copy": from_copy, "predicted_peak": peak,
+                      "predicted_seconds": round(plan.predicted_seconds + cost + permute - gain, 3)})
+    return ordered, large and gain > cost + permute
+
+
+def _streamed(p: Problem, prof: Profile, budget: int, baseline_rss: int, c: int, source: str,
+              extra: int, b_min: int = 2) -> Plan | None:
+    """The plan with S streamed in the fewest row blocks (at least ``b_min``) that fit ``budget`` at
+    c column blocks with ``extra`` bytes more held (the order's), or None."""
+    n = max(1, p.num_nodes)
+    b = max(b_min, 2)
+    while b <= n and memory(p, b, c) + int(SLACK * extra) > budget:
+        b = b * 2 if b < 64 else b + max(1, b // 4)
+    if b > n:
+        return None
+    plan = choose_plan(p, budget, prof, baseline_rss, (1, b, c))
+    return Plan(**{**plan.to_dict(), "source": source,
+                   "a": max(1, math.ceil((8 * n + _s_bytes(p)) / max(1, budget - 16 * n)))})
+
+
+def decide_order(plan: Plan, p: Problem, prof: Profile, locality: float, mode: str = "auto",
+                 budget: int | None = None) -> tuple[Plan, str]:
+    """Decide the node order jointly with the column blocking (:mod:`gnnprep.sparse.order`), and say
+    why. An order runs on the CPU kernel only when ids look arbitrary (mean |u - v| / n above 0.1),
+    with S resident (relabelled in memory, or read from the ordered copy beside the store) or
+    streamed from the ordered copy (issue 24). Under a tight budget more, narrower column blocks
+    leave room for it, so every column count from ``plan``'s up is tried with the order, resident
+    and streamed, and the plan with the least predicted time that fits wins, the unordered
+    ``plan`` included. ``mode`` community or bfs forces an order (the fastest plan that fits with
+    one); the column counts (and edge blocks) the user gave (``--blocks``) are kept.
+    Returns (the plan, why the order is or is not used)."""
+    if mode == "none":
+        return plan, "not used: --reorder none"
+    if p.device != "cpu":
+        return plan, f"not used: the node order runs on the CPU kernel (device {p.device})"
+    forced = mode in ("bfs", "community")
+    if not forced and locality <= 0.1:
+        return plan, f"not used: ids already local (mean |u - v| / n = {locality:.3f} <= 0.1)"
+    budget = budget or plan.budget
+    user = plan.source == "user"
+    counts = [plan.c] if user else [c for c in _column_counts(max(1, p.num_features)) if c >= plan.c]
+    extra = _copy_extra(p)
+    fits, pays = [], []
+    for c in counts:
+        bases = []
+        if plan.s_resident and c == plan.c:
+            bases.append(plan)
+        elif not user:
+            bases.append(Plan(**{**choose_plan(p, budget, prof, plan.baseline_rss, (plan.a, 1, c)).to_dict(),
+                                 "source": plan.source}))
+        if p.ordered_copy:
+            if user and not plan.s_resident:
+                bases.append(plan)
+            elif not user:
+                streamed = _streamed(p, prof, budget, plan.baseline_rss, c, plan.source, extra)
+                if streamed is not None:
+                    bases.append(streamed)
+        for base in bases:
+            ordered, gain_ok = _ordered(base, p, prof)
+            if ordered.predicted_peak <= budget:
+                fits.append(ordered)
+                if gain_ok:
+                    pays.append(ordered)
+    where = {"present": "the ordered copy beside the store", "build": "an ordered copy written by this run",
+             "find": "an ordered copy written by this run (the order found out of core first)"}
+    if forced:
+        if not fits:
+            return plan, ("not used: no plan with the order fits the budget" +
+                          ("" if p.ordered_copy or plan.s_resident else
+                           " (S is streamed and no ordered copy can be had)"))
+        best = min(fits, key=lambda q: q.predicted_seconds)
+    else:
+        best = min(pays + [plan], key=lambda q: q.predicted_seconds)
+    if best.reorder:
+        src = where.get(p.ordered_copy, "") if best.ordered_copy else "relabelled in memory"
+        return best, (f"used{' (--reorder ' + mode + ')' if forced else ''}: S {'resident' if best.s_resident else f'streamed in {best.b} row blocks'} "
+                      f"from {src}; predicted {best.predicted_seconds:.1f} s against {plan.predicted_seconds:.1f} s "
+                      f"in the stored order")
+    if not fits:
+        why = "no plan with the order fits the budget"
+        if not plan.s_resident and not p.ordered_copy:
+            why = "S does not fit the budget and no ordered copy of S can be had (no order known, or no disk room)"
+        return plan, f"not used: {why}"
+    fastest = min(fits, key=lambda q: q.predicted_seconds)
+    why = (f"not used: predicted {fastest.predicted_seconds:.1f} s with the order against "
+           f"{plan.predicted_seconds:.1f} s without (or its column blocks fit the cache anyway)")
+    if not plan.s_resident and not p.ordered_copy:
+        why += "; S is streamed and no ordered copy of S can be had, so the order needs S resident"
+    return plan, why
 
 
 def with_reorder(plan: Plan, p: Problem, prof: Profile, locality: float, mode: str = "auto",
                  budget: int | None = None) -> Plan:
-    """Decide the node order jointly with the column blocking (:mod:`gnnprep.sparse.order`): a locality
-    order runs with S resident on the CPU kernel, only when ids look arbitrary (mean |u - v| / n
-    above 0.1), and costs memory (the permutation and a relabelled copy of the indices). Under a
-    tight budget more, narrower column blocks leave room for it — each block of X is smaller, the
-    permutation is shared by all — so every column count from ``plan``'s up is tried with the order
-    (S resident), and the plan with the least predicted time that fits wins, the unordered ``plan``
-    included. ``mode`` community or bfs forces an order (the fastest plan that fits with one);
-    column counts the user gave (``--blocks``) are kept."""
-    if mode == "none" or p.device != "cpu":
-        return plan
-    forced = mode in ("bfs", "community")
-    counts = [plan.c] if plan.source == "user" else [c for c in _column_counts(max(1, p.num_features)) if c >= plan.c]
-    options = [] if forced else [plan]
-    for c in counts:
-        base = plan if c == plan.c and plan.s_resident else None
-        if base is None:
-            if plan.source == "user":
-                continue  # the user's edge blocks stream S: no order
-            base = choose_plan(p, budget or plan.budget, prof, plan.baseline_rss, (plan.a, 1, c))
-            base = Plan(**{**base.to_dict(), "source": plan.source})
-        ordered, pays = _ordered(base, p, prof)
-        if (budget is None or ordered.predicted_peak <= budget) and (forced or (pays and locality > 0.1)):
-            options.append(ordered)
-    return min(options, key=lambda q: q.predicted_seconds) if options else plan
+    """:func:`decide_order`'s plan (without the reason)."""
+    return decide_order(plan, p, prof, locality, mode, budget)[0]
 
 
 # rounds search seconds per stored entry (capacity |V|/4..all), measured on the 2-core CI-class machine
@@ -548,7 +748,8 @@ def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num
         w = math.ceil(p.num_features / c) if p.num_features else 0
         c = math.ceil(p.num_features / w) if w else 1
         peak = memory(p, 1, c) + int(SLACK * (hag_index + 4 * num_agg * w))
-        q = Problem(**{**asdict(p), "num_entries": hag_entries})
+        # (it computes every row: no pruning)
+        q = Problem(**{**asdict(p), "num_entries": hag_entries, "hop_entries": (), "last_inputs": 0})
         return Plan(a=1, b=1, c=c, width=w, s_resident=True, device=p.device, budget=budget, predicted_peak=peak,
                     predicted_seconds=round(predict_seconds(q, prof, 1, c), 3), baseline_rss=baseline_rss,
                     source=source)

@@ -55,11 +55,14 @@ from gnnprep.precompute.plan import (
     Problem,
     choose_hag,
     choose_plan,
+    copy_build_room,
+    copy_disk_bytes,
+    decide_order,
     keep_columns,
     load_profile,
     plan_with_hag,
     pruned_hop_entries,
-    with_reorder,
+    pruned_last_inputs,
 )
 
 
@@ -123,17 +126,84 @@ def _steps(name: str) -> int:
 
 def _problem(store: GraphStore, config: PrecomputeConfig, device: str, backend: str, out_rows) -> Problem:
     n, d = store.features.shape
-    # the CPU kernel prunes hops K and K-1 to the rows they need (hoploop: --rows labeled)
-    pruned = out_rows is not None and backend == "numba" and config.hdg is None
-    entries = pruned_hop_entries(np.diff(store.indptr()), out_rows, config.hops) if pruned else ()
+    # the CPU kernel prunes hops K and K-1 to the rows they need (hoploop: --rows labeled), with S
+    # resident or streamed
+    pruned = _prune_reason(config, backend, out_rows) is None
+    deg = np.diff(store.indptr()) if pruned else None
+    entries = pruned_hop_entries(deg, out_rows, config.hops) if pruned else ()
+    chunks = store.features.chunks
     return Problem(num_nodes=n, num_entries=store.num_edges, num_features=d, hops=config.hops,
                    operators=len(config.operators), out_rows=n if out_rows is None else len(out_rows),
-                   hop_entries=entries,
+                   hop_entries=entries, last_inputs=pruned_last_inputs(deg, out_rows) if pruned and config.hops > 1 else 0,
+                   x_tile=int(chunks[1]) if chunks is not None and chunks[1] < d else 0,
                    passes=sum(_steps(name) for name in config.operators),
                    buffers=3 if any(_steps(name) > 1 for name in config.operators) else 2,
                    index_bytes=store.index_dtype.itemsize, weighted=store.weighted,
                    out_itemsize=np.dtype(config.dtype).itemsize, in_itemsize=store.features.dtype.itemsize,
                    device=device if backend == "torch" else "cpu")
+
+
+def _prune_reason(config: PrecomputeConfig, backend: str, out_rows, hag: bool = False) -> str | None:
+    """Why hops K-1 and K of ``--rows labeled`` compute every row after all (None: they are pruned)."""
+    if out_rows is None:
+        return "--rows all stores every row"
+    if backend != "numba":
+        return "the torch backend computes every row"
+    if config.hdg is not None:
+        return "the HDG channels read every row of every hop"
+    if hag:
+        return "hops through a HAG compute every row"
+    return None
+
+
+def _pruning(job: Job) -> str:
+    """What the run's pruning does, for the report (``decisions["pruning"]``)."""
+    p, config = job.problem, job.config
+    why = _prune_reason(config, job.backend, job.out_rows, job.hag is not None)
+    if why is not None:
+        return f"not used: {why}"
+    k = config.hops
+    if k < 1:
+        return "not used: no hops"
+    m = max(1, p.num_entries)
+    what = f"hop {k} computes only the {p.out_rows:,} stored rows ({100 * p.hop_entries[-1] / m:.1f}% of the entries)"
+    if k >= 2:
+        what += (f", hop {k - 1} only the ~{p.last_inputs:,} rows hop {k} reads "
+                 f"(~{100 * p.hop_entries[-2] / m:.0f}% of the entries)")
+    how = "S resident" if job.plan.s_resident else \
+        "S streamed: the stored rows' in-lists held as a sub-CSR, hop K-1's rows picked from each row block"
+    skipped = [name for name, (fn, _) in job.user.items() if fn.reduce == "max"] + \
+        [name for name in config.operators if _steps(name) > 1]
+    return f"used ({how}): {what}" + (f"; not for {', '.join(skipped)} (max or diffusion)" if skipped else "")
+
+
+def _copy_state(store: GraphStore, kind: str, known: bool, reserve: int, problem: Problem):
+    """(state, the ordered copy opened or None, why none can be had): state "present" (a valid
+    copy of this graph beside the store), "build" (an order is known and the folder has room to
+    write the copy), "find" (community order: found out of core first), or ""."""
+    import os
+    import shutil
+
+    from gnnprep.precompute import ordered
+
+    copy = ordered.open_copy(store, kind)
+    if copy is not None:
+        return "present", copy, ""
+    folder = Path(store.path).absolute().parent
+    if not os.access(folder, os.W_OK):
+        return "", None, f"{folder} is not writable"
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError as e:
+        return "", None, str(e)
+    need = copy_disk_bytes(problem) + reserve + (64 << 20)
+    if free < need:
+        return "", None, f"{folder} has {free / 2**30:.1f} GiB free; the ordered copy and the output need {need / 2**30:.1f} GiB"
+    if known:
+        return "build", None, ""
+    if kind == "community":
+        return "find", None, ""
+    return "", None, f"no {kind} order is kept with the store (bfs is found only with S resident)"
 
 
 def _auto_hag(store: GraphStore, plan: Plan, problem: Problem, profile, budget: int,
@@ -203,13 +273,15 @@ def prepare_job(store: GraphStore, config: PrecomputeConfig, device: str, backen
         from gnnprep.sparse import kernels
 
         variants = {problem.weighted} | ({False} if user else set())
-        kernels.warm_up((index_dtype,), tuple(variants), hag=False, gather=False, selected=out_rows is not None,
+        kernels.warm_up((index_dtype,), tuple(variants), hag=False, gather=False, selected=False,
                         **({"max_reduce": True} if any(fn.reduce == "max" for fn, _ in user.values()) else {}))
     profile = load_profile(device)
     baseline = rss()
     job = Job(config, device, backend, choose_plan(problem, budget, profile, baseline, config.blocks), problem,
                out_rows, baseline=baseline, profile=profile, user=user, degrees=user_degrees)
     _choose_hag(job, store, profile, budget)
+    job.reserve_bytes = _artifact_bytes(store, job)
+    order_why = None
     if job.hag is None and backend == "numba":
         from gnnprep.graph import order as kept_order
         from gnnprep.sparse import order as node_order
@@ -220,13 +292,46 @@ def prepare_job(store: GraphStore, config: PrecomputeConfig, device: str, backen
         # auto: the order kept at ingest already says whether it brings neighbours closer
         mode = "none" if config.reorder == "auto" and gain is not None and gain < HopGraph.REORDER_MIN_GAIN \
             else config.reorder
-        job.plan = with_reorder(job.plan, dataclasses.replace(problem, order_known=known), profile,
-                                kept_order.sampled_locality(store), mode, budget)
+        state, copy, copy_why = ("", None, "") if mode == "none" else \
+            _copy_state(store, kind, known, job.reserve_bytes, problem)
+        ordered_problem = dataclasses.replace(problem, order_known=known, ordered_copy=state)
+        job.plan, order_why = decide_order(job.plan, ordered_problem, profile, kept_order.sampled_locality(store),
+                                           mode, budget)
+        if mode == "none" and config.reorder == "auto":
+            order_why = (f"not used: the order kept with the store brings few neighbours closer (near share "
+                         f"+{gain:.3f} < {HopGraph.REORDER_MIN_GAIN})")
+        elif copy_why and not job.plan.reorder:
+            order_why += f"; no ordered copy: {copy_why}"
+        if job.plan.reorder and job.plan.ordered_copy:
+            job.copy = copy
+            job.copy_room = copy_build_room(ordered_problem, job.plan)
+            if state != "present":
+                from gnnprep.precompute import ordered
+
+                ordered.warm_up(index_dtype)
+                if state == "find":
+                    node_order.warm_up((index_dtype,), (kind,), find=True)
+        elif copy is not None:
+            copy.close()
         if job.plan.reorder:
-            node_order.warm_up((index_dtype,), (kind,), find=not known)
+            node_order.warm_up((index_dtype,), (kind,), find=not known and not job.plan.ordered_copy)
             kernels.warm_up((), (), hag=False, gather=True, selected=False)
     elif job.hag is not None:
+        from gnnprep.precompute import row_kernels
+
         kernels.warm_up((), (), hag=True, gather=False, selected=False)
+        row_kernels.warm_up((), hag=True)
+        order_why = "not used: hops run through a HAG"
+    else:
+        order_why = "not used: the node order runs on the CPU kernel (backend torch)"
+    if backend == "numba" and job.hag is None:
+        from gnnprep.precompute import pruned, row_kernels
+
+        variants = tuple({problem.weighted} | ({False} if user else set()))
+        row_kernels.warm_up((index_dtype,), variants, selected=out_rows is not None)
+        if out_rows is not None and not job.plan.s_resident:
+            pruned.warm_up((index_dtype,), tuple({problem.weighted, False}))
+    job.decisions = {"order": order_why, "pruning": _pruning(job)}
     if config.hdg is not None:
         from gnnprep.hdg.builder import load_for
 
@@ -309,10 +414,12 @@ def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeCon
         job = prepare_job(store, config, device, backend)
         config = job.config  # with the --operator-file channels named
         if config.dry_run:
+            if job.copy is not None:
+                job.copy.close()
             return PrecomputeReport(str(output), job.plan, config.hops, tuple(config.operators),
                                     job.problem.out_rows, config.dtype, (), 0.0, job.plan.predicted_peak, None,
                                     job.baseline, 0, dry_run=True, hag=job.hag_info,
-                                    hop_entries=tuple(job.problem.hop_entries))
+                                    hop_entries=tuple(job.problem.hop_entries), decisions=job.decisions)
         for name in config.operators:  # refuse before anything is written
             if name not in job.user:
                 make_operator(name, np.zeros(1), store.symmetric)

@@ -216,10 +216,12 @@ def precompute_sharded(graph_path, output, config: PrecomputeConfig, dist, merge
             out.discard_partial()
             out.done, out.resumed, out.state = [], False, {"key": shard_key, "done": []}
         if cfg.dry_run:
+            if job.copy is not None:
+                job.copy.close()
             return ShardedReport(str(output), job.plan, cfg.hops, tuple(cfg.operators),
                                  job.problem.out_rows, cfg.dtype, (), 0.0, job.plan.predicted_peak, None,
                                  job.baseline, 0, dry_run=True, hop_entries=tuple(job.problem.hop_entries),
-                                 ranks=ranks)
+                                 decisions=job.decisions or None, ranks=ranks)
         out.state["plan"] = json.dumps({k: job.plan.to_dict()[k] for k in ("a", "b", "c", "width")})
 
         def compute() -> dict:
