@@ -125,6 +125,8 @@ def _precompute(dataset, output, options: dict, merge, cache_dir, root, as_json,
                         f"{r.rows:,} rows, {r.dtype}; {r.seconds:.2f} s")
         lines.append(f"measured peak {measured}; hop seconds " + ", ".join(f"{s:.2f}" for s in r.hop_seconds)
                      + (f"; resumed after {r.resumed_units} finished units" if r.resumed_units else ""))
+    if r.dry_run and r.decisions:  # why the plan has (or has not) the node order and the pruning
+        lines += [f"node order {r.decisions['order']}", f"pruning {r.decisions['pruning']}"]
     if r.reorder is not None:
         o = r.reorder
         lines.append(f"node order: {o['kind']} {'used' if o['used'] else 'dropped'} ({'loaded from its cache' if o.get('cached') else 'found'} in {o['seconds']:.2f} s; "

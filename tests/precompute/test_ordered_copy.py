@@ -269,6 +269,11 @@ def test_dry_run_says_why(tmp_path, rng):
     assert d["decisions"]["pruning"].startswith("used (S resident)")
     assert d["decisions"]["order"].startswith("not used")
     assert not ordered.copy_path(path, "community").exists()
+    from fixtures import run
+
+    text = run(["precompute", path, "-o", tmp_path / "f.h5", "--dry-run", "--device", "cpu", "--rows", "labeled",
+                "--hops", "2"]).output
+    assert "\nnode order not used: " in text and "\npruning used (S resident)" in text
 
 
 @pytest.mark.parametrize("weighted", [False, True])
