@@ -194,15 +194,17 @@ def test_no_room_for_the_copy_falls_back_to_the_stored_order(tmp_path, rng, monk
     _same(tmp_path / "ref.h5", tmp_path / "f.h5", hops=2, rows_of_a=False)
 
 
-@pytest.mark.parametrize("rows", ["all", "labeled"])
-def test_an_interrupted_streamed_ordered_run_resumes_bitwise(tmp_path, rng, monkeypatch, rows):
+@pytest.mark.parametrize("rows,reorder", [("all", "community"), ("labeled", "community"), ("labeled", "none")])
+def test_an_interrupted_streamed_run_resumes_bitwise(tmp_path, rng, monkeypatch, rows, reorder):
+    """Streamed from the ordered copy, and streamed pruned in the stored order: a run stopped after
+    its first unit resumes to the bytes of an uninterrupted one (the copy written by the first)."""
     path, *_ = make_store(tmp_path, rng, n=240, m=1500, d=6)
-    base = dict(hops=3, device="cpu", reorder="community", blocks=(1, 4, 3), rows=rows, operators=("sym", "rw"))
-    precompute(path, tmp_path / "ref.h5", PrecomputeConfig(**base))
+    base = dict(hops=3, device="cpu", reorder=reorder, blocks=(1, 4, 3), rows=rows, operators=("sym", "rw"))
     out = tmp_path / "f.h5"
     interrupted_precompute(monkeypatch, path, out, **base)
     rep = precompute(path, out, PrecomputeConfig(**base))
-    assert rep.resumed_units >= 1 and rep.plan["ordered_copy"]
+    assert rep.resumed_units >= 1 and rep.plan["ordered_copy"] is (reorder == "community")
+    precompute(path, tmp_path / "ref.h5", PrecomputeConfig(**{**base, "reorder": "none", "blocks": (1, 1, 1)}))
     _same(tmp_path / "ref.h5", out, ("sym", "rw"), rows_of_a=False)
 
 
