@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gnnprep.core.files import NotRegularFile, TooLarge, open_regular
 from gnnprep.sparse import order as node_order
 from gnnprep.sparse.order import PROPAGATE_BUFFER, group_by_label, near_share_windows, propagate_labels, row_blocks
 
@@ -356,17 +357,12 @@ def _npy(z: zipfile.ZipFile, name: str, max_bytes: int, check) -> np.ndarray:
 
 def _read_cache(path: Path, n: int):
     """(order, meta) of a cache file; ValueError naming what is wrong, FileNotFoundError when absent."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)   # a named pipe must not block the open
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ValueError("it is not a regular file")
-        if st.st_size > 8 * n + CACHE_META_BYTES + (1 << 16):
-            raise ValueError(f"it is {st.st_size} bytes, more than an order of {n} nodes takes")
-        fh = os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
+        fh = open_regular(path, 8 * n + CACHE_META_BYTES + (1 << 16))
+    except NotRegularFile:
+        raise ValueError("it is not a regular file") from None
+    except TooLarge as e:
+        raise ValueError(f"it is {e.size} bytes, more than an order of {n} nodes takes") from None
     def order_shape(shape, dtype):
         if shape != (n,) or dtype.kind not in "iu":
             raise ValueError(f"its order is {dtype} of shape {shape}; expected {n} integer node ids")

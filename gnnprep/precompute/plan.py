@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import stat
 import warnings
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -36,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from gnnprep.core.errors import GnnprepError
+from gnnprep.core.files import NotRegularFile, TooLarge, read_regular
 from gnnprep.core.record import Record
 from gnnprep.core.sizes import format_size
 
@@ -202,22 +202,15 @@ def _read_profile(p: Path) -> str | None:
     """The text of ``p`` (None: no such file); ValueError for a path that is not a regular file of
     at most PROFILE_MAX_BYTES of UTF-8 (a named pipe is never opened for reading)."""
     try:
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
+        data = read_regular(p, PROFILE_MAX_BYTES)
     except FileNotFoundError:
         return None
+    except NotRegularFile:
+        raise ValueError("not a regular file") from None
+    except TooLarge:
+        raise ValueError(f"larger than {PROFILE_MAX_BYTES} bytes") from None
     except OSError as e:
         raise ValueError(f"cannot be read: {e.strerror or e}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ValueError("not a regular file")
-        data = os.read(fd, PROFILE_MAX_BYTES + 1)
-    except OSError as e:
-        raise ValueError(f"cannot be read: {e.strerror or e}") from None
-    finally:
-        os.close(fd)
-    if len(data) > PROFILE_MAX_BYTES:
-        raise ValueError(f"larger than {PROFILE_MAX_BYTES} bytes")
     try:
         return data.decode()
     except UnicodeDecodeError:

@@ -55,7 +55,6 @@ import json
 import math
 import os
 import re
-import stat
 import sys
 import threading
 import traceback
@@ -68,6 +67,7 @@ from typing import Iterator
 import numpy as np
 
 from gnnprep.core.errors import GnnprepError
+from gnnprep.core.files import NotRegularFile, TooLarge, read_regular
 
 REDUCES = ("sum", "mean", "max")
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*\Z")
@@ -191,14 +191,13 @@ def load(spec: str, builtin: tuple[str, ...] = ()) -> UserFunction:
         raise GnnprepError(f"--operator-file {spec!r}: {name!r} is a built-in operator's name; rename the function")
     path = Path(path_text)
     try:
-        st = path.stat()
-        if not stat.S_ISREG(st.st_mode):
-            raise GnnprepError(f"{path}: the operator file is not a regular file (a device, pipe or folder); expected "
-                               "a Python file")
-        if st.st_size > MAX_FILE_BYTES:
-            raise GnnprepError(f"{path}: the operator file has {st.st_size} bytes; expected a Python file of at most "
-                               f"{MAX_FILE_BYTES // 2**20} MiB")
-        raw = path.read_bytes()
+        raw = read_regular(path, MAX_FILE_BYTES)
+    except NotRegularFile:
+        raise GnnprepError(f"{path}: the operator file is not a regular file (a device, pipe or folder); expected "
+                           "a Python file") from None
+    except TooLarge as e:
+        raise GnnprepError(f"{path}: the operator file has {e.size} bytes; expected a Python file of at most "
+                           f"{MAX_FILE_BYTES // 2**20} MiB") from None
     except OSError as e:
         raise GnnprepError(f"{path}: cannot read the operator file ({e.strerror or e})") from None
     try:

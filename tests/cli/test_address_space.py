@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-resource = pytest.importorskip("resource")
+resource = pytest.importorskip("resource", reason="address-space limits (RLIMIT_AS) exist on POSIX systems only")
 
 
 def test_a_small_address_space_is_one_error_line(tmp_path):

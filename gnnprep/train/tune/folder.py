@@ -37,6 +37,7 @@ from typing import Iterator
 
 from gnnprep import __version__
 from gnnprep.core.errors import GnnprepError
+from gnnprep.core.files import NotRegularFile, TooLarge, read_regular
 from gnnprep.core.output import disk_full_error, is_disk_full, write_json
 from gnnprep.train.tune.artifact import ArtifactFacts, same_features
 from gnnprep.train.tune.config import TuneConfig
@@ -61,29 +62,17 @@ def _read_json(path: Path):
     """The JSON value in ``path``; MISSING when there is no such file; Damaged for anything that is not
     a regular file of at most MAX_RECORD_BYTES holding one JSON value (too deep a nesting included)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)   # a named pipe must not block the open
+        data = read_regular(path, MAX_RECORD_BYTES)
     except FileNotFoundError:
         return MISSING
+    except NotRegularFile:
+        raise Damaged("is not a regular file") from None
+    except TooLarge as e:
+        raise Damaged(f"is {e.size} bytes, more than a record can be") from None
     except OSError as e:
         raise Damaged(f"cannot be read ({e.strerror or e})") from None
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise Damaged("is not a regular file")
-        if st.st_size > MAX_RECORD_BYTES:
-            raise Damaged(f"is {st.st_size} bytes, more than a record can be")
-        chunks, size = [], 0
-        while size <= MAX_RECORD_BYTES and (chunk := os.read(fd, 1 << 20)):
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > MAX_RECORD_BYTES:
-            raise Damaged("is larger than a record can be")
-    except OSError as e:
-        raise Damaged(f"cannot be read ({e.strerror or e})") from None
-    finally:
-        os.close(fd)
-    try:
-        return json.loads(b"".join(chunks).decode())
+        return json.loads(data.decode())
     except (ValueError, RecursionError):   # UnicodeDecodeError is a ValueError
         raise Damaged("is not valid JSON") from None
 
