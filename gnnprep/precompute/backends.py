@@ -23,12 +23,14 @@ import numpy as np
 
 from gnnprep.core.memory import empty_pages
 from gnnprep.graph.store import GraphStore, check_ids
-from gnnprep.precompute import row_kernels
 from gnnprep.precompute.config import OrderReport
 from gnnprep.precompute.hop_writer import Gather
 from gnnprep.precompute.operators import Operator
 from gnnprep.precompute.plan import Plan
-from gnnprep.sparse import kernels  # numba: compiled on first use, loaded from its cache afterwards
+from gnnprep.sparse import (
+    kernels,  # numba: compiled on first use, loaded from its cache afterwards
+    row_kernels,
+)
 
 
 def balanced_rows(indptr: np.ndarray, b: int) -> np.ndarray:
@@ -502,7 +504,7 @@ class NumbaBackend:
 
     def hop_block(self, r0, r1, cur, nxt):
         ip, idx, w = self.graph.block(r0, r1, self.op)
-        # sum rows: the row kernel with prefetch (gnnprep.precompute.row_kernels: the same bytes)
+        # sum rows: the row kernel with prefetch (gnnprep.sparse.row_kernels: the same bytes)
         kernel = self.k.spmm_rows_max if self.op.reduce == "max" else row_kernels.spmm_rows
         kernel(ip, idx, w, r0, self.op.left, self.op.right, self.op.loop, cur, nxt[r0:r1])
 

@@ -52,10 +52,9 @@ def _best(fn, repeats: int = 2) -> float:
 def _kernel_table(indptr, indices, scale, rng, widths, device: str, progress: Progress) -> tuple[dict, list]:
     """Kernel ns per stored nonzero at each column width (best of two), and on the CPU the per-row
     term in ns per output column (the kernel over empty rows). The CPU kernel is the hops' own
-    (:func:`gnnprep.precompute.row_kernels.spmm_rows`, on huge-page buffers as a run's)."""
+    (:func:`gnnprep.sparse.row_kernels.spmm_rows`, on huge-page buffers as a run's)."""
     from gnnprep.core.memory import empty_pages
-    from gnnprep.precompute import row_kernels
-    from gnnprep.sparse import kernels
+    from gnnprep.sparse import kernels, row_kernels
 
     n, nnz = len(indptr) - 1, len(indices)
     cuda = device.startswith("cuda")
@@ -96,7 +95,7 @@ def _kernel_table(indptr, indices, scale, rng, widths, device: str, progress: Pr
 def _reorder_gain(indptr, indices, scale, rng) -> tuple[float, float]:
     """(kernel seconds after / before community reordering, capped at 1; reordering ns per entry)."""
     from gnnprep.core.memory import empty_pages
-    from gnnprep.precompute import row_kernels
+    from gnnprep.sparse import row_kernels
     from gnnprep.sparse.order import community_order, permute_csr
 
     n, nnz = len(indptr) - 1, len(indices)
@@ -148,7 +147,7 @@ def _bandwidths(rng, device: str) -> tuple[int, float, float, float]:
 
 def _block_overhead(indptr, indices, scale, rng, device: str) -> float:
     """Seconds per extra block: the same rows as 64 blocks versus one (a fixed 0.5 ms on CUDA)."""
-    from gnnprep.precompute import row_kernels
+    from gnnprep.sparse import row_kernels
 
     n = len(indptr) - 1
     x = rng.standard_normal((n, 8), dtype=np.float32)

@@ -50,7 +50,7 @@ REORDER_MIN_BLOCK_BYTES = 32 << 20  # a column block of X at most this large sta
 class Profile:
     """Machine coefficients; ``gnnprep calibrate`` measures them, these defaults were measured on the
     2-core CI-class machine (numba kernel, power-law graph; kernel table 2026-11-24 with the
-    prefetching row kernel of :mod:`gnnprep.precompute.row_kernels` on huge-page buffers, as a run
+    prefetching row kernel of :mod:`gnnprep.sparse.row_kernels` on huge-page buffers, as a run
     uses them, ``calibrate(nodes=1_000_000)``; I/O figures 2026-11-22, kept conservative)."""
 
     device: str = "cpu"

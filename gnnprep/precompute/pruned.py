@@ -8,11 +8,11 @@ With S streamed (from the store, or from its ordered copy, :mod:`gnnprep.precomp
 
 - R0's in-lists are extracted once per run into a resident sub-CSR (:func:`extract_rows`: one pass
   over S; at papers100M's split sizes ~1.5M rows and 1.4% of the entries); R1 is read off it, and
-  hop K runs on it (:func:`gnnprep.precompute.row_kernels.spmm_sub`);
+  hop K runs on it (:func:`gnnprep.sparse.row_kernels.spmm_sub`);
 - hop K−1 streams S's row blocks as every hop does and computes only R1's rows of each block
-  (:func:`gnnprep.precompute.row_kernels.spmm_listed`).
+  (:func:`gnnprep.sparse.row_kernels.spmm_listed`).
 
-Every kernel (:mod:`gnnprep.precompute.row_kernels`) computes a row with the one sequence of float
+Every kernel (:mod:`gnnprep.sparse.row_kernels`) computes a row with the one sequence of float
 operations of the row kernel, so the bytes equal the unpruned hop's rows.
 """
 

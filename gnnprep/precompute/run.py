@@ -317,7 +317,7 @@ def prepare_job(store: GraphStore, config: PrecomputeConfig, device: str, backen
             node_order.warm_up((index_dtype,), (kind,), find=not known and not job.plan.ordered_copy)
             kernels.warm_up((), (), hag=False, gather=True, selected=False)
     elif job.hag is not None:
-        from gnnprep.precompute import row_kernels
+        from gnnprep.sparse import row_kernels
 
         kernels.warm_up((), (), hag=True, gather=False, selected=False)
         row_kernels.warm_up((), hag=True)
@@ -325,7 +325,8 @@ def prepare_job(store: GraphStore, config: PrecomputeConfig, device: str, backen
     else:
         order_why = "not used: the node order runs on the CPU kernel (backend torch)"
     if backend == "numba" and job.hag is None:
-        from gnnprep.precompute import pruned, row_kernels
+        from gnnprep.precompute import pruned
+        from gnnprep.sparse import row_kernels
 
         variants = tuple({problem.weighted} | ({False} if user else set()))
         row_kernels.warm_up((index_dtype,), variants, selected=out_rows is not None)

@@ -91,7 +91,7 @@ def test_streamed_ordered_runs_are_bitwise_the_stored_order_ones(tmp_path, rng, 
 def test_streamed_pruning_without_an_order_is_bitwise(tmp_path, rng, monkeypatch):
     """--rows labeled with S streamed in the stored order: hop K from the stored rows' sub-CSR,
     hop K-1 only the rows it needs from each block; and it really computes fewer rows."""
-    from gnnprep.precompute import row_kernels
+    from gnnprep.sparse import row_kernels
 
     path, *_ = make_store(tmp_path, rng, n=400, m=500, d=5)
     base = dict(hops=3, device="cpu", reorder="none", operators=("sym", "rw"))
@@ -281,11 +281,11 @@ def test_dry_run_says_why(tmp_path, rng):
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
 def test_prefetching_row_kernels_are_bitwise_the_row_kernel(rng, weighted, dtype):
-    """Every kernel of gnnprep.precompute.row_kernels gives the bytes of the plain row kernel."""
+    """Every kernel of gnnprep.sparse.row_kernels gives the bytes of the plain row kernel."""
     import scipy.sparse as sp
 
-    from gnnprep.precompute import pruned, row_kernels
-    from gnnprep.sparse import kernels
+    from gnnprep.precompute import pruned
+    from gnnprep.sparse import kernels, row_kernels
 
     n, d = 400, 37
     a = sp.random(n, n, density=0.04, random_state=5, format="csr")
@@ -322,8 +322,7 @@ def test_prefetching_row_kernels_are_bitwise_the_row_kernel(rng, weighted, dtype
 
 
 def test_prefetching_hag_rows_are_bitwise_the_hag_kernel(rng):
-    from gnnprep.precompute import row_kernels
-    from gnnprep.sparse import kernels
+    from gnnprep.sparse import kernels, row_kernels
 
     n, agg, d = 60, 12, 9
     inputs = rng.integers(0, n, (agg, 2)).astype(np.int64)
