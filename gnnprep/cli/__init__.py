@@ -62,6 +62,21 @@ def _on_signal(signum, frame):
     raise Interrupted()
 
 
+def _interrupts_recorded(previous):
+    """A ``sys.unraisablehook``: an Interrupted or KeyboardInterrupt raised by the signal handler where
+    Python cannot propagate it (inside a weakref callback or a ``__del__`` run by the garbage
+    collector) is recorded as a signal that arrived, not printed as "Exception ignored ... Traceback":
+    the command then runs on to its end and exits 130 like any signal at its end. Anything else goes
+    to ``previous``."""
+    def hook(unraisable):
+        if isinstance(unraisable.exc_value, (KeyboardInterrupt, Interrupted)):
+            _late.append(signal.SIGINT if isinstance(unraisable.exc_value, KeyboardInterrupt) else signal.SIGTERM)
+            return
+        previous(unraisable)
+
+    return hook
+
+
 def _ignore_from_now() -> bool:
     """Ignore SIGTERM and SIGINT for the rest of this process; whether one arrived after the command.
 
@@ -105,6 +120,7 @@ def main() -> None:
     global _finished
     _finished = False
     _late.clear()
+    sys.unraisablehook = _interrupts_recorded(sys.unraisablehook)
     signal.signal(signal.SIGTERM, _on_signal)
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # (not when started with it ignored)
         signal.signal(signal.SIGINT, _on_signal)
