@@ -246,32 +246,26 @@ def relative_error(feats: Path, peer_npy: Path, hops: int) -> float | None:
 def extrapolate(res: dict) -> dict | None:
     """Full papers100M at the same budget: (a) every measured step scaled by 1 / fraction (time per
     stored entry held), and (b) the planner's plan and predicted precompute seconds for the full
-    sizes (stored entries scaled from this graph's, same labeled share, order known)."""
+    sizes from sizes alone (:func:`gnnprep.precompute.sizing.plan_for_sizes`: stored entries scaled
+    from this graph's, the same labeled share, the order kept in the store, the ordered copy and
+    pruning as the planner would choose them), on the profile this run's precompute used."""
     ing = (res.get("steps", {}).get("ingest") or {})
     pc = res.get("precompute")
     if not ing.get("seconds") or not pc:
         return None
-    from gnnprep.precompute.plan import Problem, choose_plan, load_profile, with_reorder
+    from gnnprep.precompute.sizing import plan_for_sizes
 
     f = res["fraction"]
-    n, m = FULL_NODES, round(res["stored_entries"] / f)
-    out_rows = round(res["labeled_rows"] / f)
-    # hops K and K-1 pruned: the same shares of the entries as measured on this graph's plan
-    shares = [e / res["stored_entries"] for e in res.get("hop_entries") or []]
-    entries = tuple(round(m * x) for x in shares)
-    prob = Problem(num_nodes=n, num_entries=m, num_features=128, hops=res["hops"], out_rows=out_rows,
-                   hop_entries=entries, order_known=True)
-    from gnnprep.core.errors import GnnprepError
-
-    prof = load_profile("cpu")
     out = {"linear_ingest_seconds": ing["seconds"] / f,
            "linear_precompute_seconds": res["steps"]["precompute"]["seconds"] / f}
-    try:
-        plan = with_reorder(choose_plan(prob, res["budget"], prof), prob, prof, 0.33, "auto", res["budget"])
-    except GnnprepError as e:   # the budget cannot hold even one column of the full graph
-        return {**out, "planner": {"error": str(e)}}
-    return {**out, "planner": {k: plan.to_dict()[k] for k in ("a", "b", "c", "width", "s_resident", "reorder",
-                                                               "predicted_seconds", "predicted_peak")}}
+    full = plan_for_sizes(FULL_NODES, round(res["stored_entries"] / f), 128, res["hops"], res["budget"],
+                          rows=round(res["labeled_rows"] / f))
+    if full.get("plan") is None:   # the budget cannot hold even one column of the full graph
+        return {**out, "planner": {"error": full.get("error")}}
+    plan = full["plan"]
+    return {**out, "planner": {**{k: plan.get(k) for k in ("a", "b", "c", "width", "s_resident", "reorder",
+                                                          "predicted_seconds", "predicted_peak")},
+                               "decisions": full["decisions"]}}
 
 
 def summarise(args, meta: dict, budget: int, steps: dict, error: float | None) -> dict:
@@ -299,7 +293,9 @@ def summarise(args, meta: dict, budget: int, steps: dict, error: float | None) -
             "report_seconds": rep["seconds"], "hop_seconds": rep["hop_seconds"],
             "predicted_peak_bytes": rep["predicted_peak_bytes"],
             "measured_peak_bytes": rep["measured_peak_bytes"], "reorder": rep.get("reorder"),
-            "mean_hop_seconds": sum(hop) / len(hop), "warnings": rep.get("warnings")}
+            "mean_hop_seconds": sum(hop) / len(hop), "warnings": rep.get("warnings"),
+            "hop_disk_read_bytes": rep.get("hop_disk_read_bytes"), "decisions": rep.get("decisions"),
+            "ordered_copy": rep.get("ordered_copy")}
         pc = res["precompute"]
         ing_rep = steps.get("ingest", {}).get("report") or {}
         res["stored_entries"] = ing_rep.get("num_edges")
@@ -372,6 +368,11 @@ def print_table(res: dict) -> None:
               f"{res['steps']['precompute']['seconds']:.1f} s (process); hop seconds "
               f"{', '.join(f'{h:.2f}' for h in pc['hop_seconds'])}")
         print(f"  predicted within 25% of measured (report): {pc['predicted_within_25pct']}")
+        if pc.get("hop_disk_read_bytes"):
+            print("  read from the disk per hop (page-cache misses; hop 0 = X): "
+                  + ", ".join(g(b).strip() for b in pc["hop_disk_read_bytes"]))
+        for what, why in (pc.get("decisions") or {}).items():
+            print(f"  {what}: {why}")
         ro = pc["reorder"]
         if ro:
             print(f"  node order: kind={ro.get('kind')} used={ro.get('used')} loaded/relabelled in "

@@ -44,6 +44,20 @@ def rss() -> int:
     return int(psutil.Process().memory_info().rss)
 
 
+def disk_read_bytes() -> int | None:
+    """Bytes this process (all its threads) has caused to be read from storage so far: the
+    ``read_bytes`` line of ``/proc/self/io`` (page-cache hits are not counted, so this is what came
+    from the disk). None where the kernel does not say (not Linux, or I/O accounting off)."""
+    try:
+        with open("/proc/self/io") as f:
+            for line in f:
+                if line.startswith("read_bytes:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
 def reset_peak() -> bool:
     """Reset the kernel's peak-RSS counter to the current RSS; False where unsupported."""
     try:

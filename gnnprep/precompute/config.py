@@ -123,6 +123,9 @@ class PrecomputeReport(Record):
     decisions: dict | None = None
     # the ordered copy of S beside the store: path, used, built (its seconds, passes), or why not
     ordered_copy: dict | None = None
+    # bytes read from the disk (page-cache misses, /proc/self/io) while computing each hop: hop 0 is
+    # reading X, hop k >= 1 mostly S's row blocks; None where the kernel does not say
+    hop_disk_read_bytes: tuple[int, ...] | None = None
 
     def to_dict(self) -> dict:
         return Record.to_dict(self)

@@ -20,7 +20,7 @@ import numpy as np
 
 from gnnprep.core.artifact import Timer
 from gnnprep.core.directio import ALIGN
-from gnnprep.core.memory import empty_pages
+from gnnprep.core.memory import disk_read_bytes, empty_pages
 from gnnprep.core.output import ResumableOutput
 from gnnprep.core.progress import Progress
 from gnnprep.graph.store import GraphStore
@@ -100,6 +100,8 @@ class HopRun:
         self.r = self.n if job.out_rows is None else len(job.out_rows)
         self.timer = Timer()
         self.hop_seconds = [0.0] * (self.config.hops + 1)
+        # bytes read from the disk per hop (None: the kernel does not say); see _spent
+        self.hop_read = [0] * (self.config.hops + 1) if disk_read_bytes() is not None else None
         self.done = set(out.done)
         self.resumed_units = len(self.done)
         self.cols = column_blocks(self.d, self.plan.width)
@@ -222,7 +224,7 @@ class HopRun:
         if reuse and hop0 is not None:
             self._finish(hop0)  # hop 1 overwrites X's buffer
         for k in range(start_k, self.config.hops + 1):
-            t0 = time.perf_counter()
+            t0, r0 = time.perf_counter(), disk_read_bytes()
             write = (name, j, k) not in self.done
             ds = self.f[f"channels/{name}/{k}"]
             pruned = self.job.out_rows is not None and be.selects_rows
@@ -234,7 +236,7 @@ class HopRun:
                 seq = self._hop(be, ds, write, cur, nxt, c0, c1, only=self._last_hop_inputs())
             else:
                 seq = self._hop(be, ds, write, cur, nxt, c0, c1)
-            self.hop_seconds[k] += time.perf_counter() - t0
+            self._spent(k, t0, r0)
             if pending is not None:
                 # hop k-1's rows are on disk before its unit is marked and before its buffer (cur)
                 # is overwritten by hop k+1; hop k's writes overlap hop k+1
@@ -373,15 +375,22 @@ class HopRun:
         row sums over all d columns found once; zero rows stay zero), as GCN (Kipf & Welling 2017),
         SGC (Wu et al. 2019) and PyG's NormalizeFeatures do before propagating (PyG also clamps the
         sum to at least 1; here no row is scaled up or down by anything but its own L1 norm)."""
-        t0 = time.perf_counter()
+        t0, r0 = time.perf_counter(), disk_read_bytes()
         xb = self.store.feature_columns(c0, c1)
         if self.config.normalize_features == "row":
             if self._row_l1 is None:
                 l1 = self.store.feature_row_l1()
                 self._row_l1 = np.where(l1 > 0, l1, 1.0).astype(np.float32)
             np.divide(xb, self._row_l1[:, None], out=xb)
-        self.hop_seconds[0] += time.perf_counter() - t0
+        self._spent(0, t0, r0)
         return xb
+
+    def _spent(self, k: int, t0: float, r0: int | None) -> None:
+        """Charge the time and disk reads since (t0, r0) to hop k."""
+        self.hop_seconds[k] += time.perf_counter() - t0
+        r1 = disk_read_bytes()
+        if self.hop_read is not None and r0 is not None and r1 is not None:
+            self.hop_read[k] += r1 - r0
 
     def _mark(self, unit) -> None:
         self.out.mark(unit, self.f)
@@ -389,11 +398,11 @@ class HopRun:
 
     def _finish(self, unit_seq) -> None:
         """Wait for a unit's writes, then record it as finished."""
-        t0 = time.perf_counter()
+        t0, r0 = time.perf_counter(), disk_read_bytes()
         self.writer.wait(unit_seq[1])
         self._mark(unit_seq[0])
         unit = unit_seq[0]
-        self.hop_seconds[0 if unit[0] == "x" else unit[2]] += time.perf_counter() - t0
+        self._spent(0 if unit[0] == "x" else unit[2], t0, r0)
 
     def _hdg_channels(self) -> None:
         """HDG channels (FlexGraph's hierarchical aggregation, Wang et al. 2021) of every hop:
@@ -454,4 +463,5 @@ class HopRun:
             seconds=round(time.perf_counter() - self.t_start, 3), predicted_peak_bytes=self.plan.predicted_peak,
             measured_peak_bytes=None, baseline_rss_bytes=self.job.baseline, resumed_units=self.resumed_units,
             reorder=self.graph.reorder_info, hop_entries=tuple(self.job.problem.hop_entries),
-            decisions=self.job.decisions or None, ordered_copy=self.graph.copy_report)
+            decisions=self.job.decisions or None, ordered_copy=self.graph.copy_report,
+            hop_disk_read_bytes=None if self.hop_read is None else tuple(self.hop_read))
