@@ -58,6 +58,51 @@ def disk_read_bytes() -> int | None:
     return None
 
 
+def machine_memory() -> int | None:
+    """Bytes of memory this process can have in all, page cache included: the machine's MemTotal,
+    or the memory limit of the process's cgroup (v2 ``memory.max``, v1 ``memory.limit_in_bytes``)
+    where that is smaller. None where neither can be read."""
+    total = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    total = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    for limit in _cgroup_limits():
+        total = limit if total is None else min(total, limit)
+    return total
+
+
+def _cgroup_limits():
+    """The memory limits of this process's cgroups (v1 and v2), in bytes."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        if controllers == "":
+            name = f"/sys/fs/cgroup{path.rstrip('/')}/memory.max"
+        elif "memory" in controllers.split(","):
+            name = f"/sys/fs/cgroup/memory{path.rstrip('/')}/memory.limit_in_bytes"
+        else:
+            continue
+        try:
+            with open(name) as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < 1 << 60:
+            yield int(text)
+
+
 def reset_peak() -> bool:
     """Reset the kernel's peak-RSS counter to the current RSS; False where unsupported."""
     try:

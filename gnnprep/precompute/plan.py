@@ -281,6 +281,11 @@ class Problem:
     ordered_copy: str = ""
     x_tile: int = 0               # columns per chunk of X (0: chunks span every column)
     last_inputs: int = 0          # rows hop K-1 computes under --rows labeled (estimated; 0: not pruned)
+    # bytes of memory the run has in all, page cache included (the machine's, or its cgroup's limit;
+    # 0: unknown). What the plan's own peak and PAGE_CACHE_RESERVE leave of it is the page cache
+    # that can keep S between its passes: a streamed S larger than that is read from the disk again
+    # on every pass (see predict_seconds)
+    machine_memory: int = 0
 
 
 @dataclass(frozen=True)
@@ -392,6 +397,21 @@ def _hop_entries(p: Problem, b: int) -> tuple:
     return p.hop_entries if p.hop_entries else (p.num_entries,) * p.hops
 
 
+# memory beside the plan's peak that is not page cache for S: the process's baseline, the
+# interpreter, the OS and the hop writes' dirty pages
+PAGE_CACHE_RESERVE = 1 << 30
+
+
+def s_rereads_from_disk(p: Problem, b: int, c: int) -> bool:
+    """Whether a streamed S's second and later passes come from the disk: S is larger than the page
+    cache the plan leaves (``machine_memory`` - its peak - PAGE_CACHE_RESERVE). Measured on the
+    papers100M-shaped graph at 1/4 in a 6 GiB cgroup (24 GiB scaled like the data) with a 5 GiB budget:
+    each of 8 column blocks read the 3.2 GiB ordered copy again from the disk, per hop."""
+    if b == 1 or not p.machine_memory:
+        return False
+    return _s_bytes(p) > p.machine_memory - memory(p, b, c) - PAGE_CACHE_RESERVE
+
+
 def s_reads(p: Problem, b: int, c: int) -> int:
     """Passes over S from the file: one with S resident; streamed, one per (pass, hop, column block)
     for the hops that compute every block's rows (hop K of a pruned run reads its resident sub-CSR
@@ -424,7 +444,8 @@ def predict_seconds(p: Problem, prof: Profile, b: int, c: int) -> float:
     widths = _widths(d, w)
     compute = _passes(p) * sum(prof.spmm_seconds(e, n, wj) for e in _hop_entries(p, b) for wj in widths)
     reads = s_reads(p, b, len(widths))
-    stream = _s_bytes(p) / prof.read_bytes_per_s + max(0, reads - 1) * _s_bytes(p) / prof.reread_bytes_per_s
+    reread = prof.read_bytes_per_s if s_rereads_from_disk(p, b, len(widths)) else prof.reread_bytes_per_s
+    stream = _s_bytes(p) / prof.read_bytes_per_s + max(0, reads - 1) * _s_bytes(p) / reread
     if p.device.startswith("cuda"):
         stream += reads * _s_bytes(p) / prof.copy_bytes_per_s + p.operators * 2 * K * n * d * 4 / prof.copy_bytes_per_s
     io = x_read_bytes(p, len(widths)) / prof.read_bytes_per_s

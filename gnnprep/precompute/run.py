@@ -41,7 +41,7 @@ import numpy as np
 from gnnprep.core import device as devices
 from gnnprep.core.artifact import file_fingerprint
 from gnnprep.core.errors import GnnprepError
-from gnnprep.core.memory import PeakMeter, rss
+from gnnprep.core.memory import PeakMeter, machine_memory, rss
 from gnnprep.core.output import ResumableOutput, refuse_input_as_output
 from gnnprep.core.progress import Progress, Warn, no_progress, no_warning
 from gnnprep.graph.store import GraphStore
@@ -140,7 +140,7 @@ def _problem(store: GraphStore, config: PrecomputeConfig, device: str, backend: 
                    buffers=3 if any(_steps(name) > 1 for name in config.operators) else 2,
                    index_bytes=store.index_dtype.itemsize, weighted=store.weighted,
                    out_itemsize=np.dtype(config.dtype).itemsize, in_itemsize=store.features.dtype.itemsize,
-                   device=device if backend == "torch" else "cpu")
+                   device=device if backend == "torch" else "cpu", machine_memory=machine_memory() or 0)
 
 
 def _prune_reason(config: PrecomputeConfig, backend: str, out_rows, hag: bool = False) -> str | None:

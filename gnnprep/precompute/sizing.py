@@ -27,6 +27,7 @@ import math
 import numpy as np
 
 from gnnprep.core.errors import GnnprepError
+from gnnprep.core.memory import machine_memory as memory_of_this_machine
 from gnnprep.precompute.plan import (
     Problem,
     choose_plan,
@@ -47,12 +48,17 @@ def _degrees(mean: float, seed: int) -> np.ndarray:
 
 def sizes_problem(nodes: int, entries: int, features: int, hops: int, rows: int | None = None,
                   operators: int = 1, index_bytes: int | None = None, weighted: bool = False,
-                  dtype_bytes: int = 4, order: str = "known", x_tile: int = 32, seed: int = 0) -> Problem:
+                  dtype_bytes: int = 4, order: str = "known", x_tile: int = 32, seed: int = 0,
+                  machine_memory: int | None = None) -> Problem:
     """The :class:`~gnnprep.precompute.plan.Problem` of a store of these sizes. ``rows``: rows
     stored (``--rows labeled``: the splits' size; None: every node). ``order``: "known" (kept in
     the store, the copy then written by the first streamed run), "copy" (the ordered copy already
-    beside the store), "none" (found first)."""
+    beside the store), "none" (found first). ``machine_memory``: bytes of memory of the machine the
+    run will have, page cache included (None: this machine's, :func:`gnnprep.core.memory.machine_memory`);
+    a streamed S larger than what the plan leaves of it is re-read from the disk on every pass."""
     n, m = int(nodes), int(entries)
+    if machine_memory is None:
+        machine_memory = memory_of_this_machine() or 0
     pruned = rows is not None and rows < n
     hop_entries, last = (), 0
     if pruned and hops >= 1 and n:
@@ -65,7 +71,7 @@ def sizes_problem(nodes: int, entries: int, features: int, hops: int, rows: int 
     return Problem(num_nodes=n, num_entries=m, num_features=features, hops=hops, operators=operators,
                    out_rows=n if rows is None else int(rows), index_bytes=index_bytes or (4 if n < 2**31 else 8),
                    weighted=weighted, out_itemsize=dtype_bytes, order_known=order != "none", hop_entries=hop_entries,
-                   last_inputs=last, ordered_copy=state, x_tile=x_tile)
+                   last_inputs=last, ordered_copy=state, x_tile=x_tile, machine_memory=int(machine_memory))
 
 
 def plan_for_sizes(nodes: int, entries: int, features: int, hops: int, memory_budget: int,
@@ -119,11 +125,14 @@ def main(argv=None) -> None:
     ap.add_argument("--dtype", choices=["float32", "float16"], default="float32")
     ap.add_argument("--order", choices=["known", "copy", "none"], default="known")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--machine-memory", default=None,
+                    help="memory of the machine the run will have, page cache included (default: this one's)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     res = plan_for_sizes(a.nodes, a.entries, a.features, a.hops, parse_size(a.memory_budget), a.rows, a.device,
                          operators=a.operators, weighted=a.weighted, dtype_bytes=2 if a.dtype == "float16" else 4,
-                         order=a.order)
+                         order=a.order,
+                         machine_memory=None if a.machine_memory is None else parse_size(a.machine_memory))
     if a.json:
         print(json.dumps(res))
         return
