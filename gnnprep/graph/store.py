@@ -66,6 +66,18 @@ def check_indptr(indptr: np.ndarray, n: int, m: int, what: str) -> None:
                            "(the file is corrupt)")
 
 
+def _stored_bytes(feats: h5py.Dataset, s: int, e: int, c0: int, c1: int) -> int:
+    """Bytes of ``feats`` HDF5 reads for rows s:e and columns c0:c1: the whole chunks they touch
+    (uncompressed size), or the elements themselves when the dataset is not chunked."""
+    item = feats.dtype.itemsize
+    if feats.chunks is None or e <= s or c1 <= c0:
+        return max(0, e - s) * max(0, c1 - c0) * item
+    ch, cw = feats.chunks
+    rows = (-(-e // ch) - s // ch) * ch
+    tiles = -(-c1 // cw) - c0 // cw
+    return rows * tiles * cw * item
+
+
 class GraphStore(Artifact):
     """Read access to a graph store. Arrays are read lazily, in row blocks where they scale."""
 
@@ -87,6 +99,10 @@ class GraphStore(Artifact):
             self.f.close()
             raise GnnprepError(f"{self.path}: /adj/indptr and /adj/indices have shapes {shapes[0]} and {shapes[1]}; "
                                f"expected [num_nodes + 1] and [num_edges] (the file is corrupt)")
+        # bytes of /nodes/features read from the file so far (whole HDF5 chunks: a chunk is read as
+        # one piece even when only some of its columns are wanted); a sharded precompute reports it
+        # per rank (each rank reads only the tiles of its columns)
+        self.feature_bytes_read = 0
 
     @property
     def attrs(self) -> h5py.AttributeManager:
@@ -216,6 +232,7 @@ class GraphStore(Artifact):
             if raw:
                 raw = self._raw_chunk_columns(feats, s, e, c0, c1, xb)
             if not raw:
+                self.feature_bytes_read += _stored_bytes(feats, s, e, c0, c1)
                 if feats.dtype == np.float32:
                     feats.read_direct(xb, np.s_[s:e, c0:c1], np.s_[s:e])
                 else:
@@ -230,11 +247,11 @@ class GraphStore(Artifact):
         step = feats.chunks[0] if feats.chunks is not None else max(1, (4 << 20) // max(1, 4 * feats.shape[1]))
         out = np.empty(n, dtype=np.float64)
         for s in range(0, n, step):
+            self.feature_bytes_read += _stored_bytes(feats, s, min(n, s + step), 0, feats.shape[1])
             out[s:s + step] = np.abs(feats[s:s + step]).sum(axis=1, dtype=np.float64)
         return out
 
-    @staticmethod
-    def _raw_chunk_columns(feats, s: int, e: int, c0: int, c1: int, xb: np.ndarray) -> bool:
+    def _raw_chunk_columns(self, feats, s: int, e: int, c0: int, c1: int, xb: np.ndarray) -> bool:
         """xb[s:e] = columns c0:c1 of the raw chunks starting at row s (only the column tiles that
         overlap c0:c1 are read); False (nothing more read) when a chunk is not stored as plain bytes
         of its full shape (then the caller reads the rows through HDF5)."""
@@ -244,6 +261,7 @@ class GraphStore(Artifact):
                 mask, data = feats.id.read_direct_chunk((s, t0))
             except (KeyError, ValueError, OSError, RuntimeError):
                 return False
+            self.feature_bytes_read += len(data)
             if mask != 0 or len(data) != ch * cw * 4:
                 return False
             a, b = max(c0, t0), min(c1, t0 + cw)

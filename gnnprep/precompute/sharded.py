@@ -2,17 +2,21 @@
 rank 0 publishes one features artifact over the shards (:mod:`gnnprep.core.distributed` holds the
 process group and the collective steps; :mod:`gnnprep.precompute.features` the shard layouts).
 
-Every rank plans under its own budget, the ranks agree on the narrowest column width, and rank r
-computes a contiguous range of X's column blocks for every hop and operator with the one-process
-hop loop (:class:`gnnprep.precompute.hop_loop.HopRun` with ``shard``). Each column's sums are those of a
-one-process run (the blocking never changes a row's summation order), so the published bytes are
-equal. A rank's shard is its own resumable output; rank 0 publishes only after every rank has
-reported success.
+Every rank plans under its own budget, the ranks agree on the narrowest column width (rounded
+down to whole 16-column tiles of X where that gives no rank another block), and rank r computes a
+contiguous range of X's column blocks for every hop and operator with the one-process hop loop
+(:class:`gnnprep.precompute.hop_loop.HopRun` with ``shard``); the cuts between ranks fall on tile
+starts where they can, so a rank reads only the tiles of its own columns
+(``GraphStore.feature_bytes_read`` counts them; the report gives ``x_bytes_read`` per rank). Each
+column's sums are those of a one-process run (the blocking never changes a row's summation order),
+also through a HAG (``--hag``) or an HDG (``--hdg``), so the published bytes are equal. A rank's
+shard is its own resumable output; rank 0 publishes only after every rank has reported success.
 
 Scaling model (checked by ``benchmarks/bench_distributed.py``): with P ranks, w = d/P columns each,
 n nodes, m stored entries and r output rows, every rank reads S once, (n+1)·8 + m·4 bytes (resident;
 streamed per hop and column block when its budget cannot hold it), and its slice of X, n·w·4 bytes
-(the file I/O under it is all of X: the store's chunks span every column); per hop it writes
+(whole tiles: at most one tile more at each end of its range when the cuts cannot fall on tiles;
+``--normalize-features row`` reads all of X once more on every rank, for the row sums); per hop it writes
 r·w·4 bytes and gathers m·w·4 (at least one 64-byte cache line per entry once w·4 < 64). The hops
 are bound by that memory traffic, not by cores: on the 2-core bench machines 2 ranks (or 2 threads)
 take 1.0-1.1x one worker's hop time, because together they move the same bytes over one memory bus.
@@ -27,6 +31,7 @@ teardown at exit, :func:`gnnprep.core.distributed.exit_now`).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -35,6 +40,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import h5py
 import numpy as np
 
 from gnnprep.core import device as devices
@@ -48,7 +54,7 @@ from gnnprep.core.output import (
     refuse_input_as_output,
 )
 from gnnprep.core.progress import Progress, Warn, no_progress, no_warning
-from gnnprep.graph.store import GraphStore
+from gnnprep.graph.store import GraphStore, feature_chunk_rows
 from gnnprep.precompute import features as fa
 from gnnprep.precompute.config import PrecomputeConfig, PrecomputeReport
 from gnnprep.precompute.hop_loop import HopRun, operator_sources
@@ -98,21 +104,60 @@ def _rank_config(config: PrecomputeConfig, device: str, dist) -> PrecomputeConfi
     return dataclasses.replace(config, memory_budget=max(1, devices.default_budget(device) // max(1, sharing)))
 
 
-def _rank_columns(d: int, width: int, rank: int, ranks: int) -> tuple[int, int] | None:
-    """Rank ``rank``'s contiguous share [C0, C1) of the column blocks of ``width`` (None: none)."""
+def _rank_ranges(d: int, width: int, ranks: int, tile: int = 1) -> list[tuple[int, int] | None]:
+    """Every rank's contiguous share [C0, C1) of the column blocks of ``width`` (None: none).
+
+    No rank gets more than ⌈c/P⌉ of the c blocks (the passes over S the slowest rank makes), and
+    among the splits that keep that, each boundary between two ranks is put on a start of an X
+    tile (``tile`` columns, one HDF5 chunk column of /nodes/features) where one is in reach, the
+    nearest to the even split r·c/P: a rank then reads only its own tiles of X, none twice over
+    the ranks. With fewer blocks than ranks, the even split (some ranks get none)."""
     blocks = column_blocks(d, width)
-    lo, hi = rank * len(blocks) // ranks, (rank + 1) * len(blocks) // ranks
-    return (blocks[lo][0], blocks[hi - 1][1]) if hi > lo else None
+    c = len(blocks)
+    if c < ranks:
+        cuts = [r * c // ranks for r in range(ranks + 1)]
+    else:
+        cap = math.ceil(c / ranks)
+        cuts = [0]
+        for r in range(1, ranks):
+            lo, hi = max(cuts[-1] + 1, c - (ranks - r) * cap), min(cuts[-1] + cap, c - (ranks - r))
+            even = r * c // ranks
+            aligned = [b for b in range(lo, hi + 1) if blocks[b][0] % max(1, tile) == 0]
+            cuts.append(min(aligned, key=lambda b: (abs(b - even), b)) if aligned else min(hi, max(lo, even)))
+        cuts.append(c)
+    return [(blocks[lo][0], blocks[hi - 1][1]) if hi > lo else None for lo, hi in zip(cuts, cuts[1:])]
 
 
-def _agree_width(proposals: list[dict], d: int, ranks: int) -> int:
+def _rank_columns(d: int, width: int, rank: int, ranks: int, tile: int = 1) -> tuple[int, int] | None:
+    """Rank ``rank``'s contiguous share [C0, C1) of the column blocks of ``width`` (None: none)."""
+    return _rank_ranges(d, width, ranks, tile)[rank]
+
+
+def _tile_width(width: int, d: int, ranks: int, tile: int) -> int:
+    """``width`` rounded down to whole X tiles (a multiple of ``tile``) when that gives no rank more
+    column blocks than ``width`` does (narrower blocks fit every rank's budget too), else ``width``:
+    block boundaries on tile boundaries, so that no tile is read by two ranks or two blocks."""
+    if tile <= 1 or width <= tile or width % tile == 0:
+        return width
+    w = width - width % tile
+    per_rank = lambda v: math.ceil(math.ceil(d / v) / ranks)  # noqa: E731
+    return w if per_rank(w) <= per_rank(width) else width
+
+
+def _x_tile(store: GraphStore) -> int:
+    """Columns of one HDF5 chunk of /nodes/features (1: not chunked, any column boundary will do)."""
+    chunks = store.features.chunks
+    return int(chunks[1]) if chunks is not None else 1
+
+
+def _agree_width(proposals: list[dict], d: int, ranks: int, tile: int = 1) -> int:
     """The column width every rank uses: a resumed job's (its shards were laid out with it), else
     the narrowest any rank's own plan chose (it fits every rank's budget), at most ⌈d/P⌉ so that
-    every rank gets columns."""
+    every rank gets columns, on whole X tiles where that costs no rank a block (:func:`_tile_width`)."""
     stored = [p["stored"] for p in proposals if p["stored"]]
     if stored:
         return int(stored[0])
-    return max(1, min([p["width"] for p in proposals] + [math.ceil(max(d, 1) / ranks)]))
+    return _tile_width(max(1, min([p["width"] for p in proposals] + [math.ceil(max(d, 1) / ranks)])), d, ranks, tile)
 
 
 _COLUMN = re.compile(r"^(hop \S+(?: of \S+)?: row \d+, column )(\d+)( is .*)$", re.S)
@@ -141,17 +186,114 @@ def _stall_for_tests(progress: Progress, rank: int) -> Progress:
     return stalled
 
 
+def _hdg_shard_name(output_name: str, rank: int, ranks: int, key: str) -> str:
+    """The file of rank r's HDG channels: a shard name (so that publishing sweeps old ones like
+    any shard) with a key of its own."""
+    return fa.shard_name(output_name, rank, ranks, hashlib.sha256(f"{key}:hdg".encode()).hexdigest())
+
+
+def _channel_chunks(n: int, width: int, c: int, dtype: str) -> tuple | None:
+    """Chunks of an HDG channel's dataset as a one-process artifact lays them out: one column block
+    contiguous, else chunks one block wide of about 1 MiB."""
+    return None if c == 1 else (min(max(n, 1), feature_chunk_rows(width, np.dtype(dtype).itemsize)), width)
+
+
+def _hdg_shard(store: GraphStore, job, hop_shard: Path, path: Path, shard: dict, graph_path, progress: Progress,
+               command: str, stack) -> dict:
+    """This rank's HDG channels: ``/channels/<channel>/<k>`` [n, C1 − C0] = HDG_channel(S^k X) over
+    the rank's columns [C0, C1), from ``/hops/<k>`` of its finished hop shard, one column block of
+    the job's width at a time, exactly as a one-process run aggregates its blocks (FlexGraph's
+    hierarchical aggregation, Wang et al. 2021, acts on every column alone). Each (hop, block) is a
+    resumable unit of its own file; a file complete from an earlier run is reused. Returns the
+    shard entry: file, bytes, key, channels, resumed units, skipped."""
+    from gnnprep.hdg.structure import aggregate
+
+    cfg = job.config
+    n = store.num_nodes
+    s0, s1 = shard["columns"]
+    width, c = shard["width"], shard["c"]
+    key = f"{shard['key']}-hdg-{s0}-{s1}-{width}-{c}"
+    entry = {"file": path.name, "key": key, "channels": "hdg", "bytes": 0, "resumed_units": 0, "skipped": False}
+    done = fa.read_shard_attr(path) if path.exists() else None
+    if done is not None and done.get("key") == key:
+        return {**entry, "bytes": path.stat().st_size, "skipped": True}
+    cols = [(c0, c1) for c0, c1 in column_blocks(store.features.shape[1], width) if s0 <= c0 and c1 <= s1]
+    channels = tuple(job.hdg_channels)
+    out = ResumableOutput(path, key, [graph_path])
+    stack.callback(out.close, True)  # an interrupt keeps the partial file (idempotent)
+    needed = len(channels) * (cfg.hops + 1) * n * (s1 - s0) * np.dtype(cfg.dtype).itemsize + (1 << 20)
+    out.check_room(needed)
+    hdg = job.hdg if job.hdg_weight is None else job.hdg_weight[1]
+    resumed, total = len(out.done), len(cols) * (cfg.hops + 1)
+    with out.writing(needed):
+        with h5py.File(out.partial, "r+" if out.resumed else "w") as f, h5py.File(hop_shard, "r") as hops:
+            if not out.resumed:
+                group = f.create_group("channels")
+                for ch in channels:
+                    g = group.create_group(ch)
+                    for k in range(cfg.hops + 1):
+                        fa.create_early(g, str(k), (n, s1 - s0), cfg.dtype, _channel_chunks(n, width, len(cols),
+                                                                                           cfg.dtype))
+                f.flush()
+            done_units = set(out.done)
+            progress("hdg units", len(done_units), total)
+            for k in range(cfg.hops + 1):
+                for j, (c0, c1) in enumerate(cols):
+                    if ("hdg", j, k) in done_units:
+                        continue
+                    x = hops[f"hops/{k}"][:, c0 - s0:c1 - s0].astype(np.float32, copy=False)
+                    for ch, arr in aggregate(hdg, x, cfg.hdg_reduce).items():
+                        f[f"channels/{ch}/{k}"][:, c0 - s0:c1 - s0] = arr.astype(cfg.dtype, copy=False)
+                    out.mark(("hdg", j, k), f)
+                    progress("hdg units", len(out.done), total)
+            provenance = {"command": command or "precompute", "hdg": str(cfg.hdg), "hdg_reduce": cfg.hdg_reduce,
+                          "hop_shard": hop_shard.name}
+            fa.write_shard_root(f, provenance, {**shard, "key": key, "channels": list(channels)})
+        out.commit()
+    return {**entry, "bytes": path.stat().st_size, "resumed_units": resumed}
+
+
+def _hdg_layout(f, n: int, d: int, hops: int, channels: tuple[str, ...], dtype: str, shards: list[dict],
+                merge_from: Path | None, c: int, width: int, row_bytes: int = 64 << 20) -> None:
+    """The published ``/channels/<channel>/<k>`` [n, d]: HDF5 virtual datasets over the ranks' HDG
+    files (relative names, as the hops), or with ``merge_from`` (their folder) copies of them."""
+    group = f["channels"]
+    for ch in channels:
+        g = group.create_group(ch)
+        for k in range(hops + 1):
+            name = f"channels/{ch}/{k}"
+            if merge_from is None:
+                layout = h5py.VirtualLayout(shape=(n, d), dtype=np.dtype(dtype))
+                for s in shards:
+                    c0, c1 = s["columns"]
+                    layout[:, c0:c1] = h5py.VirtualSource(s["file"], name, shape=(n, c1 - c0), dtype=np.dtype(dtype))
+                g.create_virtual_dataset(str(k), layout, fillvalue=np.nan)
+                continue
+            ds = fa.create_early(g, str(k), (n, d), dtype, _channel_chunks(n, width, c, dtype))
+            for s in shards:
+                c0, c1 = s["columns"]
+                with h5py.File(merge_from / s["file"], "r") as src:
+                    a = src[name]
+                    step = max(1, row_bytes // max(1, (c1 - c0) * a.dtype.itemsize))
+                    for p0 in range(0, n, step):
+                        ds[p0:min(n, p0 + step), c0:c1] = a[p0:min(n, p0 + step)]
+
+
 def precompute_sharded(graph_path, output, config: PrecomputeConfig, dist, merge: bool = False,
                        progress: Progress = no_progress, command: str = "", warn: Warn = no_warning
                        ) -> PrecomputeReport:
     """One rank of a torchrun job: plan → agree on the column blocks → this rank's shard →
     (rank 0, once every rank succeeded) publish ``output``. Each phase ends with an exchange of the
     ranks' outcomes (:meth:`gnnprep.core.distributed.Dist.step`), so a failure anywhere is the same
-    one-line error on every rank and nothing is published. ``--hag`` and ``--hdg`` are refused
-    (not sharded yet)."""
-    from contextlib import ExitStack
+    one-line error on every rank and nothing is published.
 
-    import h5py
+    ``--hag``: every rank runs its column blocks through the same HAG (an aggregation node's sums
+    are per column, so a column's result does not depend on which others are computed with it);
+    ``--hag auto`` is decided (and the HAG built, once, into the cache next to the store) by rank 0,
+    the others use its choice. ``--hdg``: once its hop shard is complete, a rank aggregates its
+    columns of every hop through the HDG into a second shard file (:func:`_hdg_shard`), published as
+    ``/channels/<channel>/<k>`` like the hops."""
+    from contextlib import ExitStack
 
     t_start = time.perf_counter()
     dist.start()
@@ -164,11 +306,8 @@ def precompute_sharded(graph_path, output, config: PrecomputeConfig, dist, merge
         warn(message if dist.is_root else f"rank {rank}: {message}")
 
     with ExitStack() as stack:
-        def prepare():
+        def prepare(config=config):
             config.check()
-            if config.hag is not None or config.hdg is not None:
-                raise GnnprepError(f"--{'hag' if config.hag is not None else 'hdg'}: not supported under torchrun "
-                                   "yet; run this precompute as one process")
             device = _rank_device(config, dist)
             backend = config.backend_for(device)
             cfg = _rank_config(config, device, dist)
@@ -181,7 +320,13 @@ def precompute_sharded(graph_path, output, config: PrecomputeConfig, dist, merge
                     make_operator(name, np.zeros(1), store.symmetric)
             return store, job, run_key(store, job)
 
-        store, job, key = dist.step(prepare)
+        if config.hag == "auto":  # rank 0 decides (and builds the cached HAG once); the others follow
+            first = dist.step(prepare) if dist.is_root else dist.step(lambda: None)
+            chosen = dist.gather(str(first[1].hag_path) if dist.is_root and first[1].hag_path else None)[0]
+            later = dist.step(lambda: None) if dist.is_root else dist.step(prepare, dataclasses.replace(config, hag=chosen))
+            store, job, key = first if dist.is_root else later
+        else:
+            store, job, key = dist.step(prepare)
         cfg = job.config
         d = store.features.shape[1]
         shard_path = output.with_name(fa.shard_name(output.name, rank, ranks, key))
@@ -194,24 +339,30 @@ def precompute_sharded(graph_path, output, config: PrecomputeConfig, dist, merge
             done = done if done is not None and done.get("key") == shard_key else None
             out = ResumableOutput(shard_path, shard_key, [graph_path])
             stack.callback(out.close, True)  # an error or interrupt keeps the partial shard (idempotent)
-            stored = json.loads(out.state.get("plan", "{}")).get("width") if out.resumed else None
-            return out, done, stored if done is None else done.get("width")
+            stored = json.loads(out.state.get("plan", "{}")) if out.resumed else {}
+            stored = {**stored, "columns": out.state.get("columns")} if done is None else done
+            return out, done, stored
 
         out, done, stored = dist.step(open_shard)
+        stored_columns, stored = (stored or {}).get("columns"), (stored or {}).get("width")
         proposals = dist.gather({"key": key, "width": job.plan.width, "stored": stored})
         if len({p["key"] for p in proposals}) > 1:
             raise RankFailed(f"{output}: the ranks read different inputs (run keys "
                              f"{', '.join(sorted({p['key'] for p in proposals}))}); every rank needs the same graph "
                              "store and options (a shared filesystem for multi-node runs)")
-        width = _agree_width(proposals, d, ranks)
+        tile = _x_tile(store)
+        width = _agree_width(proposals, d, ranks, tile)
         c = len(column_blocks(d, width))
         if dist.is_root and cfg.blocks is not None and c > cfg.blocks[2] and not any(p["stored"] for p in proposals):
             say(f"--blocks {','.join(map(str, cfg.blocks))}: {c} column blocks instead of {cfg.blocks[2]}, so "
                 f"that each of the {ranks} ranks has columns")
         job.plan = keep_columns(job.plan, job.problem, job.profile, c, width)
-        columns = _rank_columns(d, width, rank, ranks)
-        if stored is not None and stored != width:  # laid out with another width: start this shard afresh
-            say(f"{shard_path.name}: the job's column width is {width}, this shard's was {stored}; recomputed")
+        columns = _rank_columns(d, width, rank, ranks, tile)
+        moved = stored_columns is not None and (columns is None or list(stored_columns) != list(columns))
+        if (stored is not None and stored != width) or moved:  # laid out otherwise: start this shard afresh
+            say(f"{shard_path.name}: the job's column width is {width}, this shard's was {stored}; recomputed"
+                if stored != width else f"{shard_path.name}: this rank's columns are {columns}, this shard's were "
+                f"{stored_columns}; recomputed")
             done = None
             out.discard_partial()
             out.done, out.resumed, out.state = [], False, {"key": shard_key, "done": []}
@@ -221,38 +372,51 @@ def precompute_sharded(graph_path, output, config: PrecomputeConfig, dist, merge
             return ShardedReport(str(output), job.plan, cfg.hops, tuple(cfg.operators),
                                  job.problem.out_rows, cfg.dtype, (), 0.0, job.plan.predicted_peak, None,
                                  job.baseline, 0, dry_run=True, hop_entries=tuple(job.problem.hop_entries),
-                                 decisions=job.decisions or None, ranks=ranks)
+                                 decisions=job.decisions or None, ranks=ranks, hag=job.hag_info)
         out.state["plan"] = json.dumps({k: job.plan.to_dict()[k] for k in ("a", "b", "c", "width")})
+        out.state["columns"] = list(columns) if columns else None
+        hdg_path = output.with_name(_hdg_shard_name(output.name, rank, ranks, key))
+        hop_job = dataclasses.replace(job, hdg=None, hdg_channels=(), hdg_weight=None) if job.hdg is not None else job
 
         def compute() -> dict:
             info = {"rank": rank, "file": None, "columns": list(columns) if columns else None, "key": shard_key,
                     "bytes": 0, "seconds": 0.0, "hop_seconds": [0.0] * (cfg.hops + 1), "measured_peak_bytes": None,
-                    "resumed_units": 0, "skipped": False, "reorder": None}
+                    "resumed_units": 0, "skipped": False, "reorder": None, "x_bytes_read": 0, "x_disk_read_bytes": None,
+                    "hdg": None}
+            shard = {"key": shard_key, "run_key": key, "rank": rank, "ranks": ranks, "columns": list(columns or ()),
+                     "width": width, "c": c}
             if columns is None or done is not None:
                 out.close(keep=False)
                 if columns is not None:
                     info.update(file=shard_path.name, bytes=shard_path.stat().st_size, skipped=True)
+                    if job.hdg is not None:
+                        info["hdg"] = _hdg_shard(store, job, shard_path, hdg_path, shard, graph_path, progress,
+                                                 command, stack)
                 return info
             meter = PeakMeter().start()
             job.baseline = meter.baseline
             shard_bytes = fa.disk_bytes(job.problem.out_rows, store.num_nodes, columns[1] - columns[0], cfg.hops,
                                         len(cfg.operators), cfg.dtype)
             out.check_room(shard_bytes)
-            shard = {"key": shard_key, "run_key": key, "rank": rank, "ranks": ranks, "columns": list(columns),
-                     "width": width, "c": c}
             try:
                 with out.writing(shard_bytes):
-                    report = HopRun(store, out, job, _stall_for_tests(progress, rank), command, t_start,
+                    report = HopRun(store, out, hop_job, _stall_for_tests(progress, rank), command, t_start,
                                     shard=shard).execute()
             except GnnprepError as e:
                 raise _global_column(e, columns[0]) from None
             info.update(file=shard_path.name, bytes=shard_path.stat().st_size, seconds=report.seconds,
                         hop_seconds=list(report.hop_seconds), measured_peak_bytes=meter.above(),
-                        resumed_units=report.resumed_units, reorder=report.reorder)
+                        resumed_units=report.resumed_units, reorder=report.reorder,
+                        x_bytes_read=store.feature_bytes_read,
+                        x_disk_read_bytes=None if report.hop_disk_read_bytes is None else report.hop_disk_read_bytes[0])
+            if job.hdg is not None:
+                info["hdg"] = _hdg_shard(store, job, shard_path, hdg_path, shard, graph_path, progress, command, stack)
+                info["measured_peak_bytes"] = meter.above()
             return info
 
         infos = dist.step(compute, share=True)
         shards = [{k: i[k] for k in ("file", "rank", "columns", "bytes", "key")} for i in infos if i["file"]]
+        hdg_shards = [{**i["hdg"], "rank": i["rank"], "columns": i["columns"]} for i in infos if i["hdg"]]
         plan = {**job.plan.to_dict(), "ranks": ranks}
         hop_seconds = tuple(round(max(i["hop_seconds"][k] for i in infos), 4) for k in range(cfg.hops + 1))
         reorder_info = next((i["reorder"] for i in infos if i["reorder"] is not None), None)
@@ -271,7 +435,7 @@ def precompute_sharded(graph_path, output, config: PrecomputeConfig, dist, merge
                                                          "measured_peak_bytes", "resumed_units", "skipped")}
                                       for i in infos]},
                 "reorder": None if reorder_info is None else reorder_info.to_dict(),
-                **({"operator_sources": operator_sources(job)} if job.user else {}),
+                **({"operator_sources": operator_sources(job)} if job.user or job.hdg_weight is not None else {}),
             }
             ops = tuple(cfg.operators)
             with atomic_output(output, [graph_path]) as tmp:
@@ -281,13 +445,16 @@ def precompute_sharded(graph_path, output, config: PrecomputeConfig, dist, merge
                                         shards)
                     else:
                         fa.create_virtual_layout(f, store, job.out_rows, cfg.hops, ops, cfg.dtype, shards)
-                    fa.write_root(f, provenance, store, cfg.hops, ops, (), plan, cfg.rows, cfg.dtype)
+                    if job.hdg is not None:
+                        _hdg_layout(f, store.num_nodes, d, cfg.hops, job.hdg_channels, cfg.dtype, hdg_shards,
+                                    output.parent if merge else None, c, width)
+                    fa.write_root(f, provenance, store, cfg.hops, ops, job.hdg_channels, plan, cfg.rows, cfg.dtype)
                     f.attrs["normalize_features"] = cfg.normalize_features
-                    if job.user:
+                    if job.user or job.hdg_weight is not None:
                         f.attrs["operator_sources"] = json.dumps(operator_sources(job))
                     if not merge:
-                        f.attrs["shards"] = json.dumps(shards)
-            fa.sweep_shards(output, keep=() if merge else {s["file"] for s in shards})
+                        f.attrs["shards"] = json.dumps(shards + hdg_shards)
+            fa.sweep_shards(output, keep=() if merge else {s["file"] for s in shards + hdg_shards})
 
         dist.step(publish)
     peaks = [i["measured_peak_bytes"] for i in infos if i["measured_peak_bytes"] is not None]
@@ -296,5 +463,5 @@ def precompute_sharded(graph_path, output, config: PrecomputeConfig, dist, merge
         dtype=cfg.dtype, hop_seconds=hop_seconds, seconds=round(time.perf_counter() - t_start, 3),
         predicted_peak_bytes=job.plan.predicted_peak, measured_peak_bytes=max(peaks) if peaks else None,
         baseline_rss_bytes=job.baseline, resumed_units=sum(i["resumed_units"] for i in infos), reorder=reorder_info,
-        warnings=tuple(warnings), hop_entries=tuple(job.problem.hop_entries), ranks=ranks,
+        warnings=tuple(warnings), hop_entries=tuple(job.problem.hop_entries), ranks=ranks, hag=job.hag_info,
         shards=tuple({k: v for k, v in i.items() if k != "reorder"} for i in infos), merged=merge)

@@ -8,6 +8,7 @@ combined: both operators in every run, (rows, column blocks) parametrised."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -177,15 +178,91 @@ def test_torchrun_user_operators_and_ppr_equal_one_process(tmp_path):
         assert sorted(json.loads(f.attrs["operator_sources"])) == ["harmonic", "peak"]
 
 
-def test_refused_option_is_one_error_from_rank_0(tmp_path):
+def hag_and_hdg(tmp_path, store: Path) -> tuple[Path, Path]:
+    """A HAG (uncapped search) and an HDG (hop shells) of the graph store."""
+    from gnnprep.graph.store import GraphStore
+    from gnnprep.hag import builder as hags
+    from gnnprep.hdg.file import write_hdg
+    from gnnprep.hdg.select import HopShellsSelect, select, select_spec
+
+    with GraphStore(store) as g:
+        indptr, indices, fp = g.indptr(), g.indices(), g.fingerprint
+    hags.build(indptr, indices, tmp_path / "hag.h5", graph_fingerprint=fp, input_path=str(store), capacity=None)
+    sel = HopShellsSelect(2, cap=3)
+    write_hdg(select(indptr, indices, sel, seed=3), tmp_path / "hdg.h5", {"command": "test"}, sel.name,
+              select_spec(sel), 3, fp, 0, 0)
+    return tmp_path / "hag.h5", tmp_path / "hdg.h5"
+
+
+def assert_same_datasets(ref: Path, out: Path) -> int:
+    """Every dataset of ``ref`` (hops, operator and HDG channels, rows, labels, splits) has the
+    same shape, dtype and bytes in ``out``, and the same root attributes; returns how many."""
+    names = []
+    with h5py.File(ref, "r") as a, h5py.File(out, "r") as b:
+        a.visititems(lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset) else None)
+        for name in names:
+            x, y = a[name], b[name]
+            assert (x.shape, x.dtype) == (y.shape, y.dtype), name
+            assert x[:].tobytes() == y[:].tobytes(), name
+        for key in ATTRS:
+            assert a.attrs[key] == b.attrs[key], key
+    return len(names)
+
+
+@pytest.mark.parametrize("case", ["files", "auto-merged"])
+def test_torchrun_hag_and_hdg_equal_one_process(tmp_path, case):
+    """--hag and --hdg under torchrun: every rank runs its columns through the same HAG and HDG;
+    the hops and the HDG channels equal a one-process run's bit for bit, as virtual datasets over
+    the shards (the HDG channels in a second file per rank, listed and checked by ``gnnprep info``)
+    or merged. d = 64: each rank reads exactly its 32 columns of X (two 16-column tiles per
+    operator pass); d = 37 in 3 blocks: blocks that are not tiles, and a rank with two blocks."""
+    d = 64 if case == "files" else 37
+    store, *_ = make_store(tmp_path, np.random.default_rng(11), d=d)
+    hag, hdg = hag_and_hdg(tmp_path, store)
+    ref, out = tmp_path / "ref.h5", tmp_path / "f.h5"
+    hag_arg = str(hag) if case == "files" else "auto"
+    reduce = "mean" if case == "files" else "max"
+    precompute(store, ref, PrecomputeConfig(hops=3, operators=("sym", "rw"), blocks=(1, 1, 3), device="cpu",
+                                            hag=hag_arg, hdg=str(hdg), hdg_reduce=reduce))
+    merge = ["--merge"] if case == "auto-merged" else []
+    r = torchrun(["precompute", store, "-o", out, "--hops", 3, "--operator", "sym,rw", "--blocks", "1,1,3",
+                  "--device", "cpu", "--hag", hag_arg, "--hdg", hdg, "--hdg-reduce", reduce, "--json", *merge])
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert assert_same_datasets(ref, out) >= 4 * 4
+    with h5py.File(out, "r") as f:
+        channels = json.loads(f.attrs["hdg_channels"])
+        assert channels and json.loads(f.attrs["operators"]) == ["sym", "rw", *channels]
+        assert f[f"channels/{channels[0]}/1"].is_virtual != bool(merge)
+    files = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("f.h5."))
+    if merge:
+        assert files == []
+        return
+    assert report["hag"]["used"] and report["hag"]["path"] == str(hag)
+    assert files == sorted([s["file"] for s in report["shards"]] + [s["hdg"]["file"] for s in report["shards"]])
+    assert [s["columns"] for s in report["shards"]] == [[0, 32], [32, 64]]   # 4 blocks of 16, not 3 of 22
+    n = 90
+    assert [s["x_bytes_read"] for s in report["shards"]] == [2 * n * 32 * 4] * 2   # 2 operators, 2 tiles each
+    info = run(["info", out, "--json"])
+    assert info.exit_code == 0, info.stderr
+    assert sorted(s["file"] for s in json.loads(info.stdout)["shards"]) == files
+    # a rerun reuses both files of every rank
+    r = torchrun(["precompute", store, "-o", out, "--hops", 3, "--operator", "sym,rw", "--blocks", "1,1,3",
+                  "--device", "cpu", "--hag", hag_arg, "--hdg", hdg, "--json"])
+    assert r.returncode == 0, r.stderr
+    assert all(s["skipped"] and s["hdg"]["skipped"] for s in json.loads(r.stdout)["shards"])
+    assert_same_datasets(ref, out)
+
+
+def test_an_error_is_one_line_from_rank_0(tmp_path):
     store, *_ = make_store(tmp_path, np.random.default_rng(8))
-    (tmp_path / "hdg.h5").write_bytes(b"")
-    r = torchrun(["precompute", store, "-o", tmp_path / "f.h5", "--hops", 2, "--hdg", tmp_path / "hdg.h5",
+    _, hdg = hag_and_hdg(tmp_path, store)
+    r = torchrun(["precompute", store, "-o", tmp_path / "f.h5", "--hops", 2, "--hdg", hdg, "--rows", "labeled",
                   "--device", "cpu"])
     assert r.returncode != 0 and r.stdout == ""
     errors = [line for line in r.stderr.splitlines() if line.startswith("Error: ")]
-    assert errors == ["Error: --hdg: not supported under torchrun yet; run this precompute as one process "
-                      "(rank 0 of 2)"]
+    assert errors == ["Error: --hdg needs --rows all: an HDG aggregates hop features of nodes outside the splits "
+                      "too (rank 0 of 2)"]
     assert not (tmp_path / "f.h5").exists()
 
 
@@ -209,6 +286,29 @@ def test_settle_makes_one_error_for_every_rank():
         d.settle([None, "x.h5: bad", "other"], GnnprepError("x.h5: bad"))
     with pytest.raises(ZeroDivisionError):  # a bug keeps its traceback on its own rank
         d.settle([None, "failed: ZeroDivisionError", None], ZeroDivisionError())
+
+
+def test_rank_columns_fall_on_x_tiles_without_giving_a_rank_more_blocks():
+    from gnnprep.precompute.sharded import _agree_width, _rank_ranges, _tile_width
+
+    # the width rounds down to whole tiles when no rank gets more blocks: 43 (3 blocks) -> 32 (4)
+    assert _tile_width(43, 128, 2, 16) == 32 and _rank_ranges(128, 32, 2, 16) == [(0, 64), (64, 128)]
+    assert _tile_width(50, 100, 2, 16) == 50      # 48 would make 3 blocks: a rank with 2 passes over S
+    assert _tile_width(12, 128, 2, 16) == 12 and _tile_width(64, 128, 2, 16) == 64
+    assert _agree_width([{"width": 43, "stored": None}], 128, 2, 16) == 32
+    assert _agree_width([{"width": 43, "stored": 43}], 128, 2, 16) == 43   # a resumed job keeps its blocks
+    # blocks narrower than a tile: the cuts between ranks move to tile starts (4/6/6 blocks of 8,
+    # not 5/5/6), never giving a rank more than ceil(c/P) blocks
+    assert _rank_ranges(128, 8, 3, 16) == [(0, 32), (32, 80), (80, 128)]
+    for d, w, ranks, tile in [(128, 8, 3, 16), (37, 13, 2, 16), (100, 7, 4, 16), (5, 2, 4, 5), (64, 1, 3, 16),
+                              (7, 4, 2, 7), (300, 9, 5, 16)]:
+        got = _rank_ranges(d, w, ranks, tile)
+        blocks = math.ceil(d / w)
+        cap = math.ceil(blocks / ranks)
+        spans = [g for g in got if g is not None]
+        assert spans[0][0] == 0 and spans[-1][1] == d and all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+        assert all((c1 - c0 + w - 1) // w <= cap for c0, c1 in spans), (d, w, ranks)
+        assert len(spans) == min(ranks, blocks)
 
 
 def test_overflow_error_names_the_column_of_x():
