@@ -31,9 +31,13 @@ def _budget(text: str) -> int:
               help="Node labels of an edge list (.npy [n], class ids below 1,000,000; NaN or -1 = unknown).")
 @click.option("--splits", type=click.Path(file_okay=False), default=None, help="Folder with train/valid/test id files (edge lists).")
 @click.option("--tmp-dir", type=click.Path(file_okay=False), default=None, help="Where spill files go (default: next to the output).")
-@click.option("--order", type=click.Choice(["community", "none"]), default="community", show_default=True,
-              help="Find a locality node order (label propagation, while the node data is copied) and keep it in "
-                   "the store, for every later precompute.")
+@click.option("--order", "--reorder", "order", type=click.Choice(["auto", "community", "degree", "degree-bucket", "none"]),
+              default="auto", show_default=True,
+              help="Node order kept in the store for every later precompute: community (label propagation, found "
+                   "while the node data is copied), degree (hubs first) or degree-bucket (DBG), or auto: the "
+                   "community order where it brings neighbours near, else hubs first where that packs the "
+                   "gathers into a cache-sized prefix (graphs without communities), else none. The choice and "
+                   "why are recorded in the store (gnnprep info).")
 @json_option
 @quiet_option
 def ingest(source, output, directed, memory_budget, root, download, split, index_base, num_nodes, features,
@@ -63,6 +67,24 @@ def ingest(source, output, directed, memory_budget, root, download, split, index
         f"({'symmetric' if r.symmetric else 'directed'}), {r.num_features} features, {r.num_classes} classes",
         f"read {r.edges_read:,} edges; dropped {r.self_loops_dropped:,} self-loops and "
         f"{r.duplicates_dropped:,} duplicates; {r.seconds:.1f} s",
-    ] + ([f"node order: community, entries within 4,096 ids of their row {r.order['near_share_before']:.0%} -> "
-          f"{r.order['near_share_after']:.0%} (found beside the rest in {r.order['cpu_seconds']:.1f} s of CPU; "
-          f"{r.order['waited_seconds']:.1f} s waited)"] if r.order else []))
+    ] + _order_lines(r.order))
+
+
+def _order_lines(o: dict | None) -> list[str]:
+    """The node order line of the human report: which order precompute will use and why."""
+    if not o:
+        return []
+    if o.get("kind") == "none":
+        return [f"node order: none ({o.get('why', '')})"]
+    line = f"node order: {o['kind']}"
+    if "prefix_share_after" in o:
+        line += (f", entries gathering X's first 65,536 rows {o['prefix_share_before']:.0%} -> "
+                 f"{o['prefix_share_after']:.0%}")
+    else:
+        line += (f", entries within 4,096 ids of their row {o['near_share_before']:.0%} -> "
+                 f"{o['near_share_after']:.0%}")
+    if "cpu_seconds" in o:
+        line += f" (found beside the rest in {o['cpu_seconds']:.1f} s of CPU; {o.get('waited_seconds', 0):.1f} s waited)"
+    elif "seconds" in o:
+        line += f" (found in {o['seconds']:.1f} s)"
+    return [line] + ([f"  why: {o['why']}"] if o.get("why") else [])

@@ -61,9 +61,12 @@ def _parse_operators(text: str) -> tuple[str, ...]:
 @click.option("--hdg-weight", "hdg_weight", default=None, metavar="FILE.py:NAME",
               help="Re-weight the HDG's members: NAME(member_deg, root_deg, w) returns each member's weight "
                    "(the --operator-file contract; w is the selector's weight, 1 where it has none).")
-@click.option("--reorder", type=click.Choice(["auto", "none", "community", "bfs"]), default="auto", show_default=True,
-              help="Node order of the computation: community (label-propagation groups), bfs, or none; auto "
-                   "uses community order when the planner predicts it pays (output stays in stored order).")
+@click.option("--reorder", type=click.Choice(["auto", "none", "community", "bfs", "degree", "degree-bucket"]),
+              default="auto", show_default=True,
+              help="Node order of the computation: community (label-propagation groups), bfs, degree (hubs "
+                   "first), degree-bucket, or none; auto uses the order ingest chose for the store (community "
+                   "where it brings neighbours near, else hubs first where that pays) when the planner predicts "
+                   "it pays (output stays in stored order).")
 @click.option("--merge", is_flag=True,
               help="Under torchrun: publish one self-contained file (the shards copied in, then removed) instead "
                    "of virtual datasets over the ranks' shard files.")

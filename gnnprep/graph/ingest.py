@@ -57,7 +57,8 @@ class IngestConfig:
     directed: bool = False               # keep edge direction instead of symmetrising
     memory_budget: int | None = None     # bytes; None: half of the free RAM
     tmp_dir: str | None = None           # where spill files go (default: next to the output)
-    order: str = "community"             # community | none: a node order kept in the store (/order/<kind>)
+    order: str = "auto"                  # auto | community | degree | degree-bucket | none: the node order kept
+                                         # in the store (/order/<kind>) and recorded as chosen (graph.order.settle)
     source: SourceOptions = field(default_factory=SourceOptions)
 
 
@@ -75,7 +76,8 @@ class IngestReport:
     duplicates_dropped: int
     seconds: float
     warnings: tuple[str, ...] = ()
-    order: dict | None = None            # {"kind", "near_share_before", "near_share_after", "seconds", "cpu_seconds", "waited_seconds"}
+    order: dict | None = None            # {"kind" (chosen, or "none"), "why", "near_share_before", "near_share_after",
+                                         #  ["prefix_share_before", "prefix_share_after"], "seconds", ..., "candidates"}
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -339,7 +341,7 @@ def _build_adjacency(f: h5py.File, source: GraphSource, work: Path, output: Path
             raise
     adj = f.create_group("adj")
     finder = None
-    if order == "community":
+    if order in ("community", "auto"):
         from gnnprep.graph.order import IngestOrder  # numba: imported only when used
 
         # its first sweep follows the rows as they are written, the second overlaps the node data
@@ -391,6 +393,11 @@ def ingest(spec: str, output: str | Path, config: IngestConfig = IngestConfig(),
                 raise
             with timer("order_wait"):
                 order = finder.finish(f) if finder is not None else None
+                if config.order != "none":
+                    from gnnprep.graph.order import settle
+
+                    # which order precompute uses (the community one, hubs first, or none) and why
+                    order = settle(f, config.order, order, budget)
             if order is not None and "error" in order:
                 source.warnings.append(f"no node order kept in the store ({order['error']}); precompute will "
                                        "find one itself if it pays")

@@ -15,6 +15,7 @@ import warnings
 import zipfile
 from pathlib import Path
 
+import h5py
 import numpy as np
 
 from gnnprep.core.files import NotRegularFile, TooLarge, open_regular
@@ -44,19 +45,79 @@ def sampled_locality(store, windows: int = 64, width: int = 2048) -> float:
 STORE_GROUP = "order"
 
 
+STORE_KINDS = ("community", "degree", "degree-bucket")   # the orders ingest may keep in the store
+SHARE_KEYS = ("near_share_before", "near_share_after", "prefix_share_before", "prefix_share_after")
+
+
 def write_to_store(f, kind: str, order: np.ndarray, info: dict) -> None:
     """Keep a node order inside a graph store being written: ``/order/<kind>`` (int32 when n fits)
-    with its near shares and seconds as attributes."""
+    with its near shares (and prefix shares, for a degree order) and seconds as attributes."""
     ds = f.require_group(STORE_GROUP).create_dataset(kind, data=order.astype(np.int32 if len(order) < 2**31 else np.int64))
-    for k in ("near_share_before", "near_share_after", "seconds"):
+    for k in (*SHARE_KEYS, "seconds"):
         if k in info:
             ds.attrs[k] = info[k]
+
+
+def record_choice(f, kind: str, why: str) -> None:
+    """Say in a graph store being written which node order precompute is to use (``kind``: one kept
+    under ``/order``, or ``"none"``) and why: the ``chosen`` and ``why`` attributes of ``/order``."""
+    grp = f.require_group(STORE_GROUP)
+    grp.attrs["chosen"] = kind
+    grp.attrs["why"] = why
+
+
+def chosen_order(store) -> tuple[str, str] | None:
+    """(kind, why) of the node order ingest chose for the store (:func:`record_choice`): ``"none"``
+    or a kind of ``STORE_KINDS``; None for a store written before the choice was recorded, or with a
+    damaged record (then precompute falls back to the community order, as before)."""
+    try:
+        grp = store.f.get(STORE_GROUP)
+        if grp is None or isinstance(grp, h5py.Dataset):
+            return None
+        kind, why = grp.attrs.get("chosen"), grp.attrs.get("why", "")
+    except Exception:  # noqa: BLE001 - a damaged group or attribute: an order only changes speed
+        return None
+    kind, why = _text(kind), _text(why)
+    if kind not in ("none", *STORE_KINDS):
+        return None
+    return kind, (why or "")[:500]
+
+
+FORCED_KINDS = ("community", "bfs", "degree", "degree-bucket")   # precompute --reorder <kind>
+
+
+def precompute_kind(store, reorder: str) -> tuple[str, bool, str | None]:
+    """(kind, force, why not) of the node order a precompute with ``--reorder reorder`` runs in:
+    a kind given is forced; ``auto`` takes the order ingest chose and recorded (:func:`settle`),
+    forced past the near-share check when it is a degree order (chosen by its prefix share, which
+    the near share does not see), or, where ingest chose none, no order (``why not`` says why); a
+    store without a record gets the community order, unforced, as before the choice was recorded."""
+    if reorder in FORCED_KINDS:
+        return reorder, True, None
+    if reorder != "auto":
+        return "community", False, None
+    chosen = chosen_order(store)
+    if chosen is None:
+        return "community", False, None
+    kind, why = chosen
+    if kind == "none":
+        return "community", False, f"not used: ingest chose no order ({why})"
+    return kind, kind != "community", None
+
+
+def _text(v) -> str | None:
+    if isinstance(v, bytes):
+        try:
+            v = v.decode()
+        except UnicodeDecodeError:
+            return None
+    return v if isinstance(v, str) else None
 
 
 def _kept(store, kind: str):
     """The store's ``/order/<kind>`` dataset, or None where there is none or it cannot even be
     looked up (a damaged file: an order only ever changes speed, so it is never an error)."""
-    if kind != "community":
+    if kind not in STORE_KINDS:
         return None
     try:
         return store.kept_order(kind)
@@ -88,9 +149,17 @@ def _seconds(v) -> float | None:
 
 
 def _store_info(ds) -> dict:
-    """near_share_before/after and seconds of a kept order; ValueError naming the first bad one
-    (both shares are needed: whether the order pays is decided from them)."""
+    """near_share_before/after and seconds of a kept order (and its prefix shares, when kept and
+    valid); ValueError naming the first bad one (both near shares are needed: whether the order
+    pays is decided from them)."""
     info = {}
+    for k in ("prefix_share_before", "prefix_share_after"):
+        try:
+            value = _share(ds.attrs.get(k))
+        except Exception:  # noqa: BLE001 - optional figures: an unreadable one is left out
+            value = None
+        if value is not None:
+            info[k] = value
     for k, check in (("near_share_before", _share), ("near_share_after", _share), ("seconds", _seconds)):
         try:
             raw = ds.attrs.get(k)
@@ -145,7 +214,8 @@ def known(store, kind: str) -> bool:
 
 
 def stored_gain(store, kind: str) -> float | None:
-    """near_share_after − near_share_before of the order kept in the store (None: none kept, or
+    """near_share_after − near_share_before of the order kept in the store (for a degree order its
+    prefix share's gain, what it is chosen by; None: none kept, or
     its shares are missing or damaged), so a graph the order does not help (no communities) is
     planned without one and nothing is loaded."""
     ds = _kept(store, kind)
@@ -155,6 +225,8 @@ def stored_gain(store, kind: str) -> float | None:
         info = _store_info(ds)
     except ValueError:
         return None   # load_from_store says so when the order is wanted
+    if kind.startswith("degree") and "prefix_share_after" in info and "prefix_share_before" in info:
+        return info["prefix_share_after"] - info["prefix_share_before"]
     return info["near_share_after"] - info["near_share_before"]
 
 
@@ -313,6 +385,86 @@ class IngestOrder:
         # seconds: the search thread's lifetime (it waits for rows while the CSR is written);
         # cpu_seconds: the processor time it used; waited_seconds: the wall time it added
         return {"kind": "community", **info, "waited_seconds": round(time.perf_counter() - t0, 3)}
+
+
+INGEST_MODES = ("auto", "community", "degree", "degree-bucket", "none")   # ingest --order
+DEGREE_BYTES_PER_NODE = 48   # indptr, degrees, the counting sort's keys, the order and its inverse
+
+
+def _degree_candidate(f, kind: str, memory_budget: int) -> tuple[np.ndarray | None, dict]:
+    """A degree order of the CSR just written to ``f`` (from ``/adj/indptr`` alone) and its figures
+    (near and prefix shares before/after from evenly spaced windows of ``/adj/indices``, seconds);
+    (None, {"error": why}) when its ~48 bytes per node do not fit ``memory_budget``."""
+    indptr_ds, indices = f["adj/indptr"], f["adj/indices"]
+    n = int(indptr_ds.shape[0]) - 1
+    if DEGREE_BYTES_PER_NODE * n > memory_budget:
+        return None, {"error": f"the {kind} order needs ~{DEGREE_BYTES_PER_NODE * n / 2**30:.1f} GiB, more than "
+                               f"--memory-budget"}
+    t0 = time.perf_counter()
+    indptr = indptr_ds[:].astype(np.int64, copy=False)
+    order = node_order.degree_order(indptr) if kind == "degree" else node_order.degree_bucket_order(indptr)
+    inv = np.empty(n, dtype=np.int64)
+    inv[order] = np.arange(n)
+    rows = node_order.PREFIX_ROWS
+    info = {"near_share_before": round(near_share_windows(indptr, indices, node_order.LOCALITY_WINDOW), 4),
+            "near_share_after": round(near_share_windows(indptr, indices, node_order.LOCALITY_WINDOW, inv), 4),
+            "prefix_share_before": round(node_order.prefix_share_windows(indices, rows), 4),
+            "prefix_share_after": round(node_order.prefix_share_windows(indices, rows, inv), 4),
+            "seconds": round(time.perf_counter() - t0, 3)}
+    return order, info
+
+
+def settle(f, mode: str, community: dict | None, memory_budget: int) -> dict | None:
+    """Decide, at the end of ingest, which node order precompute is to use, keep it in the store
+    being written (``f``) and record the choice and why (:func:`record_choice`); the report's
+    ``order``: {"kind" (the chosen kind or ``"none"``), "why", its figures, "candidates"}.
+
+    ``mode`` (``ingest --order``): ``community`` keeps what :class:`IngestOrder` found
+    (``community``: its :meth:`IngestOrder.finish` info, or None); ``degree`` or ``degree-bucket``
+    that order, forced; ``auto`` lets :func:`gnnprep.sparse.order.choose_order` weigh the community
+    order's near share against the degree order's prefix share, the degree order looked at only
+    when the community order does not pay (a graph without communities) and kept only when it
+    pays; ``none`` records nothing (precompute decides as before). A store of at most
+    ``LOCALITY_WINDOW`` nodes gets no order and no record (every gather is near)."""
+    n = int(f["adj/indptr"].shape[0]) - 1
+    if mode == "none" or n <= node_order.LOCALITY_WINDOW:
+        return None
+    candidates = {}
+    if community is not None and "error" not in community:
+        candidates["community"] = {k: community[k] for k in ("near_share_before", "near_share_after")}
+    if mode == "community":
+        if community is None or "error" in community:
+            return community
+        why = "--order community: " + node_order.choose_order(candidates)[1]
+        record_choice(f, "community", why)
+        return {**community, "why": why, "candidates": candidates}
+    forced = mode != "auto"
+    if forced or node_order.choose_order(candidates)[0] != "community":
+        kind = mode if forced else "degree"
+        order, info = _degree_candidate(f, kind, memory_budget)
+        if order is None:
+            candidates[kind] = info
+        else:
+            candidates[kind] = {k: v for k, v in info.items() if k != "seconds"}
+        if forced:
+            if order is None:
+                return {"kind": kind, **info}
+            write_to_store(f, kind, order, info)
+            why = f"--order {kind}: prefix share {info['prefix_share_before']:.3f} -> {info['prefix_share_after']:.3f}"
+            record_choice(f, kind, why)
+            return {"kind": kind, **info, "why": why, "candidates": candidates}
+        chosen, why = node_order.choose_order({k: v for k, v in candidates.items() if "error" not in v})
+        if chosen == kind:
+            write_to_store(f, kind, order, info)
+            record_choice(f, kind, why)
+            return {"kind": kind, **info, "why": why, "candidates": candidates}
+        if order is None:
+            why += f"; {kind}: {info['error']}"
+        record_choice(f, "none", why)
+        return {"kind": "none", "why": why, "candidates": candidates}
+    why = node_order.choose_order(candidates)[1]
+    record_choice(f, "community", why)
+    return {**community, "why": why, "candidates": candidates}
 
 
 def cache_path(store_path, kind: str) -> Path:

@@ -136,7 +136,7 @@ class HopGraph:
         """(order, info, where) kept in the store or beside it, or None."""
         from gnnprep.graph import order as kept_order
 
-        cached = kept_order.load_from_store(self.store, kind) if kind == "community" else None
+        cached = kept_order.load_from_store(self.store, kind)   # None for a kind never kept there (bfs)
         if cached is not None:
             return (*cached, "store")
         cached = kept_order.load_cached(self.store.path, kind, self.store.fingerprint, self.n)
@@ -215,7 +215,7 @@ class HopGraph:
 
             t0 = time.perf_counter()
             # found at ingest (kept in the store), or by an earlier run on this graph (kept beside it)
-            cached = kept_order.load_from_store(self.store, kind) if kind == "community" else None
+            cached = kept_order.load_from_store(self.store, kind)   # None for a kind never kept there (bfs)
             where = "store"
             if cached is None:
                 cached, where = kept_order.load_cached(self.store.path, kind, self.store.fingerprint, self.n), "cache"
@@ -224,7 +224,7 @@ class HopGraph:
             else:
                 if self._indices is None:  # the kept order was damaged: find it from the stored ids
                     self._indices = self._load_indices()
-                order = (node_order.bfs_order if kind == "bfs" else node_order.community_order)(self.indptr, self._indices)
+                order = node_order.find_order(kind, self.indptr, self._indices)
             inv = np.empty(self.n, dtype=np.int64)
             inv[order] = np.arange(self.n)
             if cached is None:

@@ -13,7 +13,7 @@ from gnnprep.core.record import Record, optional
 if TYPE_CHECKING:
     from gnnprep.precompute.plan import Plan
 
-REORDER_MODES = ("auto", "none", "community", "bfs")
+REORDER_MODES = ("auto", "none", "community", "bfs", "degree", "degree-bucket")
 ROWS = ("all", "labeled")
 DTYPES = ("float32", "float16")
 HDG_REDUCE = ("mean", "sum", "max")
@@ -33,7 +33,7 @@ class PrecomputeConfig:
     backend: str = "auto"                  # auto | numba | torch (torch on CPU tests the CUDA path)
     memory_budget: int | None = None       # None: gnnprep.core.device.default_budget
     blocks: tuple[int, int, int] | None = None   # (a, b, c) override
-    reorder: str = "auto"                  # auto | none | community | bfs: node order of the computation
+    reorder: str = "auto"                  # auto | none | community | bfs | degree | degree-bucket: node order
     hag: str | None = None                 # a hag.h5 for the graph, or auto (see plan.choose_hag); CPU
     hdg: str | None = None                 # an hdg.h5 for the graph: its channels of every hop
     hdg_reduce: str = "mean"               # mean | sum | max at the HDG's levels

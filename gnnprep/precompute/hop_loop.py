@@ -65,6 +65,8 @@ class Job:
     copy_room: int = 64 << 20          # bytes the ordered copy's writer may hold (plan.copy_build_room)
     reserve_bytes: int = 0             # disk bytes the artifact still needs (the copy leaves them free)
     decisions: dict = dataclasses.field(default_factory=dict)  # why the order and pruning are (not) used
+    order_kind: str = "community"      # the node order's kind (graph.order.precompute_kind)
+    order_force: bool = False          # used without the near-share check (--reorder <kind>, a degree order)
 
 
 
@@ -117,8 +119,7 @@ class HopRun:
         self._inputs = None  # rows hop K-1 computes for --rows labeled (_last_hop_inputs)
         self._new_rows = None  # the stored rows' ids in the computation's order (_computation_rows)
         self._spare_buffer = None  # a diffusion operator's third column-block buffer
-        self.graph = HopGraph(store, self.plan, "bfs" if self.config.reorder == "bfs" else "community",
-                              force=self.config.reorder in ("community", "bfs"),
+        self.graph = HopGraph(store, self.plan, job.order_kind, force=job.order_force,
                               spare=(self.n, min(self.d, self.plan.width)) if self.plan.reorder else None,
                               copy=job.copy, copy_room=job.copy_room, reserve=job.reserve_bytes)
         job.copy = None  # the hop graph owns it now

@@ -637,7 +637,7 @@ def decide_order(plan: Plan, p: Problem, prof: Profile, locality: float, mode: s
         return plan, "not used: --reorder none"
     if p.device != "cpu":
         return plan, f"not used: the node order runs on the CPU kernel (device {p.device})"
-    forced = mode in ("bfs", "community")
+    forced = mode in ("bfs", "community", "degree", "degree-bucket")
     if not forced and locality <= 0.1:
         return plan, f"not used: ids already local (mean |u - v| / n = {locality:.3f} <= 0.1)"
     budget = budget or plan.budget

@@ -286,18 +286,22 @@ def prepare_job(store: GraphStore, config: PrecomputeConfig, device: str, backen
         from gnnprep.graph import order as kept_order
         from gnnprep.sparse import order as node_order
 
-        kind = "bfs" if config.reorder == "bfs" else "community"
+        # auto: the order ingest chose (community, hubs first or none), else community as before
+        kind, job.order_force, chosen_none = kept_order.precompute_kind(store, config.reorder)
+        job.order_kind = kind
         known = kept_order.known(store, kind)
         gain = kept_order.stored_gain(store, kind)
         # auto: the order kept at ingest already says whether it brings neighbours closer
-        mode = "none" if config.reorder == "auto" and gain is not None and gain < HopGraph.REORDER_MIN_GAIN \
-            else config.reorder
+        mode = "none" if config.reorder == "auto" and (chosen_none or gain is not None and
+                                                       gain < HopGraph.REORDER_MIN_GAIN) else config.reorder
         state, copy, copy_why = ("", None, "") if mode == "none" else \
             _copy_state(store, kind, known, job.reserve_bytes, problem)
         ordered_problem = dataclasses.replace(problem, order_known=known, ordered_copy=state)
         job.plan, order_why = decide_order(job.plan, ordered_problem, profile, kept_order.sampled_locality(store),
                                            mode, budget)
-        if mode == "none" and config.reorder == "auto":
+        if chosen_none:
+            order_why = chosen_none
+        elif mode == "none" and config.reorder == "auto":
             order_why = (f"not used: the order kept with the store brings few neighbours closer (near share "
                          f"+{gain:.3f} < {HopGraph.REORDER_MIN_GAIN})")
         elif copy_why and not job.plan.reorder:

@@ -290,6 +290,19 @@ def locality(indptr: np.ndarray, indices: np.ndarray, samples: int = 100_000, se
     return float(np.abs(indices[p].astype(np.int64) - v).mean() / n)
 
 
+def find_order(kind: str, indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """The node order of ``kind`` (community, bfs, degree, degree-bucket) of the CSR (indptr, indices)."""
+    if kind == "community":
+        return community_order(indptr, indices)
+    if kind == "bfs":
+        return bfs_order(indptr, indices)
+    if kind == "degree":
+        return degree_order(indptr)
+    if kind == "degree-bucket":
+        return degree_bucket_order(indptr)
+    raise ValueError(f"unknown node order {kind!r}")
+
+
 def warm_up(index_dtypes=(np.int32, np.int64), kinds=("community", "bfs"), find: bool = True) -> None:
     """Compile (or load from numba's cache) the ordering functions before memory is measured: for
     each index dtype the relabelling, and with ``find`` the orders of ``kinds`` and ``near_share``
@@ -300,7 +313,7 @@ def warm_up(index_dtypes=(np.int32, np.int64), kinds=("community", "bfs"), find:
         order = np.array([1, 0], dtype=np.int64)
         if find:
             for kind in kinds:
-                order = community_order(ip, idx) if kind == "community" else bfs_order(ip, idx)
+                order = find_order(kind, ip, idx)
             inv = np.empty(2, dtype=np.int64)
             inv[order] = np.arange(2)
             near_share(ip, idx, 1, inv)
@@ -420,3 +433,56 @@ def prefix_share(indices: np.ndarray, rows: int, inv: np.ndarray | None = None, 
     picks = np.random.default_rng(seed).integers(0, m, min(samples, m))
     inv = np.empty(0, dtype=np.int64) if inv is None else np.asarray(inv, dtype=np.int64)
     return _prefix_count(indices, picks, inv, int(rows)) / len(picks)
+
+
+# -- which order a graph gets ------------------------------------------------------------------------
+COMMUNITY_MIN_GAIN = 0.2   # near share gained: the community order pays (precompute's REORDER_MIN_GAIN)
+DEGREE_MIN_GAIN = 0.3      # prefix share gained (65,536 rows): a degree order pays where no community does
+PREFIX_ROWS = 65536        # the prefix share's rows: 32 MiB of X at d = 128, a last-level cache
+AUTO_KINDS = ("community", "degree")   # the orders ``choose_order`` weighs, best first
+
+
+def prefix_share_windows(indices, rows: int, inv: np.ndarray | None = None, windows: int = 256,
+                         width: int = 1024) -> float:
+    """:func:`prefix_share` estimated from ``windows`` evenly spaced runs of ``width`` stored entries
+    (as :func:`near_share_windows`), so that ``indices`` may be an HDF5 dataset."""
+    m = int(indices.shape[0])
+    if m == 0:
+        return 1.0
+    hit = total = 0
+    for start in np.unique(np.linspace(0, max(0, m - width), min(windows, max(1, m // width))).astype(np.int64)):
+        cols = np.asarray(indices[start:start + width]).astype(np.int64)
+        if inv is not None:
+            cols = inv[cols]
+        hit += int(np.count_nonzero(cols < rows))
+        total += len(cols)
+    return hit / total
+
+
+def choose_order(shares: dict) -> tuple[str, str]:
+    """(kind, why): the node order a graph gets from the figures of its candidate orders,
+    ``shares[kind]`` = {"near_share_before", "near_share_after"} for ``community`` and
+    {"prefix_share_before", "prefix_share_after"} for ``degree`` (either may be missing: not tried).
+
+    The community order when it brings neighbours near (near share up by at least
+    ``COMMUNITY_MIN_GAIN``: the rows a block gathers then stay in cache, the larger win where it
+    exists); else hubs first (``degree``) when that packs the gathers into X's first
+    ``PREFIX_ROWS`` rows (prefix share up by at least ``DEGREE_MIN_GAIN``: a graph without
+    communities whose degrees are skewed, such as R-MAT); else none (``"none"``)."""
+    parts = []
+    c = shares.get("community")
+    if c is not None:
+        gain = c["near_share_after"] - c["near_share_before"]
+        if gain >= COMMUNITY_MIN_GAIN:
+            return "community", (f"community order: near share {c['near_share_before']:.3f} -> "
+                                 f"{c['near_share_after']:.3f} (+{gain:.3f} >= {COMMUNITY_MIN_GAIN})")
+        parts.append(f"community near share +{gain:.3f} < {COMMUNITY_MIN_GAIN}")
+    g = shares.get("degree")
+    if g is not None:
+        gain = g["prefix_share_after"] - g["prefix_share_before"]
+        if gain >= DEGREE_MIN_GAIN:
+            return "degree", ("hubs first (degree): " + "; ".join(parts + [
+                f"prefix share {g['prefix_share_before']:.3f} -> {g['prefix_share_after']:.3f} "
+                f"(+{gain:.3f} >= {DEGREE_MIN_GAIN})"]))
+        parts.append(f"degree prefix share +{gain:.3f} < {DEGREE_MIN_GAIN}")
+    return "none", "no order: " + ("; ".join(parts) if parts else "none tried")
