@@ -23,10 +23,16 @@ def _graph_lines(d: dict) -> list[str]:
         f"  size on disk   {size(d['size_bytes'])}",
     ]
     o = d.get("node_order")
-    if o:
-        lines.insert(-1, f"  node order     {o['kind']} (entries within 4,096 ids of their row: "
-                         f"{o.get('near_share_before', 0):.0%} -> {o.get('near_share_after', 0):.0%}; "
-                         f"found in {o.get('seconds', 0):.1f} s at ingest)")
+    if o and o["kind"] == "none":
+        lines.insert(-1, f"  node order     none ({o.get('why', '')})")
+    elif o:
+        share = (f"entries gathering X's first 65,536 rows: {o['prefix_share_before']:.0%} -> "
+                 f"{o['prefix_share_after']:.0%}" if "prefix_share_after" in o and "prefix_share_before" in o else
+                 f"entries within 4,096 ids of their row: {o.get('near_share_before', 0):.0%} -> "
+                 f"{o.get('near_share_after', 0):.0%}")
+        lines.insert(-1, f"  node order     {o['kind']} ({share}; found in {o.get('seconds', 0):.1f} s at ingest)")
+        if o.get("why"):
+            lines.insert(-1, f"    chosen       {o['why']}")
     if d.get("node_types"):
         lines.insert(2, "  node types     " + ", ".join(f"{k} {v:,}" for k, v in d.get("nodes_per_type", {}).items()))
     return lines

@@ -394,8 +394,34 @@ def describe(path: Path, block: int = 1 << 22) -> dict:
         }
         if per_type is not None:
             out["nodes_per_type"] = per_type
-        order = g.f.get("order/community")
-        out["node_order"] = None if order is None else {
-            "kind": "community", **{k: float(order.attrs[k]) for k in ("near_share_before", "near_share_after",
-                                                                      "seconds", "cpu_seconds") if k in order.attrs}}
+        out["node_order"] = _node_order(g.f)
         return out
+
+
+def _node_order(f: h5py.File) -> dict | None:
+    """The node order ingest chose for the store (``/order`` attrs ``chosen``, ``why``; stores
+    written before the choice was recorded: ``/order/community`` when kept) and its figures; None
+    where there is none. A damaged record is shown as none recorded (it only ever changes speed)."""
+    grp = f.get("order")
+    chosen, why = None, None
+    if isinstance(grp, h5py.Group):
+        try:
+            chosen, why = attr_value(grp.attrs.get("chosen")), attr_value(grp.attrs.get("why"))
+        except Exception:  # noqa: BLE001 - an attribute h5py cannot read
+            chosen = why = None
+    if chosen == "none":
+        return {"kind": "none", "why": str(why or "")}
+    kind = chosen if chosen in ("community", "degree", "degree-bucket") else "community"
+    order = f.get(f"order/{kind}")
+    if not isinstance(order, h5py.Dataset):
+        return None
+    out = {"kind": kind}
+    for k in ("near_share_before", "near_share_after", "prefix_share_before", "prefix_share_after", "seconds",
+              "cpu_seconds"):
+        try:
+            out[k] = float(order.attrs[k])
+        except Exception:  # noqa: BLE001 - absent, or not a number: left out
+            pass
+    if isinstance(why, str) and chosen == kind:
+        out["why"] = why
+    return out

@@ -186,3 +186,16 @@ def test_ingest_cli_reports_the_choice(tmp_path, rng, small_windows):
     text = run(["ingest", str(tmp_path / "e.npy"), "-o", str(tmp_path / "h.h5"), "--num-nodes", "6000",
                 "--reorder", "degree-bucket"])
     assert "node order: degree-bucket" in text.output and "why: --order degree-bucket" in text.output
+
+
+def test_info_shows_the_chosen_order_and_why(tmp_path, rng, small_windows):
+    path, rep = _rmat_store(tmp_path, rng)
+    d = run_json(["info", str(path)])
+    assert d["node_order"]["kind"] == "degree" and d["node_order"]["why"] == rep.order["why"]
+    assert d["node_order"]["prefix_share_after"] == pytest.approx(rep.order["prefix_share_after"])
+    text = run(["info", str(path)]).output
+    assert "node order     degree (entries gathering X's first 65,536 rows" in text and "chosen       hubs first" in text
+    n = 3000
+    path, rep = _edges_store(tmp_path, rng, rng.integers(0, n, 30_000), rng.integers(0, n, 30_000), n, name="u.h5")
+    assert run_json(["info", str(path)])["node_order"] == {"kind": "none", "why": rep.order["why"]}
+    assert "node order     none (no order: community near share" in run(["info", str(path)]).output
