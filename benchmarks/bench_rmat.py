@@ -50,7 +50,8 @@ less sensitive to other jobs on a shared machine than wall time) and the accepta
 mean wall hop with the writes); peak RSS; one JSON line with every figure. Compare within a run.
 
     .venv/bin/python benchmarks/bench_rmat.py              # 2.8M nodes, >= 80M entries, 3 rounds
-                                                           # (~5-8 min, ~8 GiB peak; +30 s generating)
+                                                           # (~2 min on a quiet machine, 10.3 GiB peak with
+                                                           # all five orders; +15 s generating)
     .venv/bin/python benchmarks/bench_rmat.py --quick      # 100k nodes, >= 3M entries, 2 rounds
     .venv/bin/python benchmarks/bench_rmat.py --orders none,degree --ahead 32,64,128   # prefetch distances
 """

@@ -297,8 +297,11 @@ def prepare_job(store: GraphStore, config: PrecomputeConfig, device: str, backen
         state, copy, copy_why = ("", None, "") if mode == "none" else \
             _copy_state(store, kind, known, job.reserve_bytes, problem)
         ordered_problem = dataclasses.replace(problem, order_known=known, ordered_copy=state)
-        job.plan, order_why = decide_order(job.plan, ordered_problem, profile, kept_order.sampled_locality(store),
-                                           mode, budget)
+        # a degree order saves less of the kernel than the community order the profile measured
+        order_profile = profile if kind not in ("degree", "degree-bucket") else dataclasses.replace(
+            profile, reorder_speedup=max(profile.reorder_speedup, node_order.DEGREE_KERNEL_RATIO))
+        job.plan, order_why = decide_order(job.plan, ordered_problem, order_profile,
+                                           kept_order.sampled_locality(store), mode, budget)
         if chosen_none:
             order_why = chosen_none
         elif mode == "none" and config.reorder == "auto":
