@@ -19,6 +19,15 @@ Design choices (issue 15):
   long, so the group's timeout is long (7 days; ``GNNPREP_DIST_TIMEOUT`` seconds overrides it). A
   rank that dies is noticed by torchrun's agent, which stops the others (SIGTERM, then SIGKILL) and
   exits nonzero; gloo also reports a closed peer connection at once.
+- A node that dies: torchrun's agent notices its own ranks only. When a whole node's agent is
+  killed (SIGKILL, a machine lost), its ranks would live on as orphans, holding their TCP
+  connections open, so the other nodes' ranks would wait on them for the group's timeout (7 days)
+  while a rank still computing could even finish and publish without the lost node's agent. So a
+  rank asks the kernel (Linux ``prctl(PR_SET_PDEATHSIG, SIGKILL)``, :func:`die_with_parent`) to
+  kill it when its agent dies: its peers then see the connection close at once, fail with one
+  error line, exit 1, and their agents exit nonzero; nothing is published, and the killed rank's
+  partial shard is resumed by the rerun. (SIGKILL, not SIGTERM: a rank blocked inside a gloo
+  collective runs no Python signal handler until the collective returns.)
 - Errors: :meth:`Dist.step` runs one phase on every rank and then exchanges the outcomes, so a
   rank's ``GnnprepError`` becomes the same one-line error on every rank (:class:`RankFailed`:
   the message, then ``(rank r of P)``); every rank exits 1 and only rank 0 prints it (the command
@@ -120,7 +129,8 @@ class Dist:
         return self.rank == 0
 
     def start(self, backend: str = "gloo") -> None:
-        """Join the process group (``env://``: torchrun's MASTER_ADDR and MASTER_PORT), once.
+        """Join the process group (``env://``: torchrun's MASTER_ADDR and MASTER_PORT), once; this
+        process dies with its torchrun agent from then on (:func:`die_with_parent`).
 
         ``backend``: ``gloo`` (precompute; training on the CPU) or ``nccl`` (training on GPUs: the
         caller has made ``cuda:<LOCAL_RANK>`` this process's current device first)."""
@@ -128,6 +138,7 @@ class Dist:
 
         if td.is_initialized():
             return
+        die_with_parent()
         try:
             td.init_process_group(backend, rank=self.rank, world_size=self.world,
                                   timeout=timedelta(seconds=self.timeout_s))
@@ -211,6 +222,29 @@ class Dist:
             raise error  # a bug: its traceback on the rank where it happened
         r, text = failed[0]
         raise RankFailed(f"{text} (rank {r} of {self.world})") from None
+
+
+def die_with_parent() -> bool:
+    """Have the kernel SIGKILL this process when its parent (the torchrun agent) dies (Linux
+    ``prctl(PR_SET_PDEATHSIG)``); if the parent is already gone, die now. False where the system
+    has no such request (the rank then outlives a killed agent, as before)."""
+    import signal
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(1, int(signal.SIGKILL), 0, 0, 0) != 0:  # PR_SET_PDEATHSIG = 1
+            return False
+    except (OSError, AttributeError):
+        return False
+    if os.getppid() != parent or parent == 1:  # the agent died before the request was made
+        os.kill(os.getpid(), signal.SIGKILL)
+    return True
 
 
 def _running() -> str | None:
