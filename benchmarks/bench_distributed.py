@@ -32,6 +32,15 @@ rank of (b) gets 1GiB, which plans one block of width 64, i.e. exactly its half)
 deleted before its command runs (a sharded rerun would otherwise reuse its complete shards). One
 untimed run of (a) first warms the page cache, numba's cache and the store's node-order cache.
 
+X read per rank: every variant's report gives the bytes of X it read, per rank for (b): the
+reader's count (``x_bytes_read``: whole HDF5 chunks of /nodes/features, which ingest writes as
+16-column tiles; a chunk re-read by a second column block or operator counts again) and the disk's
+(``x_disk_read_bytes``: /proc/self/io read_bytes while hop 0 loads X, i.e. what missed the page
+cache). With --cold-x the graph store is evicted from the page cache (posix_fadvise DONTNEED)
+before every timed command, so the disk figure is the real file I/O; each rank's is printed
+against its columns' share of X, n*(C1-C0)*4 bytes (before issue 26, every rank's column block
+read chunks spanning every column: all of X per rank).
+
 Printed: wall seconds per variant per round, the overhead of the distributed path (b)/(a) - 1
 (median and range over the rounds; the target is <= 15%), the same for the time inside the command
 (the JSON's ``seconds``, i.e. without process start and imports), each variant's phases, peak RSS
@@ -44,8 +53,8 @@ d columns, K hops, w = d/P columns per rank, r output rows):
 
   each rank, once:      reads S = (n+1)*8 + m*4 bytes (indptr int64 + indices int32; resident when its
                         budget holds it, else streamed once per hop and column block), and its slice of
-                        X, n*w*4 bytes (the store's X chunks are (2048, d) rows, so the file I/O under
-                        it is all of X, n*d*4, from the page cache or the shared filesystem)
+                        X, n*w*4 bytes (the store's X chunks are 16-column tiles and the ranks' column
+                        ranges start on tiles where they can: the file I/O is about n*w*4 too)
   each rank, per hop:   writes r*w*4 bytes (its shard's columns of hop k); in memory it streams S's
                         index arrays once per column block, m*4 + (n+1)*8, and gathers m*w*4 bytes of
                         the previous hop (at least one 64-byte cache line per entry once w*4 < 64)
@@ -87,6 +96,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -143,6 +153,8 @@ def run_variant(v: str, graph: Path, work: Path, args, logs: Path, tag: str, hop
             cmd, env = torchrun + ["-m", "gnnprep", "precompute"] + tail, thread_env(1)
         else:
             cmd, env = H.gnnprep_cmd("precompute", *tail), thread_env(args.threads if v == "a" else 1)
+    if getattr(args, "cold_x", False):
+        evict(graph)
     r = H.run_tree(cmd, env, logs / f"{tag}.out", logs / f"{tag}.err")
     if r["rc"] != 0:
         sys.exit(f"({v}) failed with exit status {r['rc']}: {' '.join(cmd)}\n"
@@ -159,6 +171,28 @@ def run_variant(v: str, graph: Path, work: Path, args, logs: Path, tag: str, hop
         r["report"] = rep
         r.update(phases(rep))
     return r
+
+
+def evict(path: Path) -> None:
+    """Drop ``path``'s pages from the page cache (clean pages: no privileges needed)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def x_reads(rep: dict, n: int, d: int) -> list[dict]:
+    """X read per rank (one row for a one-process report): columns, the reader's count, the disk's
+    count, and its columns' share of X (n * columns * 4 bytes)."""
+    shards = rep.get("shards") or []
+    if not shards:
+        disk = rep.get("hop_disk_read_bytes")
+        return [{"rank": None, "columns": [0, d], "share": n * d * 4, "counted": None,
+                 "disk": None if disk is None else disk[0]}]
+    return [{"rank": s["rank"], "columns": s["columns"], "share": n * (s["columns"][1] - s["columns"][0]) * 4,
+             "counted": s.get("x_bytes_read"), "disk": s.get("x_disk_read_bytes")} for s in shards if s.get("file")]
 
 
 def phases(rep: dict) -> dict:
@@ -181,7 +215,8 @@ def phases(rep: dict) -> dict:
 def bytes_per_rank(n: int, m: int, d: int, rows: int, P: int, itemsize: int = 4) -> dict:
     w = d / P
     s_bytes = (n + 1) * 8 + m * 4
-    return {"P": P, "w": w, "S_once": s_bytes, "X_slice_once": n * w * itemsize, "X_file_io_once": n * d * itemsize,
+    return {"P": P, "w": w, "S_once": s_bytes, "X_slice_once": n * w * itemsize,
+            "X_file_io_once": n * math.ceil(w / 16) * 16 * itemsize,
             "written_per_hop": rows * w * itemsize, "S_stream_per_hop": s_bytes,
             "gathered_per_hop": m * w * itemsize, "gathered_line_floor_per_hop": m * max(w * itemsize, CACHE_LINE)}
 
@@ -219,6 +254,9 @@ def main() -> None:
     ap.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up run of (a)")
     ap.add_argument("--no-verify", action="store_true", help="skip the bit-for-bit check of B.h5 against A.h5")
     ap.add_argument("--keep", action="store_true", help="keep the last round's outputs")
+    ap.add_argument("--cold-x", action="store_true",
+                    help="evict the graph store from the page cache before every timed command (posix_fadvise), "
+                         "so that the X bytes each rank reads from the disk are measured")
     H.add_generator_args(ap)  # the bench graph's generator parameters
     args = ap.parse_args()
     H.quick_defaults(args)
@@ -346,6 +384,17 @@ def main() -> None:
         no_start = [(b["wall"] - (sb - sa)) / a["wall"] - 1 for a, b, sb, sa in zip(A, B, start_b, start_a)]
         print(f"  (b)'s start {med(start_b):.2f} s vs (a)'s {med(start_a):.2f} s; wall overhead with (b)'s start "
               f"replaced by (a)'s: median {med(no_start) * 100:+.1f}% [{rng([x * 100 for x in no_start], '{:+.1f}')}%]")
+    print()
+    print(f"X read per rank (round 1; X = {n * d * 4 / MiB:.1f} MiB, {len(A[0]['report']['operators'])} operator(s)"
+          f"{'; the store evicted from the page cache before each command' if args.cold_x else ''}):")
+    for v, rs in (("a", A), ("b", B)):
+        for x in x_reads(rs[0]["report"], n, d):
+            who = "1 process" if x["rank"] is None else f"rank {x['rank']}"
+            counted = "" if x["counted"] is None else \
+                f"reader {x['counted'] / MiB:8.1f} MiB ({x['counted'] / x['share']:.2f}x share)"
+            disk = "" if x["disk"] is None else f"disk {x['disk'] / MiB:8.1f} MiB ({x['disk'] / x['share']:.2f}x share)"
+            print(f"  ({v}) {who:<9} columns {x['columns'][0]:>4}..{x['columns'][1]:<4} share "
+                  f"{x['share'] / MiB:8.1f} MiB  {counted}  {disk}")
     if verify is not None:
         print(f"B.h5 vs A.h5 (round 1): hops 0..{K} and /rows bit for bit equal: {verify['equal']}"
               + (f" (first difference {verify['first_difference']})" if verify["first_difference"] else "")
@@ -356,7 +405,7 @@ def main() -> None:
     print()
     print("scaling model, per rank (P ranks x 1 thread, w = d/P columns, r rows):")
     print("  reads once: S = (n+1)*8 + m*4 (resident; streamed per hop and column block when the budget can't hold it)"
-          " + X's slice n*w*4 (file I/O: n*d*4, X's chunks are (2048, d) rows)")
+          " + X's slice n*w*4 (file I/O about the same: X's chunks are 16-column tiles)")
     print("  per hop: writes r*w*4; streams S's indices m*4 + (n+1)*8; gathers m*w*4 (>= m*64 once w*4 < 64); "
           "compute ~ m*d/P")
     print("  T(N machines) = T_fixed + T_hops(1)/N,  T_fixed = launch + per-rank setup (repeated) + publish")
@@ -440,6 +489,7 @@ def main() -> None:
         "overhead_median": med(ov), "overhead_rounds": ov, "overhead_inside_median": med(ov_in),
         "overhead_ok": med(ov) <= 0.15, "also_hops": also_summary, "verify": verify, "model": model,
         "T_fixed": t_fixed, "T_hops_1": t_hops1, "projection": proj, "total_seconds": round(total, 1),
+        "x_reads": {v: x_reads(results[v][0]["report"], n, d) for v in ("a", "b")},
     }
     print(json.dumps(summary))
 

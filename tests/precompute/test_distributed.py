@@ -311,6 +311,26 @@ def test_rank_columns_fall_on_x_tiles_without_giving_a_rank_more_blocks():
         assert len(spans) == min(ranks, blocks)
 
 
+def test_the_x_reader_counts_whole_tiles_and_turns_readahead_off_for_some_of_them(tmp_path):
+    """feature_bytes_read: the bytes of the 16-column tiles (whole HDF5 chunks) a column range
+    touches; readahead is off (posix_fadvise RANDOM) while only some of the tiles are read, and
+    back on afterwards."""
+    from gnnprep.graph.store import GraphStore
+
+    store, *_ = make_store(tmp_path, np.random.default_rng(12), d=40)   # tiles 0..16, 16..32, 32..40
+    with GraphStore(store) as g:
+        advice = []
+        g._advise = lambda how: advice.append(how) or 3
+        rows = g.features.chunks[0]
+        assert g.features.chunks[1] == 16 and rows >= 90
+        x = g.feature_columns(20, 40)
+        assert x.shape == (90, 20) and g.feature_bytes_read == 2 * rows * 16 * 4 and advice == ["random", "normal"]
+        g.feature_columns(0, 40)   # every tile: readahead left as it is
+        assert g.feature_bytes_read == 5 * rows * 16 * 4 and advice == ["random", "normal"]
+        np.testing.assert_array_equal(g.feature_columns(3, 17), g.features[:, 3:17])
+        assert advice == ["random", "normal"] * 2
+
+
 def test_overflow_error_names_the_column_of_x():
     from gnnprep.precompute.sharded import _global_column
 
