@@ -254,6 +254,40 @@ def test_torchrun_hag_and_hdg_equal_one_process(tmp_path, case):
     assert_same_datasets(ref, out)
 
 
+class OneRank(Dist):
+    """The sharded path as a job of one rank, without torch: no group to join, gather is [obj]."""
+
+    def start(self, backend: str = "gloo") -> None:
+        pass
+
+    def gather(self, obj) -> list:
+        return [obj]
+
+
+def test_an_interrupted_hdg_pass_resumes_to_the_same_bytes(tmp_path):
+    """The HDG file of a rank is resumable like its hop shard: interrupted after its first unit,
+    the rerun reuses the complete hop shard and the finished HDG units."""
+    from gnnprep.precompute.sharded import precompute_sharded
+
+    store, *_ = make_store(tmp_path, np.random.default_rng(13), d=20)
+    _, hdg = hag_and_hdg(tmp_path, store)
+    cfg = PrecomputeConfig(hops=2, operators=("sym",), blocks=(1, 1, 2), device="cpu", hdg=str(hdg))
+    ref, out = tmp_path / "ref.h5", tmp_path / "f.h5"
+    precompute(store, ref, cfg)
+
+    def stop(stage, done, total):
+        if stage == "hdg units" and done >= 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        precompute_sharded(store, out, cfg, OneRank(0, 1), progress=stop)
+    assert not out.exists()
+    report = precompute_sharded(store, out, cfg, OneRank(0, 1))
+    (shard,) = report.shards
+    assert shard["skipped"] and shard["hdg"]["resumed_units"] == 2 and not shard["hdg"]["skipped"]
+    assert assert_same_datasets(ref, out) >= 6
+
+
 def test_an_error_is_one_line_from_rank_0(tmp_path):
     store, *_ = make_store(tmp_path, np.random.default_rng(8))
     _, hdg = hag_and_hdg(tmp_path, store)
