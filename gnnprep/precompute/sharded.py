@@ -358,6 +358,8 @@ def precompute_sharded(graph_path, output, config: PrecomputeConfig, dist, merge
                 f"that each of the {ranks} ranks has columns")
         job.plan = keep_columns(job.plan, job.problem, job.profile, c, width)
         columns = _rank_columns(d, width, rank, ranks, tile)
+        if stored is not None and done is None and "columns" not in out.state:
+            stored_columns = _rank_columns(d, stored, rank, ranks)  # a partial shard of the even split (no tiles)
         moved = stored_columns is not None and (columns is None or list(stored_columns) != list(columns))
         if (stored is not None and stored != width) or moved:  # laid out otherwise: start this shard afresh
             say(f"{shard_path.name}: the job's column width is {width}, this shard's was {stored}; recomputed"
