@@ -68,10 +68,9 @@ from gnnprep.precompute.plan import (
 
 # -- the plan and the inputs ------------------------------------------------------------------------
 def _hag_unsupported(backend: str, store: GraphStore, user: dict | None = None) -> str | None:
-    """Why a HAG cannot be used for this run (None: it can). The one place that decides it: the
-    HAG executor is the CPU kernel, and a HAG shares sums of unweighted in-lists."""
-    if backend != "numba":
-        return "the HAG executor runs on the CPU kernel"
+    """Why a HAG cannot be used for this run (None: it can). The one place that decides it: a HAG
+    shares sums of unweighted in-lists. Both backends execute one (the CPU kernel's
+    :class:`gnnprep.precompute.backends.HagBackend`, torch's :mod:`gnnprep.precompute.hag_torch`)."""
     if store.weighted:
         return "a HAG shares sums over unweighted in-lists, and this graph store is weighted"
     for name, (fn, factors) in (user or {}).items():
@@ -207,7 +206,7 @@ def _copy_state(store: GraphStore, kind: str, known: bool, reserve: int, problem
 
 
 def _auto_hag(store: GraphStore, plan: Plan, problem: Problem, profile, budget: int,
-              dry_run: bool) -> tuple[Path | None, dict]:
+              dry_run: bool, backend: str = "numba") -> tuple[Path | None, dict]:
     """``--hag auto``: the cached HAG's path when it pays (building it first, with
     :func:`gnnprep.hag.builder.build`, when even a perfect HAG would repay the search), else None; and what
     was decided, for the report."""
@@ -215,7 +214,7 @@ def _auto_hag(store: GraphStore, plan: Plan, problem: Problem, profile, budget: 
     from gnnprep.hag import file as hag_file
 
     cache = hags.cache_path(store.path)
-    choice = choose_hag(plan, problem, profile, hag_file.read_hag_summary(cache, store.fingerprint), budget)
+    choice = choose_hag(plan, problem, profile, hag_file.read_hag_summary(cache, store.fingerprint), budget, backend)
     if choice.build and not dry_run:
         try:
             hags.build(store.indptr(), store.indices(), cache, graph_fingerprint=store.fingerprint,
@@ -223,7 +222,7 @@ def _auto_hag(store: GraphStore, plan: Plan, problem: Problem, profile, budget: 
                        memory_budget=budget, command="gnnprep precompute --hag auto")
         except (OSError, GnnprepError):
             pass  # a read-only folder: nothing cached, decide without it
-        choice = choose_hag(plan, problem, profile, hag_file.read_hag_summary(cache, store.fingerprint), budget)
+        choice = choose_hag(plan, problem, profile, hag_file.read_hag_summary(cache, store.fingerprint), budget, backend)
     return (cache if choice.use else None), HagChoice("auto", choice.use, str(cache) if choice.use else None,
                                                       choice.reason)
 
@@ -238,11 +237,11 @@ def _choose_hag(job: Job, store: GraphStore, profile, budget: int) -> None:
         if unsupported is not None:
             job.hag_info = HagChoice("auto", False, None, unsupported)
             return
-        job.hag_path, job.hag_info = _auto_hag(store, job.plan, job.problem, profile, budget, config.dry_run)
+        job.hag_path, job.hag_info = _auto_hag(store, job.plan, job.problem, profile, budget, config.dry_run,
+                                               job.backend)
     else:
         if unsupported is not None:
-            raise GnnprepError(f"--hag {config.hag}: {unsupported}" +
-                               ("; use --device cpu" if job.backend != "numba" else ""))
+            raise GnnprepError(f"--hag {config.hag}: {unsupported}")
         job.hag_path = Path(config.hag)
         job.hag_info = HagChoice("file", True, str(config.hag), "--hag given")
     if job.hag_path is not None:
@@ -250,7 +249,7 @@ def _choose_hag(job: Job, store: GraphStore, profile, budget: int) -> None:
 
         job.hag = load_for(job.hag_path, store)
         job.plan = plan_with_hag(job.problem, profile, budget, job.baseline, job.hag.num_agg, job.hag.transfers(),
-                                 config.blocks)
+                                 config.blocks, backend=job.backend, levels=len(job.hag.level_ptr) - 1)
 
 
 def prepare_job(store: GraphStore, config: PrecomputeConfig, device: str, backend: str) -> Job:
@@ -309,6 +308,8 @@ def prepare_job(store: GraphStore, config: PrecomputeConfig, device: str, backen
                          f"+{gain:.3f} < {HopGraph.REORDER_MIN_GAIN})")
         elif copy_why and not job.plan.reorder:
             order_why += f"; no ordered copy: {copy_why}"
+        if job.plan.reorder and kind != "community":
+            order_why += f" (order: {kind})"
         if job.plan.reorder and job.plan.ordered_copy:
             job.copy = copy
             job.copy_room = copy_build_room(ordered_problem, job.plan)
@@ -324,10 +325,11 @@ def prepare_job(store: GraphStore, config: PrecomputeConfig, device: str, backen
             node_order.warm_up((index_dtype,), (kind,), find=not known and not job.plan.ordered_copy)
             kernels.warm_up((), (), hag=False, gather=True, selected=False)
     elif job.hag is not None:
-        from gnnprep.sparse import row_kernels
+        if backend == "numba":
+            from gnnprep.sparse import row_kernels
 
-        kernels.warm_up((), (), hag=True, gather=False, selected=False)
-        row_kernels.warm_up((), hag=True)
+            kernels.warm_up((), (), hag=True, gather=False, selected=False)
+            row_kernels.warm_up((), hag=True)
         order_why = "not used: hops run through a HAG"
     else:
         order_why = "not used: the node order runs on the CPU kernel (backend torch)"

@@ -118,6 +118,7 @@ def test_auto_keeps_hubs_first_on_rmat_and_precompute_runs_in_it_bitwise(tmp_pat
         if blocks[1] == 1:   # streamed, the planner may rather not write the ordered copy for so few hops
             assert r.reorder["used"] and r.reorder["kind"] == "degree" and r.reorder["found_in"] == "store", \
                 (r.reorder, r.decisions)
+            assert r.decisions["order"].startswith("used") and r.decisions["order"].endswith("(order: degree)")
         _same_hops(tmp_path / "ref.h5", out, 3)
 
 
