@@ -6,7 +6,7 @@ computes rows r0..r1 of the next hop from the whole current one:
 
 - :class:`NumbaBackend`: the fused CSR row kernel (:mod:`gnnprep.sparse.kernels`), CPU;
 - :class:`HagBackend`: the same rows through a HAG (Jia et al. 2020): aggregation nodes first, then
-  the rewired in-lists, CPU;
+  the rewired in-lists, CPU (on a torch device: :mod:`gnnprep.precompute.hag_torch`);
 - :class:`TorchBackend`: ``torch.sparse`` CSR blocks, on the CPU or a CUDA device.
 
 Every backend sums each row's entries in stored order, so the output does not depend on the blocking.
@@ -437,9 +437,7 @@ class HopGraph:
         if op.values == "none":
             return None
         if self._op_values is None or self._op_values[0] is not op:
-            from concurrent.futures import ThreadPoolExecutor
-
-            from gnnprep.precompute.user_operators import CHUNK, stdout_to_stderr
+            from gnnprep.precompute.user_operators import CHUNK, run_parts, stdout_to_stderr
 
             self._op_values = None
             out = np.empty(len(self._indices), dtype=np.float32)
@@ -452,8 +450,8 @@ class HopGraph:
 
             # the user's function is pure (its contract) and numpy releases the GIL: one part per core
             bounds = balanced_rows(self.indptr, max(1, len(out) // CHUNK))
-            with ThreadPoolExecutor(numba.get_num_threads()) as pool, stdout_to_stderr():
-                list(pool.map(part, zip(bounds[:-1], bounds[1:])))
+            with stdout_to_stderr():  # (daemon threads: a hanging function cannot hold up an interrupt)
+                run_parts(part, zip(bounds[:-1], bounds[1:]), numba.get_num_threads())
             self._op_values = (op, out)
         return self._op_values[1]
 
@@ -616,9 +614,14 @@ class TorchBackend:
 
 def make_backend(name: str, graph: HopGraph, op: Operator, device: str, hag=None):
     """The backend ``name`` (numba | torch) for operator ``op`` in the graph's node order; a HAG, when
-    given, runs on the CPU kernel (the caller has checked ``name == "numba"``)."""
+    given, runs on that backend's executor (:class:`HagBackend`, or
+    :class:`gnnprep.precompute.hag_torch.TorchHagBackend` on a torch device)."""
     op = graph.operator(op)
     if hag is not None:
+        if name == "torch":
+            from gnnprep.precompute.hag_torch import TorchHagBackend
+
+            return TorchHagBackend(graph, op, hag, device)
         return HagBackend(graph, op, hag)
     if name == "torch":
         return TorchBackend(graph, op, device)

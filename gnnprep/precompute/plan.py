@@ -705,6 +705,13 @@ def with_reorder(plan: Plan, p: Problem, prof: Profile, locality: float, mode: s
 HAG_SEARCH_NS_PER_ENTRY = 8000.0
 
 
+# the torch executor (gnnprep.precompute.hag_torch) launches one gather-add per HAG level (two
+# index_select and an add: three kernels) and fills Y[:n] = r ⊙ X once per pass: its own terms beside
+# the product's. Per level: 3 launches at ~15 µs (CUDA, and torch's CPU dispatch) = 4.5e-5 s, rounded up
+TORCH_HAG_LEVEL_S = 5e-5
+TORCH_HAG_LEVEL_CHUNK = 1 << 16   # aggregation rows per gather-add (bounds its two temporaries)
+
+
 @dataclass(frozen=True)
 class HagChoice:
     use: bool
@@ -713,15 +720,17 @@ class HagChoice:
     predicted_saving_s: float = 0.0
 
 
-def choose_hag(plan: Plan, p: Problem, prof: Profile, cached: dict | None, budget: int) -> HagChoice:
+def choose_hag(plan: Plan, p: Problem, prof: Profile, cached: dict | None, budget: int,
+               backend: str = "numba") -> HagChoice:
     """``--hag auto``: use a HAG only when the predicted kernel saving pays for it.
 
     With a HAG the Â part of a hop costs like a sparse product over ``transfers_hag`` entries
     (its rewired in-lists plus two reads per aggregation node, Jia et al. 2020, §3.2) instead of m.
     A cached HAG (one written beside the graph store earlier) is used when its plan
-    (:func:`plan_with_hag`) fits the budget and is predicted to save more than 5% of the run's time;
-    a new one is searched for only when even a perfect HAG (saving every kernel second) would repay
-    the predicted search time.
+    (:func:`plan_with_hag`, for ``backend``: the torch executor has its own terms) fits the budget
+    and is predicted to save more than 5% of the run's time against ``plan`` (the same backend's
+    plain plan); a new one is searched for only when even a perfect HAG (saving every kernel
+    second) would repay the predicted search time.
     """
     if p.weighted:  # (the CPU-only rule is decided by the caller, gnnprep.precompute.run)
         return HagChoice(False, False, "HAG aggregation shares sums over unweighted in-lists")
@@ -740,7 +749,8 @@ def choose_hag(plan: Plan, p: Problem, prof: Profile, cached: dict | None, budge
         return HagChoice(False, False, f"no cached HAG; a search (~{search:.1f} s) would cost more than the "
                                        f"{plain:.2f} s of kernel time it could save")
     try:
-        with_hag = plan_with_hag(p, prof, budget, plan.baseline_rss, int(cached["num_agg"]), int(cached["transfers_hag"]))
+        with_hag = plan_with_hag(p, prof, budget, plan.baseline_rss, int(cached["num_agg"]), int(cached["transfers_hag"]),
+                                 backend=backend, levels=int(cached.get("levels", 0) or 0))
     except GnnprepError:
         return HagChoice(False, False, "the cached HAG's aggregation rows do not fit the memory budget")
     saving = plan.predicted_seconds - with_hag.predicted_seconds
@@ -751,22 +761,39 @@ def choose_hag(plan: Plan, p: Problem, prof: Profile, cached: dict | None, budge
 
 
 def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num_agg: int, hag_entries: int,
-                  blocks: tuple[int, int, int] | None = None) -> Plan:
+                  blocks: tuple[int, int, int] | None = None, backend: str = "numba", levels: int = 0) -> Plan:
     """The plan for aggregating through a HAG: its arrays resident (b = 1: rewired in-lists and
     input pairs, int64 as read) plus a row per aggregation node for the current column block, with
     the fewest column blocks that fit.
-    Time as a product over the HAG's ``hag_entries`` (= transfers_hag) entries."""
+    Time as a product over the HAG's ``hag_entries`` (= transfers_hag) entries.
+
+    On the torch backend (:mod:`gnnprep.precompute.hag_torch`) the executor also holds Y's n graph
+    rows (r ⊙ X, 4 n w bytes), the rewired CSR as a tensor (int64 ids and float32 values, 12 bytes
+    per entry and per self-loop), the input pairs (16 bytes per aggregation node) and two
+    level-chunk temporaries; its time adds, per pass and column block, the fill of Y[:n] (read and
+    write n w floats at ``copy_bytes_per_s``) and ``levels`` gather-add launches
+    (:data:`TORCH_HAG_LEVEL_S` each). The gather-adds' data movement is the product's: two entries
+    per aggregation node, already in ``hag_entries``."""
     hag_index = 8 * (p.num_nodes + 1) + 8 * hag_entries  # indptr, indices and the 2 inputs per node
+    torch = backend == "torch"
 
     def make(c: int, source: str) -> Plan:
         w = math.ceil(p.num_features / c) if p.num_features else 0
         c = math.ceil(p.num_features / w) if w else 1
-        peak = memory(p, 1, c) + int(SLACK * (hag_index + 4 * num_agg * w))
+        extra = 0
+        if torch:
+            extra = (4 * p.num_nodes * w + 12 * (hag_entries + p.num_nodes) + 16 * num_agg
+                     + 8 * min(num_agg, TORCH_HAG_LEVEL_CHUNK) * w)
+        peak = memory(p, 1, c) + int(SLACK * (hag_index + 4 * num_agg * w + extra))
         # (it computes every row: no pruning)
         q = Problem(**{**asdict(p), "num_entries": hag_entries, "hop_entries": (), "last_inputs": 0})
+        seconds = predict_seconds(q, prof, 1, c)
+        if torch:
+            widths = _widths(p.num_features, w)
+            seconds += _passes(p) * p.hops * sum(levels * TORCH_HAG_LEVEL_S + 8 * p.num_nodes * wj / prof.copy_bytes_per_s
+                                                 for wj in widths)
         return Plan(a=1, b=1, c=c, width=w, s_resident=True, device=p.device, budget=budget, predicted_peak=peak,
-                    predicted_seconds=round(predict_seconds(q, prof, 1, c), 3), baseline_rss=baseline_rss,
-                    source=source)
+                    predicted_seconds=round(seconds, 3), baseline_rss=baseline_rss, source=source)
 
     if blocks is not None:
         return make(min(max(1, blocks[2]), max(1, p.num_features)), "user")

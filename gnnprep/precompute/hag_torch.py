@@ -1,0 +1,112 @@
+"""Hops through a HAG on the torch backend (CPU or CUDA, one code path).
+
+Jia et al., "Redundancy-Free Computation for Graph Neural Networks" (KDD 2020): a HAG adds
+aggregation nodes a ∈ VA, each the sum of two inputs, and rewires every node v to an in-list N̂(v)
+over V ∪ VA that covers N(v) exactly (:mod:`gnnprep.hag.structure`). Because the operator factorises,
+
+    S·X = diag(l) (Â + λI) diag(r) X,
+
+one hop is computed over Y = [diag(r)X ; H] ((n + |VA|) rows):
+
+1. Y[:n] = r ⊙ X (the graph nodes' rows, scaled once);
+2. the aggregation nodes level by level, Y[n + a] = Y[in₀(a)] + Y[in₁(a)]: one gather-add per
+   level (two ``index_select`` and an ``add`` into the level's contiguous rows; a level's inputs
+   are all in lower levels, so they are final), in chunks of at most :data:`LEVEL_CHUNK` rows so
+   the temporaries stay small;
+3. the rewired in-lists as one sparse product per edge block over Y, with the row scaling folded
+   into the values (l[v] on each of v's entries) and the self-loop as an explicit entry (v, v) of
+   value λ l[v] (Y[v] is already r[v] x[v]):  out[v] = l[v] (λ y[v] + Σ_{u ∈ N̂(v)} Y[u]).
+
+The numba executor (:class:`gnnprep.precompute.backends.HagBackend`) computes the same sums with
+h = y₀ + y₁ bit for bit; the product's summation order differs, so the rows agree to float
+tolerance (as the plain torch backend does with the CPU kernel).
+
+Memory on the device: Y ((n + |VA|) × w float32), the rewired CSR (int64 column ids and float32
+values: 12 bytes per entry plus the n self-loop entries), the input pairs (16 bytes per aggregation
+node) and two level-chunk temporaries.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from gnnprep.precompute.backends import TorchBackend
+from gnnprep.precompute.plan import TORCH_HAG_LEVEL_CHUNK as LEVEL_CHUNK
+
+
+class TorchHagBackend(TorchBackend):
+    """Â·(r ⊙ X) through a HAG on a torch device: levels as gather-adds, then the rewired in-lists."""
+
+    name = "torch"   # the hop loop's writes treat its host copies as the torch backend's
+    selects_rows = False
+
+    def __init__(self, graph, op, hag, device: str):
+        super().__init__(graph, op, device)
+        torch = self.torch
+        self.hag = hag
+        self.n, self.na = int(hag.num_nodes), int(hag.num_agg)
+        ins = np.ascontiguousarray(hag.inputs, dtype=np.int64).reshape(-1, 2)
+        self.in0 = torch.from_numpy(np.ascontiguousarray(ins[:, 0])).to(self.device)
+        self.in1 = torch.from_numpy(np.ascontiguousarray(ins[:, 1])).to(self.device)
+        self.levels = [(int(a), int(b)) for a, b in zip(hag.level_ptr[:-1], hag.level_ptr[1:]) if b > a]
+        self.right = torch.from_numpy(np.ascontiguousarray(op.right, dtype=np.float32)).to(self.device)[:, None]
+        self.y = None
+
+    def begin_hop(self, cur) -> None:
+        """Y[:n] = r ⊙ cur, then every aggregation node's row, level by level."""
+        torch, n = self.torch, self.n
+        w = cur.shape[1]
+        if self.y is None or self.y.shape[1] != w or self.y.device != cur.device:
+            self.y = None
+            self.y = torch.empty((n + self.na, w), dtype=torch.float32, device=cur.device)
+        y = self.y
+        torch.mul(cur, self.right, out=y[:n])
+        for a0, a1 in self.levels:
+            for c0 in range(a0, a1, LEVEL_CHUNK):
+                c1 = min(a1, c0 + LEVEL_CHUNK)
+                torch.add(y.index_select(0, self.in0[c0:c1]), y.index_select(0, self.in1[c0:c1]),
+                          out=y[n + c0:n + c1])
+
+    def _block(self, r0, r1):
+        """Rows r0..r1-1 of diag(l)(Â_HAG + λI) as a CSR tensor over Y's n + |VA| columns (cached: a
+        HAG is held for the whole run)."""
+        blk = self.cache.get((r0, r1))
+        if blk is None:
+            blk = self.cache[(r0, r1)] = _rewired_block(self.torch, self.hag, r0, r1, self.op.left, self.op.loop,
+                                                         self.device)
+        return blk
+
+    def hop_block(self, r0, r1, cur, nxt):
+        nxt[r0:r1] = self.torch.sparse.mm(self._block(r0, r1), self.y)
+
+
+def _rewired_block(torch, hag, r0: int, r1: int, left: np.ndarray, loop: float, device):
+    """CSR of rows r0..r1-1: each entry of N̂(v) with value l[v], and (λ ≠ 0) the entry (v, v) with
+    value λ l[v] appended to its row."""
+    ip = np.asarray(hag.indptr[r0:r1 + 1], dtype=np.int64)
+    idx = np.asarray(hag.indices[ip[0]:ip[-1]], dtype=np.int64)
+    rows = r1 - r0
+    counts = np.diff(ip)
+    lv = np.asarray(left[r0:r1], dtype=np.float32)
+    if loop:
+        crow = np.concatenate([[0], np.cumsum(counts + 1)]).astype(np.int64)
+        last = crow[1:] - 1
+        col = np.empty(crow[-1], dtype=np.int64)
+        val = np.empty(crow[-1], dtype=np.float32)
+        keep = np.ones(crow[-1], dtype=bool)
+        keep[last] = False
+        col[keep] = idx
+        val[keep] = np.repeat(lv, counts)
+        col[last] = np.arange(r0, r1)
+        val[last] = (np.float32(loop) * lv).astype(np.float32)
+    else:
+        crow = ip - ip[0]
+        col, val = idx, np.repeat(lv, counts).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "beta" and invariant-check notices
+        return torch.sparse_csr_tensor(torch.from_numpy(np.ascontiguousarray(crow)),
+                                       torch.from_numpy(np.ascontiguousarray(col)),
+                                       torch.from_numpy(np.ascontiguousarray(val)),
+                                       size=(rows, hag.num_nodes + hag.num_agg)).to(device)
