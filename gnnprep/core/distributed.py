@@ -226,12 +226,14 @@ class Dist:
 
 def die_with_parent() -> bool:
     """Have the kernel SIGKILL this process when its parent (the torchrun agent) dies (Linux
-    ``prctl(PR_SET_PDEATHSIG)``); if the parent is already gone, die now. False where the system
-    has no such request (the rank then outlives a killed agent, as before)."""
+    ``prctl(PR_SET_PDEATHSIG)``); if the parent is already gone, die now. Only for a worker of
+    torchrun's elastic agent (``TORCHELASTIC_RUN_ID`` set: the parent is the agent, which lives as
+    long as the job); another launcher's parent may exit early. False where not asked (the rank
+    then outlives a killed parent, as before)."""
     import signal
     import sys
 
-    if not sys.platform.startswith("linux"):
+    if not sys.platform.startswith("linux") or not os.environ.get("TORCHELASTIC_RUN_ID"):
         return False
     import ctypes
 

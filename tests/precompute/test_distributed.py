@@ -375,6 +375,39 @@ def test_overflow_error_names_the_column_of_x():
     assert _global_column(other, 3) is other
 
 
+def test_a_torchrun_worker_dies_with_its_agent(tmp_path):
+    """die_with_parent: a worker of torchrun's agent (TORCHELASTIC_RUN_ID) is SIGKILLed by the
+    kernel when its parent dies; any other process is left alone."""
+    from gnnprep.core.distributed import die_with_parent
+
+    assert not die_with_parent() or os.environ.get("TORCHELASTIC_RUN_ID")
+    child = ("import sys, time\nfrom gnnprep.core.distributed import die_with_parent\n"
+             "print(die_with_parent(), flush=True)\ntime.sleep(60)\n")
+    parent = ("import subprocess, sys\n"
+              "p = subprocess.Popen([sys.executable, '-c', sys.argv[1]], stdout=open(sys.argv[2], 'w'))\n"
+              "print(p.pid, flush=True)\nsys.stdin.read()\n")
+    for run_id, dies in (("x", True), ("", False)):
+        out = tmp_path / f"child{run_id}.txt"
+        env = {**os.environ, "TORCHELASTIC_RUN_ID": run_id}
+        agent = subprocess.Popen([sys.executable, "-c", parent, child, str(out)], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True, env=env)
+        pid = int(agent.stdout.readline())
+        deadline = time.time() + 30
+        while time.time() < deadline and not out.read_text().strip():
+            time.sleep(0.05)
+        assert out.read_text().strip() == str(dies)
+        agent.kill()
+        agent.wait()
+        deadline = time.time() + (10 if dies else 1)
+        while time.time() < deadline and Path(f"/proc/{pid}").exists() and \
+                Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z":
+            time.sleep(0.05)
+        gone = not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+        if not gone:
+            os.kill(pid, signal.SIGKILL)
+        assert gone == dies
+
+
 def test_fast_exit_only_for_a_rank_that_left_cleanly_with_nothing_open(tmp_path):
     """exit_now: no-op in a plain run and while a file is open for writing (HDF5 or not); else the
     command's exit status at once, with stdout flushed and the atexit handlers run."""
