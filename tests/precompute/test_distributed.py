@@ -288,6 +288,23 @@ def test_an_interrupted_hdg_pass_resumes_to_the_same_bytes(tmp_path):
     assert assert_same_datasets(ref, out) >= 6
 
 
+def test_the_torch_hag_backend_shards_bitwise(tmp_path):
+    """A GPU rank runs --hag on the torch backend: its columns' results must not depend on the
+    column blocking either (here on the CPU: 3 blocks equal 1 block, and the sharded path equals
+    one process, bit for bit)."""
+    from gnnprep.precompute.sharded import precompute_sharded
+
+    store, *_ = make_store(tmp_path, np.random.default_rng(14), d=37)
+    hag, hdg = hag_and_hdg(tmp_path, store)
+    for b in (1, 3):
+        cfg = PrecomputeConfig(hops=2, operators=("sym", "rw"), blocks=(1, 1, b), device="cpu", backend="torch",
+                               hag=str(hag), hdg=str(hdg))
+        assert precompute(store, tmp_path / f"one{b}.h5", cfg).hag.used
+    precompute_sharded(store, tmp_path / "sharded.h5", cfg, OneRank(0, 1))
+    assert assert_same_datasets(tmp_path / "one1.h5", tmp_path / "one3.h5") >= 10
+    assert assert_same_datasets(tmp_path / "one3.h5", tmp_path / "sharded.h5") >= 10
+
+
 def test_an_error_is_one_line_from_rank_0(tmp_path):
     store, *_ = make_store(tmp_path, np.random.default_rng(8))
     _, hdg = hag_and_hdg(tmp_path, store)
