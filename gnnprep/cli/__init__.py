@@ -145,7 +145,32 @@ def main() -> None:
     from gnnprep.core.distributed import exit_now
 
     exit_now(code)  # a torchrun rank that left its group cleanly ends here, without torch's teardown
+    _exit_past_threads(code)
     sys.exit(code)
+
+
+def _exit_past_threads(code) -> None:
+    """End the process now with ``code`` when a thread that is not a daemon is still running once the
+    command has returned: the interpreter's exit would wait for it without end. Such a thread is
+    user code's (a thread an ``--operator-file`` started at import, or a worker still inside a user
+    function that hangs): the command's outputs are settled (renamed into place or removed), so
+    only the standard streams are flushed and the ``atexit`` handlers run, as a normal exit would,
+    and the thread is not waited for (issue 23, item 5). Returns when there is none."""
+    import threading
+
+    if not isinstance(code, int) or not any(
+            t is not threading.main_thread() and not t.daemon and t.is_alive() for t in threading.enumerate()):
+        return
+    import atexit
+
+    for f in (sys.stdout, sys.stderr):
+        if f is not None:
+            f.flush()
+    atexit._run_exitfuncs()
+    for f in (sys.stdout, sys.stderr):
+        if f is not None:
+            f.flush()
+    os._exit(code)
 
 
 from .calibrate import calibrate  # noqa: E402

@@ -66,7 +66,7 @@ from typing import Iterator
 
 import numpy as np
 
-from gnnprep.core.errors import GnnprepError
+from gnnprep.core.errors import GnnprepError, Interrupted
 from gnnprep.core.files import NotRegularFile, TooLarge, read_regular
 
 REDUCES = ("sum", "mean", "max")
@@ -133,18 +133,106 @@ def user_code(where: str, path: str) -> Iterator[None]:
     """Run the user's code under the command contract: what it prints goes to stderr (stdout carries
     only the result; on the main thread, where ``sys.stdout`` may be swapped safely; worker threads
     run inside the caller's :func:`stdout_to_stderr`), and every way it can leave other than
-    returning (an exception, ``sys.exit``, ``GeneratorExit``) becomes one GnnprepError naming
-    ``where`` and the line of ``path``. An interrupt (Ctrl-C, SIGTERM) stays an interrupt."""
+    returning (an exception, ``sys.exit``, ``os._exit``, ``GeneratorExit``) becomes one GnnprepError
+    naming ``where`` and the line of ``path``. An interrupt (Ctrl-C, SIGTERM) stays an interrupt."""
     try:
         with stdout_to_stderr() if threading.current_thread() is threading.main_thread() else nullcontext():
             yield
-    except (GnnprepError, KeyboardInterrupt):
+    except (GnnprepError, KeyboardInterrupt, Interrupted):
         raise
     except SystemExit as e:
         raise GnnprepError(f"{where} called sys.exit({e.code!r}){_user_line(e, path)}; expected it to return "
                            "(an operator file must not end the process)") from None
+    except UserExit as e:
+        raise GnnprepError(f"{where} called os._exit({e.code!r}){_user_line(e, path)}; expected it to return "
+                           "(an operator file must not end the process)") from None
     except BaseException as e:  # noqa: BLE001 - the user's code: any failure becomes one line
         raise GnnprepError(f"{where} raised {type(e).__name__}: {e}{_user_line(e, path)}") from None
+
+
+class UserExit(BaseException):
+    """Raised in place of ``os._exit`` called from an operator file's code (see :func:`_guard_exits`)."""
+
+    def __init__(self, code):
+        super().__init__(code)
+        self.code = code
+
+
+_USER_FILES: set[str] = set()     # the operator files run in this process (their code's file name)
+_REAL_EXIT = os._exit
+
+
+def _guarded_exit(status):
+    """``os._exit`` while operator files are loaded: from a call whose stack holds a frame of one of
+    them (the file itself, its function, or a helper it called), UserExit instead of the end of the
+    process; from anywhere else (gnnprep, a forked child) the real ``os._exit``."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename in _USER_FILES:
+            raise UserExit(status)
+        frame = frame.f_back
+    _REAL_EXIT(status)
+
+
+def _guard_exits(where: str) -> None:
+    """Make ``os._exit`` (and ``posix._exit``, the same function) called from the operator file
+    ``where`` raise :class:`UserExit` rather than end the process with its status and no output.
+
+    Why a guard on the function and not a child process: ``os._exit`` skips every handler, so only
+    a process watching from outside could see it, and probing the file in a child first would run it
+    (and its side effects) twice and still miss a later call with other arguments; running every
+    call in a child would cost a process start and a copy of the arrays per batch. The file is the
+    user's own code, so the guard covers the ways careless code leaves (``sys.exit``, ``os._exit``),
+    not a deliberate one (``ctypes``' ``_exit``, ``os.kill``, ``os.exec*``)."""
+    _USER_FILES.add(where)
+    if os._exit is not _guarded_exit:
+        os._exit = _guarded_exit
+        posix = sys.modules.get("posix")
+        if posix is not None and getattr(posix, "_exit", None) is _REAL_EXIT:
+            posix._exit = _guarded_exit
+
+
+def run_parts(work, parts, threads: int) -> None:
+    """``work(part)`` for every part, on ``threads`` daemon threads (the user's function is pure and
+    numpy releases the GIL); the first exception a part raised is raised here, after the others
+    stopped taking parts.
+
+    The main thread waits in ``Thread.join``, which a signal interrupts: SIGTERM/SIGINT (Interrupted,
+    KeyboardInterrupt) leave at once, the threads stop taking parts, and one still inside a hanging
+    user function is not waited for — daemon threads never hold up the exit (a ThreadPoolExecutor's
+    are joined by its ``with`` and again at interpreter exit, which is how a hanging function used to
+    swallow the first signal)."""
+    parts = list(parts)
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+    todo = iter(parts)
+    stop = threading.Event()
+
+    def worker():
+        while not stop.is_set():
+            with lock:
+                part = next(todo, None)
+            if part is None:
+                return
+            try:
+                work(part)
+            except BaseException as e:  # noqa: BLE001 - handed to the caller's thread below
+                errors.append(e)
+                stop.set()
+                return
+
+    pool = [threading.Thread(target=worker, daemon=True, name=f"gnnprep-values-{i}")
+            for i in range(max(1, min(threads, len(parts))))]
+    try:
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join()
+    except BaseException:
+        stop.set()  # an interrupt: nothing more starts; a part under way is left to end on its own
+        raise
+    if errors:
+        raise next((e for e in errors if isinstance(e, GnnprepError)), errors[0])
 
 
 _RUN: dict[tuple[str, str], dict] = {}   # (path, sha256) -> the file's namespace, run once per process
@@ -158,6 +246,7 @@ def _run_file(code, where: str, sha256: str, path: Path) -> dict:
     if key not in _RUN:
         module: dict = {"__name__": f"gnnprep_operator_{Path(where).stem}", "__file__": where}
         cwd = os.getcwd()
+        _guard_exits(where)
         try:
             with user_code(f"{path}: running the operator file", where):
                 exec(code, module)  # the user's own file, as a config file is read
@@ -321,8 +410,27 @@ def weight_sample(store, slices: int = 64, width: int = 4096) -> np.ndarray | No
 
 
 def member_weights(fn: UserFunction, member_deg: np.ndarray, root_deg: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """``fn`` on an HDG level's members (``--hdg-weight``): c(d_member, d_root, w) in chunks."""
-    return _per_node(fn, member_deg, root_deg, w)
+    """``fn`` on an HDG level's members (``--hdg-weight``): c(d_member, d_root, w) in chunks (each
+    within float32's range, the weights' dtype)."""
+    return fits_float32(fn, _per_node(fn, member_deg, root_deg, w))
+
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def fits_float32(fn: UserFunction, values: np.ndarray, what: str = "coefficients") -> np.ndarray:
+    """``values`` (finite float64 computed from ``fn``), or a GnnprepError naming the function when
+    one of them is beyond float32's range (±3.4e38): the kernels compute in float32, where it would
+    be inf, and the hops NaN or inf ("the value overflowed"). Checked here, before numpy's cast
+    (which would also print a RuntimeWarning)."""
+    if len(values):
+        with np.errstate(all="ignore"):
+            peak = float(np.max(np.abs(values)))
+        if peak > FLOAT32_MAX:
+            raise GnnprepError(f"{fn.path}: {fn.name}(src_deg, dst_deg, w) gives {what} up to {peak:g}, beyond "
+                               f"float32's range ({FLOAT32_MAX:.3g}), the precision the kernels compute in; scale "
+                               "the function down")
+    return values
 
 
 # -- the plan: which factors, hoisted where -------------------------------------------------------------
@@ -387,7 +495,8 @@ def classify(fn: UserFunction, deg: Degrees, weights: np.ndarray | None, rng_see
     not finite (a pair of degrees no edge has, say) makes the function count as not separable: it
     is then evaluated on the entries themselves, where such a value is an error."""
     try:
-        return _classify(fn, deg, weights, rng_seed)
+        with np.errstate(all="ignore"):  # (products of huge probes: compared, not reported; see fits_float32)
+            return _classify(fn, deg, weights, rng_seed)
     except _NotFinite:
         return Factors(True, True, True, False)
 
@@ -524,9 +633,9 @@ class EdgeValues:
                 dst = np.minimum(dst, r0 + rows - 1)
                 src = indices_block[i:j]
                 c = self.fn(self.src_deg[src], self.dst_deg[dst], w)
-                out[i:j] = c if self.divisor is None else c / self.divisor[src]
+                out[i:j] = fits_float32(self.fn, c if self.divisor is None else c / self.divisor[src])
             else:
-                out[i:j] = self.fn(np.full(j - i, self.s0), np.full(j - i, self.d0), w)
+                out[i:j] = fits_float32(self.fn, self.fn(np.full(j - i, self.s0), np.full(j - i, self.d0), w))
         return out
 
 
@@ -541,7 +650,13 @@ def _on(used: np.ndarray, fn: UserFunction, s, d, w) -> np.ndarray:
 
 def compile_operator(fn: UserFunction, factors: Factors, deg: Degrees):
     """The :class:`gnnprep.precompute.operators.Operator` of ``fn`` with ``factors`` (from :func:`classify`):
-    (left, right, loop, CSR values, reduce)."""
+    (left, right, loop, CSR values, reduce). Scalings beyond float32's range are an error naming the
+    function (:func:`fits_float32`), never a numpy RuntimeWarning."""
+    with np.errstate(all="ignore"):
+        return _compile_operator(fn, factors, deg)
+
+
+def _compile_operator(fn: UserFunction, factors: Factors, deg: Degrees):
     from gnnprep.precompute.operators import Operator
 
     n = len(deg.dst)
@@ -577,6 +692,11 @@ def compile_operator(fn: UserFunction, factors: Factors, deg: Degrees):
         c = deg.in_count + (1 if loop else 0)
         left = np.where(c > 0, left / np.maximum(c, 1), 0.0)
     values = "edge" if edge is not None else ("stored" if f.separable and f.edge and f.scale is not None else "none")
+    for part in (left, right, np.array([loop])):
+        if not np.isfinite(part).all():   # (a quotient of finite values that overflowed float64)
+            raise GnnprepError(f"{fn.path}: {fn.name}(src_deg, dst_deg, w) gives coefficients whose per-node "
+                               "factors are not finite numbers; scale the function down")
+        fits_float32(fn, part)
     return Operator(fn.name, left.astype(np.float32), right.astype(np.float32), loop,
                     values=values, edge=edge, reduce=fn.reduce)
 
