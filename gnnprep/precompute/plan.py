@@ -705,9 +705,10 @@ def with_reorder(plan: Plan, p: Problem, prof: Profile, locality: float, mode: s
 HAG_SEARCH_NS_PER_ENTRY = 8000.0
 
 
-# the torch executor (gnnprep.precompute.hag_torch) launches one gather-add per HAG level (two
-# index_select and an add: three kernels) and fills Y[:n] = r ⊙ X once per pass: its own terms beside
-# the product's. Per level: 3 launches at ~15 µs (CUDA, and torch's CPU dispatch) = 4.5e-5 s, rounded up
+# the torch executor (gnnprep.precompute.hag_torch) launches one gather-add per HAG level (an
+# index_select of the input pairs and a pairwise sum: two kernels) and fills Y[:n] = r ⊙ X once per
+# pass: its own terms beside the product's. Per level: 2 launches at ~15-25 µs (CUDA, and torch's CPU
+# dispatch), rounded up (derived, not calibrated: 10-20 levels cost ~1 ms a hop)
 TORCH_HAG_LEVEL_S = 5e-5
 TORCH_HAG_LEVEL_CHUNK = 1 << 16   # aggregation rows per gather-add (bounds its two temporaries)
 
@@ -769,8 +770,8 @@ def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num
 
     On the torch backend (:mod:`gnnprep.precompute.hag_torch`) the executor also holds Y's n graph
     rows (r ⊙ X, 4 n w bytes), the rewired CSR as a tensor (int64 ids and float32 values, 12 bytes
-    per entry and per self-loop), the input pairs (16 bytes per aggregation node) and two
-    level-chunk temporaries; its time adds, per pass and column block, the fill of Y[:n] (read and
+    per entry and per self-loop), the input pairs (16 bytes per aggregation node) and the
+    level-chunk temporary (two rows per aggregation node); its time adds, per pass and column block, the fill of Y[:n] (read and
     write n w floats at ``copy_bytes_per_s``) and ``levels`` gather-add launches
     (:data:`TORCH_HAG_LEVEL_S` each). The gather-adds' data movement is the product's: two entries
     per aggregation node, already in ``hag_entries``."""
