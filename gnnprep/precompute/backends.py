@@ -65,8 +65,10 @@ class HopGraph:
     REORDER_MIN_GAIN = 0.2    # share of entries that must move inside the window for an order to pay
 
     def __init__(self, store: GraphStore, plan: Plan, order_kind: str = "community", force: bool = False,
-                 spare: tuple[int, int] | None = None, copy=None, copy_room: int = 64 << 20, reserve: int = 0):
+                 spare: tuple[int, int] | None = None, copy=None, copy_room: int = 64 << 20, reserve: int = 0,
+                 warn=None):
         self.store = store
+        self._warn = warn           # told of a damaged kept order (None: a DamagedOrderWarning)
         self.n = store.num_nodes
         self.indptr = self._stored_indptr = store.indptr()
         self.weighted = store.weighted
@@ -136,10 +138,10 @@ class HopGraph:
         """(order, info, where) kept in the store or beside it, or None."""
         from gnnprep.graph import order as kept_order
 
-        cached = kept_order.load_from_store(self.store, kind)   # None for a kind never kept there (bfs)
+        cached = kept_order.load_from_store(self.store, kind, self._warn)   # None for a kind never kept there (bfs)
         if cached is not None:
             return (*cached, "store")
-        cached = kept_order.load_cached(self.store.path, kind, self.store.fingerprint, self.n)
+        cached = kept_order.load_cached(self.store.path, kind, self.store.fingerprint, self.n, self._warn)
         return None if cached is None else (*cached, "cache")
 
     def _ordered_copy(self, kind: str, copy) -> None:
@@ -215,10 +217,10 @@ class HopGraph:
 
             t0 = time.perf_counter()
             # found at ingest (kept in the store), or by an earlier run on this graph (kept beside it)
-            cached = kept_order.load_from_store(self.store, kind)   # None for a kind never kept there (bfs)
+            cached = kept_order.load_from_store(self.store, kind, self._warn)   # None for a kind never kept there (bfs)
             where = "store"
             if cached is None:
-                cached, where = kept_order.load_cached(self.store.path, kind, self.store.fingerprint, self.n), "cache"
+                cached, where = kept_order.load_cached(self.store.path, kind, self.store.fingerprint, self.n, self._warn), "cache"
             if cached is not None:
                 order, info = cached
             else:

@@ -67,6 +67,7 @@ class Job:
     decisions: dict = dataclasses.field(default_factory=dict)  # why the order and pruning are (not) used
     order_kind: str = "community"      # the node order's kind (graph.order.precompute_kind)
     order_force: bool = False          # used without the near-share check (--reorder <kind>, a degree order)
+    warn: object = None                # the command's warning channel (a damaged kept order is said there)
 
 
 
@@ -121,7 +122,7 @@ class HopRun:
         self._spare_buffer = None  # a diffusion operator's third column-block buffer
         self.graph = HopGraph(store, self.plan, job.order_kind, force=job.order_force,
                               spare=(self.n, min(self.d, self.plan.width)) if self.plan.reorder else None,
-                              copy=job.copy, copy_room=job.copy_room, reserve=job.reserve_bytes)
+                              copy=job.copy, copy_room=job.copy_room, reserve=job.reserve_bytes, warn=job.warn)
         job.copy = None  # the hop graph owns it now
 
     def execute(self) -> PrecomputeReport:

@@ -252,8 +252,10 @@ def _choose_hag(job: Job, store: GraphStore, profile, budget: int) -> None:
                                  config.blocks, backend=job.backend, levels=len(job.hag.level_ptr) - 1)
 
 
-def prepare_job(store: GraphStore, config: PrecomputeConfig, device: str, backend: str) -> Job:
-    """Plan the run and load its inputs: rows, blocking, node order, HAG, HDG."""
+def prepare_job(store: GraphStore, config: PrecomputeConfig, device: str, backend: str, warn: Warn | None = None) -> Job:
+    """Plan the run and load its inputs: rows, blocking, node order, HAG, HDG. ``warn``: the command's
+    warning channel, told of a damaged calibration profile or kept node order (advisory: said, then
+    ignored); None: a Python warning (``ProfileWarning``, ``DamagedOrderWarning``)."""
     if store.features is None:
         raise GnnprepError(f"{store.path}: the graph store has no /nodes/features to propagate")
     out_rows = fa.select_rows(store, config.rows)
@@ -274,10 +276,10 @@ def prepare_job(store: GraphStore, config: PrecomputeConfig, device: str, backen
         variants = {problem.weighted} | ({False} if user else set())
         kernels.warm_up((index_dtype,), tuple(variants), hag=False, gather=False, selected=False,
                         **({"max_reduce": True} if any(fn.reduce == "max" for fn, _ in user.values()) else {}))
-    profile = load_profile(device)
+    profile = load_profile(device, warn=warn)
     baseline = rss()
     job = Job(config, device, backend, choose_plan(problem, budget, profile, baseline, config.blocks), problem,
-               out_rows, baseline=baseline, profile=profile, user=user, degrees=user_degrees)
+               out_rows, baseline=baseline, profile=profile, user=user, degrees=user_degrees, warn=warn)
     _choose_hag(job, store, profile, budget)
     job.reserve_bytes = _artifact_bytes(store, job)
     order_why = None
@@ -420,8 +422,14 @@ def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeCon
 
         inputs.append(cache_path(graph_path))  # it may be written (cached) by this run, then read
     refuse_input_as_output(output, inputs)
+    warnings: list[str] = []
+
+    def say(message: str) -> None:
+        warnings.append(message)
+        warn(message)
+
     with GraphStore(graph_path) as store:
-        job = prepare_job(store, config, device, backend)
+        job = prepare_job(store, config, device, backend, warn=say)
         config = job.config  # with the --operator-file channels named
         if config.dry_run:
             if job.copy is not None:
@@ -429,7 +437,8 @@ def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeCon
             return PrecomputeReport(str(output), job.plan, config.hops, tuple(config.operators),
                                     job.problem.out_rows, config.dtype, (), 0.0, job.plan.predicted_peak, None,
                                     job.baseline, 0, dry_run=True, hag=job.hag_info,
-                                    hop_entries=tuple(job.problem.hop_entries), decisions=job.decisions)
+                                    hop_entries=tuple(job.problem.hop_entries), decisions=job.decisions,
+                                    warnings=tuple(warnings))
         for name in config.operators:  # refuse before anything is written
             if name not in job.user:
                 make_operator(name, np.zeros(1), store.symmetric)
@@ -437,12 +446,6 @@ def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeCon
         job.baseline = meter.baseline
         out = ResumableOutput(output, run_key(store, job), inputs)
         out.check_room(_artifact_bytes(store, job))
-        warnings: list[str] = []
-
-        def say(message: str) -> None:
-            warnings.append(message)
-            warn(message)
-
         with out.writing(_artifact_bytes(store, job)):
             _resume_plan(job, out, say)
             report = HopRun(store, out, job, progress, command, t_start).execute()

@@ -314,7 +314,7 @@ def precompute_sharded(graph_path, output, config: PrecomputeConfig, dist, merge
             refuse_input_as_output(output, [graph_path])
             check_output_path(output)
             store = stack.enter_context(GraphStore(graph_path))
-            job = prepare_job(store, cfg, device, backend)
+            job = prepare_job(store, cfg, device, backend, warn=say)
             for name in job.config.operators:  # refuse before anything is written
                 if name not in job.user:
                     make_operator(name, np.zeros(1), store.symmetric)

@@ -58,13 +58,17 @@ def precompute_args(store: Path, out: Path) -> list:
 
 
 def precompute(store: Path, out: Path):
-    """The command; (result, what it said of damaged orders: DamagedOrderWarnings, or its Warning
-    lines once the run passes its own ``warn`` to the loaders)."""
+    """The command; (result, what it said of damaged orders). Said through the command's warning
+    channel only (the run passes its own ``warn`` to the loaders): its Warning lines on stderr, the
+    same in the --json report's warnings, and never a Python DamagedOrderWarning."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", kept_order.DamagedOrderWarning)
         r = run(precompute_args(store, out))
     lines = [line[len("Warning: "):] for line in r.stderr.splitlines() if line.startswith("Warning: ")]
-    return r, [str(w.message) for w in caught if issubclass(w.category, kept_order.DamagedOrderWarning)] + lines
+    assert not [w for w in caught if issubclass(w.category, kept_order.DamagedOrderWarning)], r.stderr
+    if r.exit_code == 0:
+        assert json.loads(r.stdout)["warnings"] == lines, (r.stdout, r.stderr)
+    return r, lines
 
 
 @pytest.fixture(autouse=True, scope="module")

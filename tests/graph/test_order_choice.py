@@ -62,8 +62,8 @@ def _order_pays(monkeypatch):
     and at the real sizes the planner's profile decides): what auto chose is then used."""
     real = run_module.load_profile
     monkeypatch.setattr(plan, "REORDER_MIN_BLOCK_BYTES", 0)
-    monkeypatch.setattr(run_module, "load_profile", lambda device: dataclasses.replace(
-        real(device), reorder_speedup=0.01, reorder_ns_per_entry=0.0, relabel_ns_per_entry=0.0,
+    monkeypatch.setattr(run_module, "load_profile", lambda device, warn=None: dataclasses.replace(
+        real(device, warn=warn), reorder_speedup=0.01, reorder_ns_per_entry=0.0, relabel_ns_per_entry=0.0,
         gather_bytes_per_s=1e15))
 
 

@@ -238,7 +238,7 @@ def test_hag_auto_skips_a_search_that_cannot_pay_and_uses_a_cached_hag_that_does
 
     slow = Profile(spmm_ns_per_nnz={8: 1e6, 128: 1.6e7})
     orig = prop.load_profile
-    prop.load_profile = lambda device: slow
+    prop.load_profile = lambda device, warn=None: slow
     try:
         used = precompute(g, tmp_path / "used.h5", PrecomputeConfig(hops=3, device="cpu", hag="auto"))
     finally:
