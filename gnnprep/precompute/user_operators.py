@@ -194,43 +194,46 @@ def _guard_exits(where: str) -> None:
 
 def run_parts(work, parts, threads: int) -> None:
     """``work(part)`` for every part, on ``threads`` daemon threads (the user's function is pure and
-    numpy releases the GIL); the first exception a part raised is raised here, after the others
-    stopped taking parts.
+    numpy releases the GIL); the first exception a part raises is raised here as soon as it is
+    raised (the other threads take no new part).
 
-    The main thread waits in ``Thread.join``, which a signal interrupts: SIGTERM/SIGINT (Interrupted,
-    KeyboardInterrupt) leave at once, the threads stop taking parts, and one still inside a hanging
-    user function is not waited for — daemon threads never hold up the exit (a ThreadPoolExecutor's
-    are joined by its ``with`` and again at interpreter exit, which is how a hanging function used to
-    swallow the first signal)."""
+    The main thread waits on an event, which a signal interrupts: SIGTERM/SIGINT (Interrupted,
+    KeyboardInterrupt) leave at once, the threads take no new part, and one still inside a hanging
+    user function is not waited for: daemon threads never hold up the exit. (A ThreadPoolExecutor's
+    threads are joined by its ``with`` and again at interpreter exit: a hanging function swallowed
+    the first signal that way.)"""
     parts = list(parts)
     lock = threading.Lock()
     errors: list[BaseException] = []
     todo = iter(parts)
-    stop = threading.Event()
+    stop, finished = threading.Event(), threading.Event()
+    n = max(1, min(threads, len(parts)))
+    running = [n]
 
     def worker():
-        while not stop.is_set():
-            with lock:
-                part = next(todo, None)
-            if part is None:
-                return
-            try:
+        try:
+            while not stop.is_set():
+                with lock:
+                    part = next(todo, None)
+                if part is None:
+                    return
                 work(part)
-            except BaseException as e:  # noqa: BLE001 - handed to the caller's thread below
-                errors.append(e)
-                stop.set()
-                return
+        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread below
+            errors.append(e)
+            stop.set()
+            finished.set()
+        finally:
+            with lock:
+                running[0] -= 1
+                if running[0] == 0:
+                    finished.set()
 
-    pool = [threading.Thread(target=worker, daemon=True, name=f"gnnprep-values-{i}")
-            for i in range(max(1, min(threads, len(parts))))]
     try:
-        for t in pool:
-            t.start()
-        for t in pool:
-            t.join()
-    except BaseException:
-        stop.set()  # an interrupt: nothing more starts; a part under way is left to end on its own
-        raise
+        for i in range(n):
+            threading.Thread(target=worker, daemon=True, name=f"gnnprep-values-{i}").start()
+        finished.wait()
+    finally:
+        stop.set()  # an interrupt or an error: nothing more starts; a part under way ends on its own
     if errors:
         raise next((e for e in errors if isinstance(e, GnnprepError)), errors[0])
 

@@ -94,3 +94,33 @@ def test_a_changed_helper_module_changes_the_run_key(tmp_path, monkeypatch):
     (tmp_path / "plain").mkdir()
     plain = load(f"{_ops(tmp_path / 'plain', 'def f(s, d, w):' + chr(10) + '    return w' + chr(10))}:f")
     assert plain.sha256 == plain.file_sha256 and plain.imports == ()   # no helper: the file's hash, as before
+
+
+def test_run_parts_computes_every_part_and_does_not_wait_for_a_hanging_one():
+    """The per-entry values' threads (issue 23, item 5): every part once; the first error is raised
+    while another part still hangs (daemon threads, never joined), a GnnprepError before others."""
+    import threading
+    import time
+
+    from gnnprep.core.errors import GnnprepError
+    from gnnprep.precompute.user_operators import run_parts
+
+    out = [0] * 97
+    run_parts(lambda i: out.__setitem__(i, out[i] + i * i), range(97), 4)
+    assert out == [i * i for i in range(97)]
+    run_parts(lambda i: None, [], 4)
+    release = threading.Event()
+
+    def work(i):
+        if i == 0:
+            release.wait(60)   # a hanging user function
+        elif i == 1:
+            raise ValueError("first")
+        elif i == 2:
+            raise GnnprepError("named")
+
+    t0 = time.monotonic()
+    with pytest.raises((GnnprepError, ValueError)):
+        run_parts(work, range(8), 3)
+    assert time.monotonic() - t0 < 30
+    release.set()
