@@ -189,8 +189,10 @@ def main() -> None:
     ap.add_argument("--orders", default=",".join(ORDERS), help=f"comma-separated, of {', '.join(ORDERS)}")
     ap.add_argument("--ahead", default=None,
                     help="comma-separated prefetch distances (entries) to compare on every order (default: the "
-                         "kernel's PREFETCH_AHEAD)")
+                         "kernel's own, row_kernels.prefetch_distance(dim))")
     ap.add_argument("--peer-ordered", action="store_true", help="also torch on S in the first degree order")
+    ap.add_argument("--no-peer", action="store_true",
+                    help="ours only (e.g. to compare prefetch distances; the ratios are then nan)")
     ap.add_argument("--workdir", default="/tmp/gnnprep-bench-rmat")
     args = ap.parse_args()
     n_nodes = args.nodes or (100_000 if args.quick else 2_800_000)
@@ -213,7 +215,8 @@ def main() -> None:
     from gnnprep.sparse import row_kernels as RK
     from gnnprep.sparse.order import choose_order
 
-    aheads = [int(a) for a in args.ahead.split(",")] if args.ahead else [RK.PREFETCH_AHEAD]
+    # None: the kernel's own distance for this width (row_kernels.prefetch_distance), as precompute runs it
+    aheads = [int(a) for a in args.ahead.split(",")] if args.ahead else [None]
     numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore", category=UserWarning)
@@ -228,7 +231,8 @@ def main() -> None:
     print(f"graph: {what}, {n:,} nodes, {nnz:,} stored entries, ids permuted;"
           f" degree max {info['degree_max']:,}, p99 {info['degree_p99']:.0f}, median {info['degree_median']:.0f},"
           f" isolated {info['isolated']:,} (cached in {args.workdir}); d = {d}; numba threads "
-          f"{numba.get_num_threads()}, torch threads {torch.get_num_threads()}; prefetch ahead {aheads}", flush=True)
+          f"{numba.get_num_threads()}, torch threads {torch.get_num_threads()}; prefetch ahead "
+          f"{[a if a is not None else f'{RK.prefetch_distance(d)} (prefetch_distance)' for a in aheads]}", flush=True)
     print(H.machine_line(), flush=True)
 
     op = make_operator("sym", np.diff(indptr), True)
@@ -238,10 +242,12 @@ def main() -> None:
     O.warm_up(index_dtypes=(indices.dtype.type,), kinds=("community", "bfs"))
     O.prefix_share(indices[:2], 1, np.arange(n, dtype=np.int64))
 
-    t0 = time.perf_counter()
-    s_torch, s_torch_bytes = torch_csr(indptr, indices, op)
-    torch_build = time.perf_counter() - t0
-    print(f"torch CSR built in {torch_build:.1f} s ({s_torch_bytes / GiB:.2f} GiB)", flush=True)
+    s_torch, s_torch_bytes, torch_build = None, 0, 0.0
+    if not args.no_peer:
+        t0 = time.perf_counter()
+        s_torch, s_torch_bytes = torch_csr(indptr, indices, op)
+        torch_build = time.perf_counter() - t0
+        print(f"torch CSR built in {torch_build:.1f} s ({s_torch_bytes / GiB:.2f} GiB)", flush=True)
 
     orders = {}
     shares = {}
@@ -275,7 +281,7 @@ def main() -> None:
     if auto is not None:
         print(f"auto choice (gnnprep.sparse.order.choose_order on these shares): {auto[0]} — {auto[1]}", flush=True)
     degree_kinds = [k for k in kinds if k.startswith("degree")]
-    peer_kind = degree_kinds[0] if degree_kinds and args.peer_ordered else None
+    peer_kind = degree_kinds[0] if degree_kinds and args.peer_ordered and not args.no_peer else None
     s_torch_ordered = None
     if peer_kind:
         o = orders[peer_kind]
@@ -364,7 +370,8 @@ def main() -> None:
         return f"ours {kind}" + (f" ahead={ahead}" if len(aheads) > 1 else "")
 
     variants = [(name_of(k, a), (lambda k=k, a=a: ours(k, a))) for k in kinds for a in aheads]
-    variants += [("torch.sparse.mm", peer_alloc), ("torch.mm out=", peer_out)]
+    if not args.no_peer:
+        variants += [("torch.sparse.mm", peer_alloc), ("torch.mm out=", peer_out)]
     if peer_kind:
         variants.append((f"torch.mm out= on {peer_kind}", peer_ordered))
     results = {name: [] for name, _ in variants}
@@ -382,9 +389,10 @@ def main() -> None:
               + ", ".join(f"{name} {results[name][-1]['wall']:.2f} s" for name, _ in seq), flush=True)
 
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    peer_best = min(t["wall"] for t in results["torch.sparse.mm"])
-    peer_out_best = min(t["wall"] for t in results["torch.mm out="])
-    peer_cpu_best = min(t["cpu"] for t in results["torch.sparse.mm"])
+    nan = float("nan")
+    peer_best = min(t["wall"] for t in results["torch.sparse.mm"]) if not args.no_peer else nan
+    peer_out_best = min(t["wall"] for t in results["torch.mm out="]) if not args.no_peer else nan
+    peer_cpu_best = min(t["cpu"] for t in results["torch.sparse.mm"]) if not args.no_peer else nan
 
     def summary(name):
         w = [t["wall"] for t in results[name]]

@@ -3,7 +3,7 @@
 ``out[v - r0] = l[v] · (λ r[v] X[v] + Σ_{p ∈ row v} w_p r[u_p] X[u_p])`` exactly as
 :func:`gnnprep.sparse.kernels.spmm_rows_numba` computes it (the same sequence of float operations
 per row, :func:`gnnprep.sparse.kernels._row`'s), plus a prefetch of the row of X and the scaling
-r[u] of the entry ``PREFETCH_AHEAD`` entries ahead. In a locality order most gathers hit the
+r[u] of the entry :func:`prefetch_distance` entries ahead (fewer for wider rows). In a locality order most gathers hit the
 cache and the rest (the entries between communities, ~22% on the papers100M-shaped graph) are
 misses whose latency, not bandwidth, bounds a hop; a narrow column block (an X row of 64 bytes)
 pays that latency once per block, so a tight budget's many narrow blocks pay it many times. A
@@ -32,7 +32,23 @@ def _term(p, u, weights, right, x, h):
     return np.float32(1.0), h[u - x.shape[0]]
 
 
-PREFETCH_AHEAD = 64   # entries ahead: a few rows (measured: 24 too short, 64-128 alike)
+PREFETCH_AHEAD = 64   # entries ahead at an X row of 32 floats (measured: 24 too short, 64-128 alike)
+PREFETCH_FLOATS = 2048   # X values the prefetch runs ahead: PREFETCH_FLOATS / width entries
+
+
+def prefetch_distance(width: int) -> int:
+    """Entries the prefetch runs ahead for X rows of ``width`` values: about PREFETCH_FLOATS values
+    of gathers (the work that hides one miss's latency grows with the row), 16 to 128 entries.
+    Measured on the 2.8M-node R-MAT graph of benchmarks/bench_rmat.py, 2 threads, CPU seconds per
+    hop, interleaved rounds: at d = 128, 16 entries 1.89 s vs 64 entries 2.16 s in the degree order
+    and 2.06 vs 2.54 s in random ids (and 1.60 vs 1.77 s on the papers100M-shaped graph in the
+    community order); at d = 32, 64 entries 0.71 s vs 16 entries 1.05 s (random ids: 0.87 vs 1.19 s).
+    A prefetch changes no value: any distance gives the same bytes."""
+    return int(min(128, max(16, PREFETCH_FLOATS // max(1, int(width)))))
+
+
+def _ahead(ahead, x) -> np.int64:
+    return np.int64(prefetch_distance(x.shape[1]) if ahead is None else ahead)
 
 
 @njit(inline="always", nogil=True, cache=True)
@@ -98,20 +114,20 @@ def _rows(indptr, indices, weights, base, bounds, left, right, loop, x, h, hf, o
 
 
 def spmm_rows(indptr_block, indices_block, weights_block, r0, left, right, loop, x, out,
-              ahead: int = PREFETCH_AHEAD) -> None:
+              ahead: int | None = None) -> None:
     """out[:] = rows r0 .. r0+len(out)-1 of S·x (:func:`gnnprep.sparse.kernels.spmm_rows_numba`'s
-    arguments and bytes), prefetching ``ahead`` entries ahead."""
+    arguments and bytes), prefetching ``ahead`` entries ahead (default: :func:`prefetch_distance`)."""
     bounds = balanced_bounds(indptr_block, r0, PARTS_PER_BLOCK)
     _rows(indptr_block, indices_block, weights_block, np.int64(indptr_block[0]), bounds, left, right,
-          np.float32(loop), x, None, None, out, np.int64(ahead))
+          np.float32(loop), x, None, None, out, _ahead(ahead, x))
 
 
-def hag_rows(indptr_block, indices_block, r0, left, right, loop, x, h, out, ahead: int = PREFETCH_AHEAD) -> None:
+def hag_rows(indptr_block, indices_block, r0, left, right, loop, x, h, out, ahead: int | None = None) -> None:
     """:func:`gnnprep.sparse.kernels.hag_rows` (rows of Â·(r ⊙ x) through a HAG's rewired in-lists,
     the aggregation rows ``h`` prepared), prefetching as :func:`spmm_rows`; the same bytes."""
     bounds = balanced_bounds(indptr_block, r0, PARTS_PER_BLOCK)
     _rows(indptr_block, indices_block, None, np.int64(indptr_block[0]), bounds, left, right, np.float32(loop), x, h,
-          h.reshape(-1), out, np.int64(ahead))
+          h.reshape(-1), out, _ahead(ahead, x))
 
 
 @njit(inline="always", nogil=True, cache=True)
@@ -185,18 +201,18 @@ def _run(ip, idx, weights, base, rows, slots, targets, left, right, loop, x, out
     parts = np.unique(np.concatenate([[0], np.searchsorted(cost, np.linspace(0, cost[-1], PARTS + 1)[1:-1]),
                                       [len(rows)]])).astype(np.int64)
     _gathered(ip, idx, weights, np.int64(base), rows, slots, np.asarray(targets, dtype=np.int64), parts, left,
-              right, np.float32(loop), x, out, np.int64(ahead))
+              right, np.float32(loop), x, out, _ahead(ahead, x))
 
 
 def spmm_listed(ip_block, idx_block, w_block, r0, rows, left, right, loop, x, out,
-                ahead: int = PREFETCH_AHEAD) -> None:
+                ahead: int | None = None) -> None:
     """out[v] = row v of S·x for every v in ``rows`` (sorted, inside the block r0..; entries
     ``idx_block`` from offset ``ip_block[0]``), other rows untouched."""
     rows = np.asarray(rows, dtype=np.int64)
     _run(ip_block, idx_block, w_block, int(ip_block[0]), rows, rows - r0, rows, left, right, loop, x, out, ahead)
 
 
-def spmm_sub(sub_ip, sub_idx, sub_w, rows, pick, left, right, loop, x, out, ahead: int = PREFETCH_AHEAD) -> None:
+def spmm_sub(sub_ip, sub_idx, sub_w, rows, pick, left, right, loop, x, out, ahead: int | None = None) -> None:
     """out[i] = row rows[pick[i]] of S·x from the sub-CSR (sub_ip, sub_idx, sub_w) of ``rows``
     (row j's entries sub_ip[j]..sub_ip[j+1]-1), computed in the sub-CSR's order."""
     pick = np.asarray(pick, dtype=np.int64)
@@ -205,7 +221,7 @@ def spmm_sub(sub_ip, sub_idx, sub_w, rows, pick, left, right, loop, x, out, ahea
     _run(sub_ip, sub_idx, sub_w, 0, rows[slots], slots, seq, left, right, loop, x, out, ahead)
 
 
-def spmm_selected(indptr, indices, weights, rows, left, right, loop, x, out, ahead: int = PREFETCH_AHEAD) -> None:
+def spmm_selected(indptr, indices, weights, rows, left, right, loop, x, out, ahead: int | None = None) -> None:
     """out[i] = row rows[i] of S·x (the whole CSR resident), computed in row order:
     :func:`gnnprep.sparse.kernels.spmm_selected`'s bytes."""
     rows = np.asarray(rows, dtype=np.int64)
@@ -213,7 +229,7 @@ def spmm_selected(indptr, indices, weights, rows, left, right, loop, x, out, ahe
     _run(indptr, indices, weights, 0, rows[seq], rows[seq], seq, left, right, loop, x, out, ahead)
 
 
-def spmm_rows_in_place(indptr, indices, weights, rows, left, right, loop, x, out, ahead: int = PREFETCH_AHEAD) -> None:
+def spmm_rows_in_place(indptr, indices, weights, rows, left, right, loop, x, out, ahead: int | None = None) -> None:
     """out[v] = row v of S·x for v in ``rows`` (sorted), others untouched (the whole CSR resident):
     :func:`gnnprep.sparse.kernels.spmm_rows_in_place`'s bytes."""
     rows = np.asarray(rows, dtype=np.int64)

@@ -152,7 +152,7 @@ def test_prefix_share_counts_gathers_of_the_first_rows():
     assert after > 3 * node_order.prefix_share(indices, rows)
 
 
-@pytest.mark.parametrize("ahead", [1, 16, 64, 256])
+@pytest.mark.parametrize("ahead", [None, 1, 16, 64, 256])
 def test_precompute_row_kernel_in_row_blocks_is_the_plain_hop_in_every_order(ahead):
     """The hop as precompute's CPU path runs it (row blocks, :func:`row_kernels.spmm_rows` with its
     prefetch ``ahead`` entries on) in each order, gathered back, against a float64 scipy reference
@@ -162,7 +162,7 @@ def test_precompute_row_kernel_in_row_blocks_is_the_plain_hop_in_every_order(ahe
 
     indptr, indices = _rmat(n=2500, nnz=40_000, seed=2)
     n = len(indptr) - 1
-    rng = np.random.default_rng(ahead)
+    rng = np.random.default_rng(ahead or 0)
     x = rng.standard_normal((n, 20), dtype=np.float32)
     s = (1.0 / np.sqrt(np.diff(indptr) + 1.0)).astype(np.float32)
     ref = _hop(indptr, indices, None, s, s, 1.0, x)
@@ -190,3 +190,9 @@ def test_find_order_names_every_kind():
                           node_order.community_order(indptr, indices))
     with pytest.raises(ValueError):
         node_order.find_order("rabbit", indptr, indices)
+
+
+def test_the_prefetch_distance_shrinks_as_rows_widen():
+    from gnnprep.sparse.row_kernels import prefetch_distance
+
+    assert [prefetch_distance(w) for w in (1, 16, 32, 64, 128, 256, 4096)] == [128, 128, 64, 32, 16, 16, 16]
