@@ -45,7 +45,8 @@ one each round; the load average printed per round):
 
 Printed: per variant the mean hop, median [range] (wall seconds) and mean process CPU seconds;
 for each order the ratio best torch.sparse.mm hop / our mean hop (kernel only and with the writes),
-the same against torch.mm out=, and in CPU seconds; the winner (lowest mean CPU seconds per hop,
+the same against torch.mm out=, and in CPU seconds; each round's ratio (the peer's hop over ours in
+the same round, so that both saw about the same load); the winner (lowest mean CPU seconds per hop,
 less sensitive to other jobs on a shared machine than wall time) and the acceptance verdict (its
 mean wall hop with the writes); peak RSS; one JSON line with every figure. Compare within a run.
 
@@ -436,6 +437,9 @@ def main() -> None:
             "find_seconds": o["find_seconds"], "permute_csr_seconds": o["permute_csr_seconds"],
             "bit_identical": o["equal"], "breakeven_hops": once / gain if gain > 0 else None,
             **shares.get(kind, {})}
+        if not args.no_peer:   # each round's peer hop over our hop in the same round (the load alike)
+            per_order[kind]["round_ratios"] = [t["wall"] / (o_["wall"] + o_["writes"]) for t, o_ in
+                                               zip(results["torch.sparse.mm"], results[name_of(kind, best_a)])]
         p = per_order[kind]
         print(f"order {kind}{' (ahead ' + str(best_a) + ')' if len(aheads) > 1 else ''}: hop {s['mean']:.2f} s "
               f"+ writes {p['writes_median']:.2f} s = {s['with_writes_mean']:.2f} s (stored order {stored_mean:.2f} s);"
@@ -455,6 +459,9 @@ def main() -> None:
           f"hop {peer_best:.2f} s: {ratio:.2f}x {H.target(ratio, TARGET_RATIO)}; kernel only "
           f"{best_p['ratio_vs_peer']:.2f}x; vs torch.mm out= {best_p['ratio_vs_peer_out']:.2f}x; in CPU seconds "
           f"{best_p['cpu_ratio_vs_peer']:.2f}x")
+    if not args.no_peer:
+        print("same-round ratios torch.sparse.mm / ours with the writes (median [range] over the rounds): "
+              + "; ".join(f"{k} {H.med_span(per_order[k]['round_ratios'])}" for k in kinds))
     if auto and auto[0] in per_order:
         a = per_order[auto[0]]
         print(f"auto's order {auto[0]}: {a['hop_with_writes_mean']:.2f} s with the writes, "

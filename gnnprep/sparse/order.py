@@ -348,8 +348,9 @@ def near_share_windows(indptr: np.ndarray, indices, window: int, inv: np.ndarray
 # hubs first, the rows (and scalings r[u]; 16 share a 64-byte line) of the nodes most entries gather
 # form one small contiguous prefix of X, which the caches, the TLB and the DRAM pages hold with no
 # other rows' bytes mixed in. On the 2.8M-node, 83M-entry R-MAT graph of benchmarks/bench_rmat.py
-# (d = 128, 2 threads, precompute's prefetching row kernel): ~19% fewer CPU seconds per hop (2.59 ->
-# 2.09; wall 1.38 -> 1.25 s with the writes' staging), bit-for-bit the same rows.
+# (d = 128, 2 threads, precompute's prefetching row kernel): 5-8% fewer CPU seconds per hop with the
+# prefetch distance for the width (1.99 -> 1.89 s), 19% with a fixed 64 entries (2.59 -> 2.09 s),
+# bit-for-bit the same rows.
 # ``near_share`` barely moves for these orders; :func:`prefix_share` (the share of entries gathering
 # the first ids) says what they do (0.02 -> 0.66 for the first 65,536 rows there).
 
@@ -440,10 +441,12 @@ def prefix_share(indices: np.ndarray, rows: int, inv: np.ndarray | None = None, 
 COMMUNITY_MIN_GAIN = 0.2   # near share gained: the community order pays (precompute's REORDER_MIN_GAIN)
 DEGREE_MIN_GAIN = 0.3      # prefix share gained (65,536 rows): a degree order pays where no community does
 PREFIX_ROWS = 65536        # the prefix share's rows: 32 MiB of X at d = 128, a last-level cache
-# kernel seconds in a degree order / in random ids (the planner's ``reorder_speedup`` for it): 0.81
-# in CPU seconds (2.09 / 2.59 s) and 0.83 in wall time on the 2.8M-node R-MAT graph of
-# benchmarks/bench_rmat.py (d = 128, 2 threads, quiet machine); 0.77 with the machine loaded
-DEGREE_KERNEL_RATIO = 0.8
+# kernel seconds in a degree order / in random ids (the planner's ``reorder_speedup`` for it), CPU
+# seconds per hop on the 2.8M-node R-MAT graph of benchmarks/bench_rmat.py (d = 128, 2 threads):
+# 0.92-0.95 with the row kernel's prefetch distance for the width (1.89 / 2.06 s, 1.89 / 1.99 s);
+# it was 0.81 (2.09 / 2.59 s) with the earlier fixed 64 entries, which left more misses for an order
+# to save. So on such a graph the order pays only over many hops or an ordered copy already written.
+DEGREE_KERNEL_RATIO = 0.93
 AUTO_KINDS = ("community", "degree")   # the orders ``choose_order`` weighs, best first
 
 
