@@ -119,7 +119,7 @@ def main() -> None:
     work = args.work or Path(tempfile.mkdtemp(prefix="bench_hag_torch_"))
     work.mkdir(parents=True, exist_ok=True)
     print(H.machine_line())
-    g, hag = work / "g.h5", work / "hag.h5"
+    g, hag = work / "g.h5", work / f"hag_{args.capacity}.h5"   # one HAG per capacity, kept between runs
     if not g.exists():
         generate(g, args.nodes, args.groups, args.group_size, args.dim, None)
     if not hag.exists():

@@ -710,7 +710,14 @@ HAG_SEARCH_NS_PER_ENTRY = 8000.0
 # pass: its own terms beside the product's. Per level: 2 launches at ~15-25 µs (CUDA, and torch's CPU
 # dispatch), rounded up (derived, not calibrated: 10-20 levels cost ~1 ms a hop)
 TORCH_HAG_LEVEL_S = 5e-5
-TORCH_HAG_LEVEL_CHUNK = 1 << 16   # aggregation rows per gather-add (bounds its two temporaries)
+# product entries an aggregation row costs the torch executor beyond its two input reads (the
+# temporary's two rows written and read back, the row written). Measured on the 200k-node bench graph
+# (benchmarks/bench_hag_torch.py, d = 64, CPU, 19 ns per product entry): the gather-adds (with the
+# Y fill) took 2.6 entries per aggregation node in all with |VA| = 300k (Y 122 MiB), 6.4 with the
+# uncapped 921k (Y 274 MiB: its rows out of cache), i.e. 0.6 and 4.4 beyond the two reads; 3 lies
+# between (the uncapped HAG is still predicted to pay, 0.37 vs 0.49 s, and measured 0.86x as fast)
+TORCH_HAG_ROW_ENTRIES = 3
+TORCH_HAG_LEVEL_CHUNK = 1 << 16   # aggregation rows per gather-add (bounds its temporary)
 
 
 @dataclass(frozen=True)
@@ -771,10 +778,13 @@ def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num
     On the torch backend (:mod:`gnnprep.precompute.hag_torch`) the executor also holds Y's n graph
     rows (r ⊙ X, 4 n w bytes), the rewired CSR as a tensor (int64 ids and float32 values, 12 bytes
     per entry and per self-loop), the input pairs (16 bytes per aggregation node) and the
-    level-chunk temporary (two rows per aggregation node); its time adds, per pass and column block, the fill of Y[:n] (read and
-    write n w floats at ``copy_bytes_per_s``) and ``levels`` gather-add launches
-    (:data:`TORCH_HAG_LEVEL_S` each). The gather-adds' data movement is the product's: two entries
-    per aggregation node, already in ``hag_entries``."""
+    level-chunk temporary (two rows per aggregation node). Its time is a product over
+    ``hag_entries`` + :data:`TORCH_HAG_ROW_ENTRIES` per aggregation node (the gather-adds' traffic
+    beyond their two input reads, which ``hag_entries`` holds: the temporary's two rows written and
+    read back and the aggregation row written), plus per pass and column block the fill of Y[:n]
+    (a scaling per row·column, ``row_ns_per_col``) and ``levels`` gather-add launches
+    (:data:`TORCH_HAG_LEVEL_S` each). In entries of the device's own kernel table, so the terms
+    hold on the CPU and on a GPU alike."""
     hag_index = 8 * (p.num_nodes + 1) + 8 * hag_entries  # indptr, indices and the 2 inputs per node
     torch = backend == "torch"
 
@@ -787,11 +797,12 @@ def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num
                      + 8 * min(num_agg, TORCH_HAG_LEVEL_CHUNK) * w)
         peak = memory(p, 1, c) + int(SLACK * (hag_index + 4 * num_agg * w + extra))
         # (it computes every row: no pruning)
-        q = Problem(**{**asdict(p), "num_entries": hag_entries, "hop_entries": (), "last_inputs": 0})
+        entries = hag_entries + (TORCH_HAG_ROW_ENTRIES * num_agg if torch else 0)
+        q = Problem(**{**asdict(p), "num_entries": entries, "hop_entries": (), "last_inputs": 0})
         seconds = predict_seconds(q, prof, 1, c)
         if torch:
             widths = _widths(p.num_features, w)
-            seconds += _passes(p) * p.hops * sum(levels * TORCH_HAG_LEVEL_S + 8 * p.num_nodes * wj / prof.copy_bytes_per_s
+            seconds += _passes(p) * p.hops * sum(levels * TORCH_HAG_LEVEL_S + p.num_nodes * wj * prof.row_ns_per_col * 1e-9
                                                  for wj in widths)
         return Plan(a=1, b=1, c=c, width=w, s_resident=True, device=p.device, budget=budget, predicted_peak=peak,
                     predicted_seconds=round(seconds, 3), baseline_rss=baseline_rss, source=source)
