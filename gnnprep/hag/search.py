@@ -298,6 +298,54 @@ def _rewire(dst: np.ndarray, src: np.ndarray, ca: np.ndarray, level: np.ndarray,
     return ca[kept], dst, src, len(applied)
 
 
+
+GREEDY_RATIO = 0.8    # capped rounds take the pairs counted >= this fraction of the round's best count
+RECOUNT_FACTOR = 8    # capped rounds recount exactly this many candidates per aggregation node left
+CALL_ITEMS = 1 << 20  # lookups one numpy call makes while recounting (a signal is acted on between calls)
+
+
+def _top_candidates(uniq: np.ndarray, counts: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The k candidates with the largest counts (ties: the smallest keys), in key order."""
+    if len(uniq) <= k:
+        return uniq, counts
+    hist = np.bincount(counts)
+    at_least = np.cumsum(hist[::-1])[::-1]      # at_least[c] = #counts >= c
+    cut = int(np.searchsorted(-at_least, -k, side="right"))  # smallest c with at_least[c] <= k
+    take = counts >= cut
+    short = k - int(take.sum())
+    if short > 0 and cut > 0:
+        take[np.flatnonzero(counts == cut - 1)[:short]] = True
+    sel = np.flatnonzero(take)
+    return uniq[sel], counts[sel]
+
+
+def _exact_support(dst: np.ndarray, src: np.ndarray, a: np.ndarray, b: np.ndarray, total: int) -> np.ndarray:
+    """|users(a) ∩ users(b)| for every pair: how many in-lists hold both ids (ids occur at most once per
+    in-list). Walks the users of the rarer id of each pair and looks (user, other id) up in the sorted
+    keys id·n + user, about ``CALL_ITEMS`` lookups per numpy call."""
+    n = np.int64(int(dst.max(initial=0)) + 1)
+    mem = np.sort(src * n + dst)
+    start = np.searchsorted(mem, np.arange(total + 1, dtype=np.int64) * n)
+    deg = np.diff(start)
+    swap = deg[a] > deg[b]
+    a, b = np.where(swap, b, a), np.where(swap, a, b)
+    work = np.cumsum(deg[a])
+    out = np.zeros(len(a), dtype=np.int64)
+    i = 0
+    while i < len(a):
+        base = work[i - 1] if i else 0
+        j = max(i + 1, int(np.searchsorted(work, base + CALL_ITEMS, side="right")))
+        aa, bb = a[i:j], b[i:j]
+        d = deg[aa]
+        rep = np.repeat(np.arange(len(aa)), d)
+        off = np.arange(int(d.sum())) - np.repeat(np.cumsum(d) - d, d)
+        key = bb[rep] * n + mem[start[aa][rep] + off] % n
+        pos = np.minimum(np.searchsorted(mem, key), len(mem) - 1)
+        out[i:j] = np.bincount(rep[mem[pos] == key], minlength=len(aa))
+        i = j
+    return out
+
+
 def rounds_search(indptr: np.ndarray, indices: np.ndarray, capacity: int | None = None, window: int | None = None,
                   max_depth: int = 16, memory_budget: int | None = None, max_rounds: int = 200,
                   min_share: int = 2) -> Hag:
@@ -312,6 +360,16 @@ def rounds_search(indptr: np.ndarray, indices: np.ndarray, capacity: int | None 
     occur, and kept only where it occurs at least twice. The threshold starts at the largest count
     and halves after every round down to 2, where rounds continue until nothing merges or the
     capacity is reached. Memory: O(window · stored entries) per round (sorted int64 keys).
+
+    Under a capacity that can bind — fewer aggregation nodes left than merges still possible, at
+    most (stored entries − non-empty in-lists) / ``min_share`` since a merge shared by t lists removes
+    t entries — the choice order matters (the greedy keeps the most shared pairs), so a round instead
+    (a) recounts exactly, as |users(a) ∩ users(b)|, the ``RECOUNT_FACTOR`` · room candidates with the
+    largest window counts (window counts only bound the true counts from below) and (b) takes only
+    the pairs counted ≥ ``GREEDY_RATIO`` × the round's largest count: a decreasing-threshold greedy
+    (Badanidiyuru & Vondrák, "Fast algorithms for maximizing submodular functions", SODA 2014),
+    anchored to the current best count each round rather than halved. Once the capacity can no
+    longer bind, rounds go on in bulk as above.
     """
     n = len(indptr) - 1
     m = int(indptr[-1])
@@ -325,16 +383,36 @@ def rounds_search(indptr: np.ndarray, indices: np.ndarray, capacity: int | None 
     level = np.zeros(n + capacity + 1, dtype=np.int64)
     big = np.int64(n + capacity + 1)
     threshold = None
+    nonempty = int((np.diff(indptr) > 0).sum())  # in-lists never become empty
     for _ in range(max_rounds):
         if made >= capacity or len(src) == 0:
             break
         total = n + made
         dst, src, follow = _sort_by_frequency(dst, src, total)
-        keep_from = min_share if threshold is None else max(min_share, threshold // 2)
+        room = capacity - made
+        capped = room < (len(src) - nonempty) // min_share
+        keep_from = min_share if (threshold is None or capped) else max(min_share, threshold // 2)
         uniq, counts = _count_candidates(src, follow, window, big, parts, keep_from)
         del follow
         if not len(uniq):
             break
+        if capped:
+            uniq, counts = _top_candidates(uniq, counts, max(RECOUNT_FACTOR * room, 1024))
+            counts = _exact_support(dst, src, uniq // big, uniq % big, total)
+            threshold = max(min_share, math.ceil(GREEDY_RATIO * int(counts.max())))
+            ca = _greedy_matching(uniq, counts, threshold, big, level, max_depth, total, room)
+            if not len(ca) and threshold > min_share:  # the best pairs are all too deep
+                threshold = min_share
+                ca = _greedy_matching(uniq, counts, threshold, big, level, max_depth, total, room)
+            del uniq, counts
+            if not len(ca):
+                break
+            pairs, dst, src, rewired = _rewire(dst, src, ca, level, n + made, total, min_share)
+            inputs.append(pairs)
+            made += len(pairs)
+            if not rewired:
+                break
+            continue
         if threshold is None:
             threshold = int(counts.max())
         while threshold > min_share and not (counts >= threshold).any():
