@@ -161,40 +161,66 @@ def _window_keys(src, follow, window, big, chunk):
                 yield np.minimum(a, b) * big + np.maximum(a, b)
 
 
-def _count_candidates(src, follow, window, big, parts, keep_from, chunk=1 << 22):
+def _count_candidates(src, follow, window, big, parts, keep_from, chunk=1 << 22, sort_items=None):
     """Distinct candidate pairs (src[i], src[i+k]), 1 ≤ k ≤ window, within one in-list, with their
     counts, keeping those counted ≥ keep_from. Counted one hash partition (key mod parts) at a
-    time: the partition's keys are written into one preallocated array, sorted in place and run-length
-    counted, so a key costs at most 8 + 1 + 2·8 bytes (key, run flag, run start and count) — about a
-    third of ``np.unique(..., return_counts=True)`` on a concatenated list."""
-    if parts == 1:
-        sizes = np.array([sum(int((follow >= k).sum()) for k in range(1, window + 1))])
+    time: the partition's keys are written into one preallocated array, grouped into sub-buckets of
+    about ``sort_items`` keys (default ``CALL_ITEMS``), each sorted in place and run-length counted —
+    short numpy calls, so a SIGTERM or Ctrl-C is acted on between them — and a key costs at most
+    8 + 1 + 2·8 bytes (key, run flag, run start and count). Output in bucket order (not sorted)."""
+    sort_items = CALL_ITEMS if sort_items is None else sort_items
+    total = sum(int((follow >= k).sum()) for k in range(1, window + 1))
+    if total == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    subs = max(1, math.ceil(total / parts / sort_items))
+    nb = parts * subs  # bucket = key mod nb; its partition = bucket mod parts, sub-bucket = bucket // parts
+    if nb == 1:
+        sizes = np.array([total], dtype=np.int64)
     else:
-        sizes = np.zeros(parts, dtype=np.int64)
+        sizes = np.zeros(nb, dtype=np.int64)
         for key in _window_keys(src, follow, window, big, chunk):
-            sizes += np.bincount(key % parts, minlength=parts)
+            sizes += np.bincount(key % nb, minlength=nb)
+    sizes = sizes.reshape(subs, parts)  # [sub, part]
     out_u, out_c = [], []
     for part in range(parts):
-        if sizes[part] == 0:
+        psize = sizes[:, part]
+        if psize.sum() == 0:
             continue
-        keys = np.empty(int(sizes[part]), dtype=np.int64)
-        pos = 0
+        keys = np.empty(int(psize.sum()), dtype=np.int64)
+        bounds = np.concatenate([[0], np.cumsum(psize)])
+        cursor = bounds[:-1].copy()
         for key in _window_keys(src, follow, window, big, chunk):
-            if parts > 1:
-                key = key[key % parts == part]
-            keys[pos:pos + len(key)] = key
-            pos += len(key)
-        keys.sort()
-        flag = np.empty(len(keys), dtype=bool)
-        flag[0] = True
-        np.not_equal(keys[1:], keys[:-1], out=flag[1:])
-        starts = np.flatnonzero(flag)
-        del flag
-        counts = np.diff(starts, append=len(keys))
-        good = counts >= keep_from
-        out_u.append(keys[starts[good]])
-        out_c.append(counts[good])
-        del keys, starts, counts, good
+            if nb > 1:
+                bucket = key % nb
+                if parts > 1:
+                    mine = bucket % parts == part
+                    key, bucket = key[mine], bucket[mine]
+                sub = bucket // parts
+                order = np.argsort(sub, kind="stable")
+                sub, key = sub[order], key[order]
+                cnt = np.bincount(sub, minlength=subs)
+                first = np.cumsum(cnt) - cnt
+                keys[cursor[sub] + np.arange(len(sub)) - first[sub]] = key
+                cursor += cnt
+            else:
+                keys[cursor[0]:cursor[0] + len(key)] = key
+                cursor[0] += len(key)
+        for j in range(subs):
+            run = keys[bounds[j]:bounds[j + 1]]
+            if not len(run):
+                continue
+            run.sort()
+            flag = np.empty(len(run), dtype=bool)
+            flag[0] = True
+            np.not_equal(run[1:], run[:-1], out=flag[1:])
+            starts = np.flatnonzero(flag)
+            del flag
+            counts = np.diff(starts, append=len(run))
+            good = counts >= keep_from
+            out_u.append(run[starts[good]])
+            out_c.append(counts[good])
+            del starts, counts, good
+        del keys
     if not out_u:
         return np.empty(0, np.int64), np.empty(0, np.int64)
     return np.concatenate(out_u), np.concatenate(out_c)
@@ -305,7 +331,7 @@ CALL_ITEMS = 1 << 20  # lookups one numpy call makes while recounting (a signal 
 
 
 def _top_candidates(uniq: np.ndarray, counts: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The k candidates with the largest counts (ties: the smallest keys), in key order."""
+    """The k candidates with the largest counts (ties: the first in the given order), in the given order."""
     if len(uniq) <= k:
         return uniq, counts
     hist = np.bincount(counts)

@@ -113,3 +113,20 @@ def test_top_candidates_keeps_the_largest_counts_ties_by_key():
     assert u.tolist() == [7, 14, 21, 35, 63] and c.tolist() == [5, 3, 5, 9, 4]
     u, c = _top_candidates(uniq, counts, 100)
     assert len(u) == 10
+
+
+@pytest.mark.parametrize("parts,sort_items", [(1, 10**9), (1, 500), (3, 700), (4, 10**9)])
+def test_candidate_counting_in_short_sorts_equals_one_sort(parts, sort_items):
+    from gnnprep.hag.search import _count_candidates
+
+    rng = np.random.default_rng(5)
+    src = rng.integers(0, 50, 3000).astype(np.int64)
+    follow = np.tile(np.arange(9, -1, -1), 300)  # in-lists of 10 entries
+    big = np.int64(100)
+    keys = np.concatenate([np.minimum(src[i], src[i + k]) * big + np.maximum(src[i], src[i + k])
+                           for k in range(1, 5) for i in [np.flatnonzero(follow >= k)]])
+    want_u, want_c = np.unique(keys, return_counts=True)
+    u, c = _count_candidates(src, follow, 4, big, parts, 2, chunk=257, sort_items=sort_items)
+    order = np.argsort(u)
+    np.testing.assert_array_equal(u[order], want_u[want_c >= 2])
+    np.testing.assert_array_equal(c[order], want_c[want_c >= 2])
