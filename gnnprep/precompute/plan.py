@@ -62,6 +62,15 @@ class Profile:
     # S read again within a run (streamed: once per hop and column block), from the page cache:
     # 13-18 GB/s measured (the first read is a read_bytes_per_s one)
     reread_bytes_per_s: float = 1.0e10
+    # X's column tiles read from the disk (the page cache cannot hold X beside a streamed S): one
+    # ~1 MiB tile per read with the kernel's readahead off (GraphStore.feature_columns), so at the
+    # disk's latency-bound rate. Measured on the papers100M-shaped graph in a memory cgroup scaled
+    # like the data, cold cache: 0.50 GB/s at 1/4 (13.3 GB in 26.3 s), 0.54 GB/s at 0.35 (20.0 GB
+    # in 37.3 s) — against 1.5 GB/s assumed before, the largest part of a 35% underestimate. Not
+    # measured by ``gnnprep calibrate``: a file it has just written is served from the host's cache
+    # on a VM (0.96-1.67 GB/s measured that way here), and the disk's rate varies run to run
+    # (0.3-1.0 GB/s for the same reads minutes apart)
+    cold_tile_read_bytes_per_s: float = 5.0e8
     write_bytes_per_s: float = 1.0e9   # HDF5 write
     copy_bytes_per_s: float = 1.0e10   # host<->device (CUDA) or memcpy
     block_overhead_s: float = 0.002    # per (edge block, column block, hop) launch and bookkeeping
@@ -438,6 +447,18 @@ def x_read_bytes(p: Problem, c: int) -> int:
     return n * cols * p.in_itemsize
 
 
+def x_read_rate(p: Problem, prof: Profile, b: int, c: int) -> float:
+    """Bytes per second at which the run reads X: tile by tile from the disk
+    (``cold_tile_read_bytes_per_s``) where X is read in column tiles (``x_tile``, c > 1) and the page
+    cache cannot hold it — S streamed and re-read from the disk (:func:`s_rereads_from_disk`), or X
+    alone larger than the cache the plan leaves; else ``read_bytes_per_s``."""
+    if not p.x_tile or c == 1 or not p.machine_memory:
+        return prof.read_bytes_per_s
+    x_bytes = p.num_nodes * p.num_features * p.in_itemsize
+    cold = s_rereads_from_disk(p, b, c) or x_bytes > p.machine_memory - memory(p, b, c) - PAGE_CACHE_RESERVE
+    return prof.cold_tile_read_bytes_per_s if cold else prof.read_bytes_per_s
+
+
 def predict_seconds(p: Problem, prof: Profile, b: int, c: int) -> float:
     n, d, K = p.num_nodes, p.num_features, p.hops
     w = math.ceil(d / c) if d else 0
@@ -448,7 +469,7 @@ def predict_seconds(p: Problem, prof: Profile, b: int, c: int) -> float:
     stream = _s_bytes(p) / prof.read_bytes_per_s + max(0, reads - 1) * _s_bytes(p) / reread
     if p.device.startswith("cuda"):
         stream += reads * _s_bytes(p) / prof.copy_bytes_per_s + p.operators * 2 * K * n * d * 4 / prof.copy_bytes_per_s
-    io = x_read_bytes(p, len(widths)) / prof.read_bytes_per_s
+    io = x_read_bytes(p, len(widths)) / x_read_rate(p, prof, b, len(widths))
     io += (p.operators * K + 1) * p.out_rows * d * p.out_itemsize / prof.write_bytes_per_s
     overhead = _passes(p) * K * b * len(widths) * prof.block_overhead_s
     fresh = 0.0 if p.device.startswith("cuda") else 2 * n * w * 4 / prof.fault_bytes_per_s

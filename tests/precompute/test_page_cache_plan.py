@@ -46,3 +46,24 @@ def test_sizing_cli_option(capsys):
     sizing.main(["--nodes", "2.7M", "--entries", "83M", "--features", "128", "--rows", "38k",
                  "--memory-budget", "1GiB", "--machine-memory", "2GiB", "--json"])
     assert '"plan"' in capsys.readouterr().out
+
+
+def test_x_tiles_are_read_at_the_cold_rate_only_when_the_cache_cannot_hold_x():
+    from gnnprep.precompute.plan import x_read_rate
+
+    prof = Profile()
+    b, c = 4, 8
+    tiled = Problem(**{**P.__dict__, "x_tile": 16})
+    room = memory(tiled, b, c) + PAGE_CACHE_RESERVE
+    x_bytes = P.num_nodes * P.num_features * 4
+    roomy = Problem(**{**tiled.__dict__, "machine_memory": room + _s_bytes(P) + x_bytes})
+    tight = Problem(**{**tiled.__dict__, "machine_memory": room + _s_bytes(P) - 1})
+    assert x_read_rate(tiled, prof, b, c) == prof.read_bytes_per_s               # unknown machine
+    assert x_read_rate(roomy, prof, b, c) == prof.read_bytes_per_s
+    assert x_read_rate(tight, prof, b, c) == prof.cold_tile_read_bytes_per_s
+    assert x_read_rate(tight, prof, b, 1) == prof.read_bytes_per_s               # one block: whole rows
+    untiled = Problem(**{**tight.__dict__, "x_tile": 0})
+    assert x_read_rate(untiled, prof, b, c) == prof.read_bytes_per_s
+    warm = Profile(cold_tile_read_bytes_per_s=prof.read_bytes_per_s)
+    extra = predict_seconds(tight, prof, b, c) - predict_seconds(tight, warm, b, c)
+    assert abs(extra - (x_bytes / prof.cold_tile_read_bytes_per_s - x_bytes / prof.read_bytes_per_s)) < 1e-6 * extra
