@@ -28,6 +28,7 @@ import numpy as np
 
 from gnnprep.core.errors import GnnprepError
 from gnnprep.core.memory import machine_memory as memory_of_this_machine
+from gnnprep.graph.store import FEATURE_TILE_COLUMNS
 from gnnprep.precompute.plan import (
     Problem,
     choose_plan,
@@ -48,14 +49,15 @@ def _degrees(mean: float, seed: int) -> np.ndarray:
 
 def sizes_problem(nodes: int, entries: int, features: int, hops: int, rows: int | None = None,
                   operators: int = 1, index_bytes: int | None = None, weighted: bool = False,
-                  dtype_bytes: int = 4, order: str = "known", x_tile: int = 32, seed: int = 0,
+                  dtype_bytes: int = 4, order: str = "known", x_tile: int = FEATURE_TILE_COLUMNS, seed: int = 0,
                   machine_memory: int | None = None) -> Problem:
     """The :class:`~gnnprep.precompute.plan.Problem` of a store of these sizes. ``rows``: rows
     stored (``--rows labeled``: the splits' size; None: every node). ``order``: "known" (kept in
     the store, the copy then written by the first streamed run), "copy" (the ordered copy already
     beside the store), "none" (found first). ``machine_memory``: bytes of memory of the machine the
     run will have, page cache included (None: this machine's, :func:`gnnprep.core.memory.machine_memory`);
-    a streamed S larger than what the plan leaves of it is re-read from the disk on every pass."""
+    a streamed S larger than what the plan leaves of it is re-read from the disk on every pass.
+    ``x_tile``: columns per chunk of X, as ingest writes it (the default)."""
     n, m = int(nodes), int(entries)
     if machine_memory is None:
         machine_memory = memory_of_this_machine() or 0
