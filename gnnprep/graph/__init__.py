@@ -3,5 +3,6 @@
 from gnnprep.core.lazy import exports
 
 __getattr__, __dir__ = exports(__name__, {
-    "GraphStore": "store", "IngestConfig": "ingest", "ensure_graph_store": "ingest"
+    "GraphStore": "store", "IngestConfig": "ingest", "ensure_graph_store": "ingest",
+    "from_arrays": "ingest",
 })

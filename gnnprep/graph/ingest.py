@@ -37,7 +37,7 @@ from gnnprep.core.output import atomic_output, check_free_space, refuse_input_as
 from gnnprep.core.progress import Progress, no_progress
 from gnnprep.core.sizes import format_size, parse_size
 from gnnprep.graph import store
-from gnnprep.graph.sources import GraphSource, SourceOptions, is_graph_store, open_source
+from gnnprep.graph.sources import GraphSource, SourceOptions, is_graph_store, open_source, source_kind
 from gnnprep.graph.sources.base import check_disjoint, check_ids
 from gnnprep.graph.sources.graphstore import (
     NONE,
@@ -102,17 +102,19 @@ def unused_options(spec: str, config: IngestConfig) -> list[tuple[str, str]]:
     if spec == "sample" or (spec.startswith("ogbn-") and not Path(spec).exists()):
         kind = "folder"
     elif Path(spec).exists():
-        p = Path(spec)
-        kind = "store" if is_graph_store(p) else "folder" if p.is_dir() else "edges"
+        kind = source_kind(Path(spec))
     else:
         return []  # open_source says what is missing
     what = {"store": "a graph store, which is copied as is", "folder": "an OGB folder, which brings its own",
-            "edges": "an edge list"}[kind]
+            "graphsaint": "a GraphSAINT folder, which brings its own", "edges": "an edge list",
+            "matrix": "a sparse matrix (.mtx or save_npz), whose size gives the node count and whose indices "
+                      "have a fixed base"}[kind]
     given = [("--features", opts.features is not None), ("--labels", opts.labels is not None),
              ("--splits", opts.splits is not None), ("--num-nodes", opts.num_nodes is not None),
              ("--index-base", opts.index_base != 0)]
+    node_data = ("--features", "--labels", "--splits")   # also taken by a matrix
     out = [(o, f"not used: SOURCE {spec} is {what}; it applies to edge lists")
-           for o, set_ in given if set_ and kind != "edges"]
+           for o, set_ in given if set_ and kind != "edges" and not (kind == "matrix" and o in node_data)]
     if opts.split is not None and kind != "folder":
         out.append(("--split", f"not used: SOURCE {spec} is {what}; it picks a split folder of an OGB folder"))
     if config.directed and kind == "store":
@@ -373,6 +375,15 @@ def ingest(spec: str, output: str | Path, config: IngestConfig = IngestConfig(),
     source = open_source(spec, config.source)
     if isinstance(source, Path):
         return _copy_store(source, output, budget, t0)
+    return ingest_source(source, output, config, progress, command or f"ingest {spec}", t0)
+
+
+def ingest_source(source: GraphSource, output: str | Path, config: IngestConfig = IngestConfig(),
+                  progress: Progress = no_progress, command: str = "", t0: float | None = None) -> IngestReport:
+    """Write the graph store of an opened ``source`` (what :func:`ingest` does after opening a spec)."""
+    t0 = time.perf_counter() if t0 is None else t0
+    budget = check_budget(config.memory_budget or default_budget("cpu"))
+    output = Path(output)
     if config.directed and not getattr(source, "direction_known", True):
         source.warnings.append(f"{source.path}: not a known OGB data set, so whether its edges are stored once "
                                "per undirected pair is unknown; --directed keeps them as stored")
@@ -403,7 +414,7 @@ def ingest(spec: str, output: str | Path, config: IngestConfig = IngestConfig(),
                                        "find one itself if it pays")
                 order = None
             provenance = {
-                "command": command or f"ingest {spec}",
+                "command": command or f"ingest {source.name}",
                 "parameters": {"directed": config.directed, "symmetrized": symmetrize, "memory_budget": budget,
                                **dataclasses.asdict(config.source)},
                 "inputs": [{"path": str(p.absolute()), "fingerprint": file_fingerprint(p)} for p in inputs],
@@ -478,3 +489,32 @@ def ensure_graph_store(spec: str, config: IngestConfig = IngestConfig(), cache_d
     target.parent.mkdir(parents=True, exist_ok=True)
     ingest(spec, target, config, progress, command=f"(cached ingest of {spec})")
     return target
+
+
+def from_arrays(edge_index, x=None, y=None, splits=None, num_nodes: int | None = None, *,
+                output: str | Path, directed: bool = False, memory_budget: int | str | None = None,
+                order: str = "auto", tmp_dir: str | None = None, name: str = "arrays",
+                progress: Progress = no_progress) -> IngestReport:
+    """Ingest in-memory arrays (PyG ``Data``, a DGL graph, numpy) into the graph store ``output``.
+
+    ``edge_index``: [2, m] (row 0 sources u, row 1 destinations v: v aggregates from u, PyG's
+    convention) or a (src, dst) pair such as DGL's ``g.edges()``; ``x`` [n, d] features; ``y`` [n]
+    class ids (-1 or NaN: unknown); ``splits``: {"train"|"valid"|"test" (or "val", PyG's
+    "train_mask", ...): node ids or a boolean mask [n]}; ``num_nodes`` (default: rows of x, length of y,
+    else the largest id + 1). numpy arrays, torch tensors on any device and anything with ``__array__``
+    are accepted; torch, PyG and DGL are never imported. The store equals that of ``gnnprep ingest`` on
+    an edge-list file with the lines ``u v`` and the same ``--features``/``--labels``/``--splits``
+    (symmetrised unless ``directed``). Arrays are read in chunks, so ``memory_budget`` bounds what
+    ingest holds beyond the arrays themselves. Bad input raises :class:`GnnprepError` naming the
+    argument and position (``edge_index[1] entry 7``, ``x row 3``).
+
+    The public name is ``gnnprep.graph.from_arrays`` (and ``gnnprep.from_arrays``): ingest is a stage of
+    the ``graph`` package; ``gnnprep.ingest.from_arrays`` also works, through the deprecated alias of
+    this module.
+    """
+    from gnnprep.graph.sources.arrays import ArraySource
+
+    budget = parse_budget(memory_budget) if isinstance(memory_budget, str) else memory_budget
+    source = ArraySource(edge_index, x=x, y=y, splits=splits, num_nodes=num_nodes, name=name)
+    config = IngestConfig(directed=directed, memory_budget=budget, tmp_dir=tmp_dir, order=order)
+    return ingest_source(source, output, config, progress, command=f"from_arrays -> {output}")

@@ -1,7 +1,9 @@
 """Dataset specs: what a user may name wherever a dataset is expected.
 
 ``sample`` | ``ogbn-<name>`` (under --root, $GNNPREP_DATA or ./data) | an OGB raw-layout folder |
-an edge list (.csv/.tsv/.txt[.gz], .npy, .npz) | an existing graph store (.h5).
+a GraphSAINT layout folder (``adj_full.npz``, ``feats.npy``, ``class_map.json``, ``role.json``) |
+an edge list (.csv/.tsv/.txt[.gz], .npy, .npz) | a ``scipy.sparse.save_npz`` matrix (.npz) |
+a Matrix Market coordinate file (.mtx[.gz]) | an existing graph store (.h5).
 """
 
 from __future__ import annotations
@@ -15,9 +17,12 @@ import h5py
 from gnnprep.core.errors import GnnprepError
 from gnnprep.graph.sources.base import GraphSource
 from gnnprep.graph.sources.edgelist import EdgeListSource, is_text_edge_list
+from gnnprep.graph.sources.graphsaint import GraphSaintSource, graphsaint_folder
+from gnnprep.graph.sources.matrixmarket import MatrixMarketSource, is_matrix_market
 from gnnprep.graph.sources.ogb import detect_layout, open_ogb_folder
+from gnnprep.graph.sources.scipynpz import SparseNpzSource, is_scipy_sparse_npz
 
-__all__ = ["SourceOptions", "GraphSource", "open_source", "sample_data_dir", "resolve_spec"]
+__all__ = ["SourceOptions", "GraphSource", "open_source", "sample_data_dir", "resolve_spec", "source_kind"]
 
 
 @dataclass(frozen=True)
@@ -74,7 +79,8 @@ def resolve_spec(spec: str, opts: SourceOptions = SourceOptions()) -> Path:
     path = Path(spec)
     if not path.exists():
         raise GnnprepError(f"{spec}: no such file or folder, and not a data set name "
-                           "(expected sample, ogbn-<name>, an OGB folder, an edge list or a graph store)")
+                           "(expected sample, ogbn-<name>, an OGB or GraphSAINT folder, an edge list, a .npz or .mtx "
+                           "matrix, or a graph store)")
     return path
 
 
@@ -82,10 +88,25 @@ def is_graph_store(path: Path) -> bool:
     return path.is_file() and h5py.is_hdf5(path)
 
 
+def source_kind(path: Path) -> str:
+    """What an existing file or folder is: ``store`` | ``graphsaint`` | ``folder`` (OGB) | ``matrix``
+    (a .mtx or save_npz file: the node count comes with it) | ``edges`` (anything else: an edge list,
+    or unknown, which :func:`open_source` reports). Reads at most a file's first bytes or zip directory."""
+    if path.is_dir():
+        return "graphsaint" if graphsaint_folder(path) is not None else "folder"
+    if is_graph_store(path):
+        return "store"
+    if is_matrix_market(path) or is_scipy_sparse_npz(path):
+        return "matrix"
+    return "edges"
+
+
 def open_source(spec: str, opts: SourceOptions = SourceOptions()) -> GraphSource | Path:
     """A :class:`GraphSource` to ingest, or the path of an existing HDF5 store to use as is."""
     path = resolve_spec(spec, opts)
     if path.is_dir():
+        if spec != "sample" and graphsaint_folder(path) is not None:
+            return GraphSaintSource(path)
         src = open_ogb_folder(path, opts.split)
         if spec == "sample":
             src.name = "sample"
@@ -93,12 +114,17 @@ def open_source(spec: str, opts: SourceOptions = SourceOptions()) -> GraphSource
     if is_graph_store(path):
         return path
     name = path.name.lower()
+    node_data = dict(features=Path(opts.features) if opts.features else None,
+                     labels=Path(opts.labels) if opts.labels else None,
+                     splits=Path(opts.splits) if opts.splits else None)
+    if is_matrix_market(path):
+        return MatrixMarketSource(path, **node_data)
+    if is_scipy_sparse_npz(path):
+        return SparseNpzSource(path, **node_data)
     if is_text_edge_list(path) or name.endswith((".npy", ".npz")):
-        return EdgeListSource(path, index_base=opts.index_base, num_nodes=opts.num_nodes,
-                              features=Path(opts.features) if opts.features else None,
-                              labels=Path(opts.labels) if opts.labels else None,
-                              splits=Path(opts.splits) if opts.splits else None)
+        return EdgeListSource(path, index_base=opts.index_base, num_nodes=opts.num_nodes, **node_data)
     if path.stat().st_size == 0:
         raise GnnprepError(f"{path}: empty file")
     raise GnnprepError(f"{path}: unknown input type; expected an edge list (.csv, .tsv, .txt, optionally .gz; "
-                       ".npy; .npz), an OGB folder or a graph store (.h5)")
+                       ".npy; .npz), a scipy sparse matrix (.npz from save_npz), a Matrix Market file (.mtx, "
+                       ".mtx.gz), an OGB or GraphSAINT folder or a graph store (.h5)")

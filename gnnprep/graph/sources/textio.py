@@ -111,11 +111,13 @@ class TableReader:
 
     kind: ``"int"`` (integers that fit int64, at least ``minimum``; None: any sign) or ``"float"``.
     ncols: required column count, or None to take it from the first data line.
+    start_line: lines before this 1-based line are skipped (a preamble parsed by the caller, such as
+    a Matrix Market size line).
     """
 
     def __init__(self, path: str | Path, kind: str, ncols: int | None = None, what: str = "value",
                  block_bytes: int = BLOCK_BYTES, allow_header: bool = True,
-                 allow_nan: bool = False, minimum: int | None = 0):
+                 allow_nan: bool = False, minimum: int | None = 0, start_line: int = 1):
         self.path = Path(path)
         if not self.path.is_file():
             raise GnnprepError(f"{self.path}: no such file")
@@ -124,6 +126,7 @@ class TableReader:
         self.allow_header = allow_header
         self.allow_nan = allow_nan
         self.minimum = minimum
+        self.start_line = start_line
         self.delim = detect_delimiter(self.path)
         self._seen_data = False
         self._header_line = 0
@@ -167,7 +170,7 @@ class TableReader:
     def _scan(self, first_line: int, block: bytes, detail: str = "") -> None:
         for i, raw in enumerate(block.decode("utf-8", "replace").split("\n")):
             s = raw.strip()
-            if not s or s[0] in "#%" or first_line + i == self._header_line:
+            if not s or s[0] in "#%" or first_line + i == self._header_line or first_line + i < self.start_line:
                 continue
             self._check_line(first_line + i, [t.strip() for t in _split(s, self.delim)])
         raise GnnprepError(f"{self.path} lines {first_line}+: cannot parse {self.what}s ({detail})")
@@ -176,13 +179,13 @@ class TableReader:
     def _clean(self, first_line: int, block: bytes) -> tuple[bytes, np.ndarray | None]:
         """Drop comments, blank lines and a first-line header; return kept lines' numbers."""
         needs = (b"#" in block or b"%" in block or b"\n\n" in block or block.startswith(b"\n")
-                 or (not self._seen_data and self.allow_header))
+                 or (not self._seen_data and self.allow_header) or first_line < self.start_line)
         if not needs:
             return block, None
         kept, numbers = [], []
         for i, raw in enumerate(block.split(b"\n")):
             s = raw.strip()
-            if not s or s[:1] in (b"#", b"%"):
+            if not s or s[:1] in (b"#", b"%") or first_line + i < self.start_line:
                 continue
             if not self._seen_data:
                 self._seen_data = True
