@@ -327,4 +327,4 @@ def test_from_arrays_public_names():
         warnings.simplefilter("ignore", DeprecationWarning)
         import gnnprep.ingest as old  # the name still works, through the moved-module alias
     assert old.from_arrays is from_arrays
-    assert getattr(gnnprep, "from_arrays", from_arrays) is from_arrays
+    assert gnnprep.from_arrays is from_arrays
