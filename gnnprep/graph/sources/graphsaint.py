@@ -96,6 +96,9 @@ def json_items(path: Path, expected: str) -> Iterator[tuple[str, int | None, byt
                             buf, pos = buf[pos:], 0
                         more()
                         continue
+                    cut = _ITEM.match(buf + b"}", pos)
+                    if cut is not None and cut.end() == len(buf) + 1:   # the file ends inside an item
+                        fail(len(buf), "',' or '}'")
                     fail(pos, expected)
                 key, value, items, end = m.groups()
                 yield key.decode("utf-8", "replace"), None if value is None else int(value), items

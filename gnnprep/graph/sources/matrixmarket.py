@@ -120,7 +120,7 @@ class MatrixMarketSource(EdgeListSource):
         reader = TableReader(path, "float" if self.field == "real" else "int", 2 if self.field == "pattern" else 3,
                              what="entry value" if self.field != "pattern" else "index",
                              block_bytes=block_bytes_for(chunk_edges), allow_header=False,
-                             minimum=1 if self.field == "pattern" else None, start_line=self.size_line + 1)
+                             minimum=None, start_line=self.size_line + 1)   # indices checked below
         reader.delim = None   # whitespace-separated, whatever the size line looks like
         seen = 0
         for chunk in reader:
