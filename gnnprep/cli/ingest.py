@@ -26,10 +26,10 @@ def _budget(text: str) -> int:
 @click.option("--split", default=None, help="Split folder name under split/ when there are several (OGB folders).")
 @click.option("--index-base", type=click.Choice(["0", "1"]), default="0", help="Edge-list ids start at 0 or 1.")
 @click.option("--num-nodes", type=click.IntRange(min=1), default=None, help="Node count of an edge list.")
-@click.option("--features", type=click.Path(dir_okay=False), default=None, help="Node features of an edge list (.npy [n, d]).")
+@click.option("--features", type=click.Path(dir_okay=False), default=None, help="Node features of an edge list or matrix (.npy [n, d]).")
 @click.option("--labels", type=click.Path(dir_okay=False), default=None,
-              help="Node labels of an edge list (.npy [n], class ids below 1,000,000; NaN or -1 = unknown).")
-@click.option("--splits", type=click.Path(file_okay=False), default=None, help="Folder with train/valid/test id files (edge lists).")
+              help="Node labels of an edge list or matrix (.npy [n], class ids below 1,000,000; NaN or -1 = unknown).")
+@click.option("--splits", type=click.Path(file_okay=False), default=None, help="Folder with train/valid/test id files (edge lists, matrices).")
 @click.option("--tmp-dir", type=click.Path(file_okay=False), default=None, help="Where spill files go (default: next to the output).")
 @click.option("--order", "--reorder", "order", type=click.Choice(["auto", "community", "degree", "degree-bucket", "none"]),
               default="auto", show_default=True,
@@ -42,7 +42,8 @@ def _budget(text: str) -> int:
 @quiet_option
 def ingest(source, output, directed, memory_budget, root, download, split, index_base, num_nodes, features,
            labels, splits, tmp_dir, order, as_json, quiet):
-    """Turn SOURCE (sample, ogbn-<name>, an OGB folder, an edge list, a graph store) into a graph store."""
+    """Turn SOURCE (sample, ogbn-<name>, an OGB or GraphSAINT folder, an edge list, a scipy .npz or Matrix
+    Market .mtx[.gz] matrix, a graph store) into a graph store."""
     from gnnprep.graph.ingest import IngestConfig, unused_options
     from gnnprep.graph.ingest import ingest as run_ingest
     from gnnprep.graph.sources import SourceOptions
