@@ -20,7 +20,7 @@ from collections import defaultdict
 import numpy as np
 
 from gnnprep.core.errors import GnnprepError
-from gnnprep.hag.structure import Hag, finish_csr, finish_lists
+from gnnprep.hag.structure import Hag, finish_csr, finish_lists, order_by_rows
 
 
 def exact_pair_count(indptr: np.ndarray) -> int:
@@ -250,14 +250,23 @@ def _rounds_sizes(m: int, window: int | None, memory_budget: int | None,
 
 def _sort_by_frequency(dst: np.ndarray, src: np.ndarray, total: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Step (1): every in-list sorted by global frequency (ids in more in-lists first, ties by id);
-    returns (dst, src, follow), follow[i] = how many entries of its in-list come after entry i."""
+    returns (dst, src, follow), follow[i] = how many entries of its in-list come after entry i.
+
+    The entries are ordered by (dst, rank of src), rank = an id's place in (frequency descending,
+    id): one sort over the ids, then the entries row block by row block
+    (:func:`gnnprep.hag.structure.order_by_rows`),
+    so no numpy call sorts all m entries at once and a signal is acted on between blocks."""
     freq = np.bincount(src, minlength=total)
-    order = np.lexsort((src, -freq[src], dst))
+    rank = np.empty(total, dtype=np.int64)
+    rank[np.argsort(-freq, kind="stable")] = np.arange(total, dtype=np.int64)
+    rows = int(dst.max(initial=-1)) + 1
+    rowptr = np.zeros(rows + 1, dtype=np.int64)
+    np.cumsum(np.bincount(dst, minlength=rows), out=rowptr[1:])
+    order = order_by_rows(dst, src, rowptr, rank)
+    del rank, freq
     dst, src = dst[order], src[order]
-    del order, freq
-    starts = np.searchsorted(dst, dst, side="left")
-    follow = np.searchsorted(dst, dst, side="right") - starts  # list length
-    follow -= np.arange(len(dst)) - starts + 1                   # entries after this one
+    del order
+    follow = rowptr[dst + 1] - np.arange(len(dst), dtype=np.int64) - 1  # entries after this one
     return dst, src, follow
 
 

@@ -89,6 +89,49 @@ def number_by_level(n: int, inputs: np.ndarray, agg_level: np.ndarray, ordered: 
     return new_id, ins, level_ptr
 
 
+SORT_ITEMS = 1 << 20  # entries one numpy sort call takes in order_by_rows (a signal is acted on between calls)
+MAX_RUNS = 64         # ascending runs of dst order_by_rows takes block by block (more: one sort)
+
+
+def order_by_rows(dst: np.ndarray, src: np.ndarray, rowptr: np.ndarray, rank: np.ndarray | None = None,
+                  items: int | None = None) -> np.ndarray:
+    """The permutation that sorts entries by (dst, rank[src]) (rank None: by (dst, src)), stable —
+    ``np.lexsort((rank[src], dst))`` — in blocks of rows of about ``items`` (default
+    :data:`SORT_ITEMS`) entries each, so no numpy call sorts all m entries at once. ``rowptr``: the
+    rows' entry counts as a CSR pointer (``cumsum(bincount(dst))``). ``dst`` is made of a few
+    ascending runs (the HAG search keeps it so: sorted, then rewired entries appended in row
+    order); each block takes its rows' slice of every run and sorts only those. With more than
+    :data:`MAX_RUNS` runs it sorts in one call."""
+    items = SORT_ITEMS if items is None else items
+    m = len(dst)
+
+    def key(idx):
+        return src[idx] if rank is None else rank[src[idx]]
+
+    breaks = np.flatnonzero(dst[1:] < dst[:-1]) + 1
+    if len(breaks) > MAX_RUNS:
+        every = np.arange(m)
+        return np.lexsort((key(every), dst))
+    runs = np.concatenate([[0], breaks, [m]]).astype(np.int64)
+    rows = len(rowptr) - 1
+    cuts = np.unique(np.concatenate([[0], np.searchsorted(rowptr, np.arange(items, m, items), side="left"), [rows]]))
+    order = np.empty(m, dtype=np.int64)
+    out = 0
+    for r0, r1 in zip(cuts[:-1], cuts[1:]):
+        parts = []
+        for a, b in zip(runs[:-1], runs[1:]):
+            lo, hi = a + np.searchsorted(dst[a:b], [r0, r1], side="left")
+            if hi > lo:
+                parts.append(np.arange(lo, hi, dtype=np.int64))
+        if not parts:
+            continue
+        idx = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        idx = idx[np.lexsort((key(idx), dst[idx]))]
+        order[out:out + len(idx)] = idx
+        out += len(idx)
+    return order
+
+
 def finish_csr(n: int, dst: np.ndarray, src: np.ndarray, inputs: np.ndarray, agg_level: np.ndarray) -> Hag:
     """:func:`finish_lists` for in-lists given as (destination, source) arrays and aggregation nodes as an
     [|VA|, 2] array with their levels: vectorised, no Python lists (a million in-lists or input
@@ -96,8 +139,8 @@ def finish_csr(n: int, dst: np.ndarray, src: np.ndarray, inputs: np.ndarray, agg
     new_id, ins, level_ptr = number_by_level(n, inputs, agg_level)
     src = new_id[src]
     del new_id
-    order = np.lexsort((src, dst))
     indptr = np.concatenate([[0], np.cumsum(np.bincount(dst, minlength=n))]).astype(np.int64)
+    order = order_by_rows(dst, src, indptr)
     return Hag(n, ins, level_ptr, indptr, src[order])
 
 

@@ -130,3 +130,32 @@ def test_candidate_counting_in_short_sorts_equals_one_sort(parts, sort_items):
     order = np.argsort(u)
     np.testing.assert_array_equal(u[order], want_u[want_c >= 2])
     np.testing.assert_array_equal(c[order], want_c[want_c >= 2])
+
+
+@pytest.mark.parametrize("runs", [1, 2, 3, 80])
+def test_the_blockwise_entry_sort_is_one_lexsort(runs):
+    """_sort_by_frequency sorts row block by row block (short numpy calls): the same order as one
+    lexsort by (row, frequency descending, id), whatever the ascending runs of dst."""
+    from gnnprep.hag.search import _sort_by_frequency
+    from gnnprep.hag.structure import order_by_rows
+
+    rng = np.random.default_rng(runs)
+    n, total = 300, 420
+    pieces = []
+    for _ in range(runs):
+        k = int(rng.integers(0, 900))
+        pieces.append(np.sort(rng.integers(0, n, k)))
+    dst = np.concatenate(pieces).astype(np.int64)
+    src = rng.integers(0, total, len(dst)).astype(np.int64)
+    freq = np.bincount(src, minlength=total)
+    want = np.lexsort((src, -freq[src], dst))
+    rank = np.empty(total, dtype=np.int64)
+    rank[np.argsort(-freq, kind="stable")] = np.arange(total)
+    rowptr = np.concatenate([[0], np.cumsum(np.bincount(dst, minlength=n))])
+    for items in (1, 7, 100, 1 << 20):
+        assert np.array_equal(order_by_rows(dst, src, rowptr, rank, items), want)
+        assert np.array_equal(order_by_rows(dst, src, rowptr, None, items), np.lexsort((src, dst)))
+    d, s, follow = _sort_by_frequency(dst, src, total)
+    assert np.array_equal(d, dst[want]) and np.array_equal(s, src[want])
+    starts = np.searchsorted(d, d, side="left")
+    assert np.array_equal(follow, np.searchsorted(d, d, side="right") - starts - (np.arange(len(d)) - starts + 1))
