@@ -8,7 +8,7 @@ TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 OUT ?= out
 
-.PHONY: demo test install clean sample-data
+.PHONY: demo test install clean sample-data docs
 
 install: $(VENV)/.installed
 
@@ -48,6 +48,9 @@ demo: install
 
 test: install
 	$(BIN)/python -m pytest -q
+
+docs: install
+	$(BIN)/python -m gnnprep.cli.reference
 
 sample-data: install
 	$(BIN)/python benchmarks/make_sample_data.py --out sample_data
