@@ -4,7 +4,7 @@
 
 (a later stage may import an earlier one, never the reverse, counting imports inside functions;
 hag and hdg are siblings and import neither each other), no module reaching into another module's
-``_private`` names, a small top level, and the README's "Where things live" listing every module.
+``_private`` names, a small top level, and docs/internals.md's "Where things live" listing every module.
 Each rule is also run on a deliberately broken snippet, so a rule that could never fail fails here.
 """
 
@@ -172,10 +172,13 @@ def test_the_top_level_is_small():
     assert len(entries) <= 10, entries
 
 
-def _readme_modules() -> dict[str, set[str]]:
+MODULE_TABLES = ROOT / "docs" / "internals.md"
+
+
+def _listed_modules(text: str) -> dict[str, set[str]]:
     """Package (``gnnprep/<pkg>/``, or ``gnnprep/`` for the top level) -> the modules its table in
-    the README's "Where things live" lists (first column, each name in backticks)."""
-    text = (ROOT / "README.md").read_text()
+    the "Where things live" section of ``text`` lists (first column, each name in backticks)."""
+    assert "## Where things live" in text, "no 'Where things live' section"
     section = text.split("## Where things live", 1)[1].split("\n## ", 1)[0]
     tables, current = {}, None
     for line in section.splitlines():
@@ -187,8 +190,7 @@ def _readme_modules() -> dict[str, set[str]]:
     return tables
 
 
-def test_the_readme_lists_every_module():
-    tables = _readme_modules()
+def _modules_in_the_tree() -> dict[str, set[str]]:
     want = {}
     for path in _library_files():
         if path.name in ("__init__.py", "__main__.py"):
@@ -197,9 +199,33 @@ def test_the_readme_lists_every_module():
         folder = "gnnprep/" + ("/".join(rel.parts[1:2]) + "/" if len(rel.parts) > 2 else "")
         want.setdefault(folder, set()).add(rel.parts[2] if len(rel.parts) > 3 else path.stem)
     want["gnnprep/"] |= {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
-    assert sorted(tables) == sorted(want)
-    for folder in want:
-        assert tables[folder] == want[folder], folder
+    return want
+
+
+def table_differences(tables: dict[str, set[str]], want: dict[str, set[str]]) -> list[str]:
+    """Every package without a table, table without a package, module without a row, row without a
+    module."""
+    out = [f"{f}: no table" for f in sorted(set(want) - set(tables))]
+    out += [f"{f}: a table for no package" for f in sorted(set(tables) - set(want))]
+    for f in sorted(set(want) & set(tables)):
+        out += [f"{f}{m}: not listed" for m in sorted(want[f] - tables[f])]
+        out += [f"{f}{m}: listed but not in the tree" for m in sorted(tables[f] - want[f])]
+    return out
+
+
+def test_the_docs_list_every_module():
+    """docs/internals.md's "Where things live" has a row for every module of the tree and no other."""
+    bad = table_differences(_listed_modules(MODULE_TABLES.read_text()), _modules_in_the_tree())
+    assert bad == [], f"{MODULE_TABLES.relative_to(ROOT)}: " + "; ".join(bad)
+
+
+def test_the_module_table_check_fails_on_a_missing_row():
+    text = MODULE_TABLES.read_text()
+    want = _modules_in_the_tree()
+    assert table_differences(_listed_modules(text.replace("| `ranks` |", "| `rank_s` |")), want) == [
+        "gnnprep/cli/ranks: not listed", "gnnprep/cli/rank_s: listed but not in the tree"]
+    assert "gnnprep/hag/: no table" in table_differences(
+        _listed_modules(text.replace("### `gnnprep/hag/`", "### hag")), want)
 
 
 def test_the_code_passes_ruff():
