@@ -11,6 +11,7 @@
 # SOURCE is any dataset spec gnnprep ingest accepts (sample, ogbn-<name>, an OGB folder, an edge list).
 # SOURCE_FILES are the files whose change reruns ingest: by default every file under the SOURCE folder
 # (sample: sample_data/ without its typed twin), the file itself for an edge list.
+# make tracks files, not variables: after changing HOPS, MODELS' settings or EPOCHS, add -B (or clean).
 
 HERE := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 ROOT := $(patsubst %/,%,$(dir $(abspath $(HERE))))
