@@ -5,7 +5,7 @@ folder layout), ingests it once, then runs ``gnnprep precompute graph.h5 --hops 
 --memory-budget B --json`` for every budget in ``--budgets``, each in its own process, ``--rounds``
 times, alternating the budgets' order from round to round (the machine may be shared: ours against
 ours, interleaved). Before the first round the ordered copy of the CSR kept beside the store
-(``<graph>.ordered-*.h5``, see README "How precompute works") is deleted, so the first run that
+(``<graph>.ordered-*.h5``, see docs/internals.md "How precompute works") is deleted, so the first run that
 needs it pays for writing it; that run is reported apart ("first") and left out of the medians.
 
 Prints per budget: wall seconds and peak RSS of the process (median [range]), the report's

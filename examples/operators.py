@@ -3,7 +3,7 @@
 Each function gets three float64 arrays of one length, for a batch of edges u -> v: ``src_deg``
 (d̃_u, the edges out of u plus the function's ``loop``), ``dst_deg`` (d̃_v, the edges into v plus
 ``loop``) and ``w`` (the stored edge weight, 1 on an unweighted store, ``loop`` for the self-loop),
-and returns one finite coefficient per edge. See the README, "Your own operators".
+and returns one finite coefficient per edge. See docs/operators.md, "Your own operators".
 """
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""Deprecated name of :mod:`gnnprep.precompute` (kept for one release; see the README)."""
+"""Deprecated name of :mod:`gnnprep.precompute` (kept for one release; see docs/internals.md)."""
 
 from __future__ import annotations
 

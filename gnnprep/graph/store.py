@@ -1,6 +1,6 @@
 """The HDF5 graph store (``format = "gnnprep.graph"``): layout constants and a reader.
 
-Layout (see README, "Artifacts"): ``/adj/indptr`` [n+1], ``/adj/indices`` [m] (row v lists the
+Layout (see docs/formats.md, "graph.h5"): ``/adj/indptr`` [n+1], ``/adj/indices`` [m] (row v lists the
 sources v aggregates from, sorted, no duplicates, no self-loops), ``/nodes/features`` [n, d],
 ``/nodes/labels`` [n] (-1 = unknown), ``/splits/{train,valid,test}``, optional ``/nodes/type``.
 """

@@ -1,6 +1,6 @@
 """Two torchrun nodes on one machine, the test stand for several machines: two agents
 (``--nnodes 2 --nproc-per-node 1``) meeting at a c10d rendezvous on 127.0.0.1, each in a working
-folder of its own (its cwd, TMPDIR, HOME and caches), sharing only what the README says is shared:
+folder of its own (its cwd, TMPDIR, HOME and caches), sharing only what docs/distributed.md says is shared:
 the graph store's folder and the output's folder.
 
 - precompute and train give the bytes (precompute) and the weights and metrics (train, per-rank
