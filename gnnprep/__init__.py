@@ -68,4 +68,4 @@ sys.meta_path.append(_MovedModule())
 from gnnprep.core.lazy import exports  # noqa: E402
 
 # the library's public names at the top, imported on first use (no numba or torch at `import gnnprep`)
-__getattr__, __dir__ = exports(__name__, {"from_arrays": "graph.ingest"})
+__getattr__, __dir__ = exports(__name__, {"from_arrays": "graph.ingest", "open": "info"})

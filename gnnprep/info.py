@@ -32,5 +32,29 @@ def describe(path: str | Path) -> dict:
     return importlib.import_module(DESCRIBERS[fmt]).describe(path)
 
 
+# the reader each format opens as (gnnprep.open): features as the train stage's subclass, which adds
+# torch batches (torch itself is imported only when a loader is made)
+READERS = {"gnnprep.graph": ("gnnprep.graph.store", "GraphStore"), "gnnprep.hag": ("gnnprep.hag.file", "HagFile"),
+           "gnnprep.hdg": ("gnnprep.hdg.file", "HdgFile"), "gnnprep.features": ("gnnprep.train.loader", "Features")}
+
+
+def open(path: str | Path):  # gnnprep.open, as h5py.File and anndata.read_h5ad open theirs
+    """The typed reader of the gnnprep artifact at ``path``, by its ``format`` attribute:
+    :class:`~gnnprep.graph.store.GraphStore` (graph.h5), :class:`~gnnprep.train.loader.Features`
+    (feats.h5: ``read``, ``labels_of``, ``splits``, ``loader``), :class:`~gnnprep.hag.file.HagFile`,
+    :class:`~gnnprep.hdg.file.HdgFile`. Each has ``info`` (what ``gnnprep info`` shows, as a dict),
+    reads lazily, refuses files that point outside themselves, and closes with ``close()`` or as a
+    context manager. A GnnprepError names the file when it is not a gnnprep artifact."""
+    path = Path(path)
+    with open_artifact(path) as f:
+        fmt = attr_value(f.attrs["format"])
+    if fmt not in READERS:
+        from gnnprep.core.errors import GnnprepError
+
+        raise GnnprepError(f"{path}: format {fmt!r} has no reader in this gnnprep; expected one of {', '.join(READERS)}")
+    module, name = READERS[fmt]
+    return getattr(importlib.import_module(module), name)(path)
+
+
 def to_json(d: dict) -> str:
     return json.dumps(d, sort_keys=False)

@@ -175,6 +175,7 @@ class Artifact:
     """Base of the artifact readers: an open read-only HDF5 file, usable as a context manager."""
 
     FORMAT = ""
+    DESCRIBED_BY = ""   # the module whose describe() renders it ("": the reader class's own module)
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
@@ -188,6 +189,17 @@ class Artifact:
 
     def __exit__(self, *exc):
         self.close()
+
+    @property
+    def info(self) -> dict:
+        """What ``gnnprep info`` shows for this artifact, as a dict: ``describe(path)`` of the module
+        that owns the format (:attr:`DESCRIBED_BY`, else the module this reader class is defined in)."""
+        import importlib
+
+        return importlib.import_module(self.DESCRIBED_BY or type(self).__module__).describe(self.path)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.path}>"
 
 
 def _short(e: BaseException) -> str:

@@ -8,6 +8,7 @@ import numpy as np
 
 from gnnprep.core.artifact import (
     FORMAT_VERSIONS,
+    Artifact,
     attr_value,
     count_attr,
     dataset_or_none,
@@ -93,6 +94,21 @@ def read_hag(path) -> tuple[Hag, dict]:
         attrs = plain_attrs(f.attrs)
     check_hag(h, path)
     return h, attrs
+
+
+class HagFile(Artifact):
+    """A HAG artifact opened for reading (:func:`gnnprep.open`): root attributes as ``attrs``, what
+    ``gnnprep info`` shows as ``info``, the structure itself by :meth:`load`."""
+
+    FORMAT = FORMAT
+
+    @property
+    def attrs(self) -> dict:
+        return plain_attrs(self.f.attrs)
+
+    def load(self) -> Hag:
+        """The whole HAG (in-lists over V ∪ VA and the aggregation nodes' input pairs), validated."""
+        return read_hag(self.path)[0]
 
 
 def read_hag_summary(path, graph_fingerprint: str) -> dict | None:

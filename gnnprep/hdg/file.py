@@ -10,7 +10,15 @@ from pathlib import Path
 
 import numpy as np
 
-from gnnprep.core.artifact import FORMAT_VERSIONS, attr_value, count_attr, json_attr, open_artifact, plain_attrs
+from gnnprep.core.artifact import (
+    FORMAT_VERSIONS,
+    Artifact,
+    attr_value,
+    count_attr,
+    json_attr,
+    open_artifact,
+    plain_attrs,
+)
 from gnnprep.core.errors import GnnprepError
 from gnnprep.hdg.structure import Hdg, Level
 
@@ -154,6 +162,25 @@ def read_hdg(path) -> tuple[Hdg, dict]:
                                f"{h.channels()}, each once")
         attrs = plain_attrs(f.attrs)
     return h, attrs
+
+
+class HdgFile(Artifact):
+    """An HDG artifact opened for reading (:func:`gnnprep.open`): root attributes as ``attrs``, what
+    ``gnnprep info`` shows as ``info``, the structure itself by :meth:`load`."""
+
+    FORMAT = FORMAT
+
+    @property
+    def attrs(self) -> dict:
+        return plain_attrs(self.f.attrs)
+
+    @property
+    def channels(self) -> list[str]:
+        return json_attr(self.f.attrs, "channels", self.path, list)
+
+    def load(self) -> Hdg:
+        """The whole HDG (every level's members and offsets), validated."""
+        return read_hdg(self.path)[0]
 
 
 # -- the description for ``gnnprep info`` ---------------------------------------------------------------

@@ -233,6 +233,65 @@ class FeatureStore(Artifact):
             raise GnnprepError(f"{self.path}: /splits/train and /splits/valid must not be empty")
         return positions
 
+    # -- the Python API (gnnprep.open): numpy reads by original node id or split name --------------------
+    @property
+    def splits(self) -> dict[str, np.ndarray]:
+        """Each split's node ids (the original ids of the graph store), as stored."""
+        if "splits" not in self.f:
+            return {}
+        return {name: self.f["splits"][name][:].astype(np.int64) for name in SPLITS if name in self.f["splits"]}
+
+    def positions(self, nodes) -> np.ndarray:
+        """Positions in the stored rows of ``nodes``: a split name (``train``, ``valid``, ``test``) or
+        node ids (original ids; any order, repeats allowed); a GnnprepError names the first id that
+        is not a stored row."""
+        rows = self.rows
+        if isinstance(nodes, str):
+            if nodes not in self.splits:
+                raise GnnprepError(f"{self.path}: has no split {nodes!r}; it has {', '.join(self.splits) or 'none'}")
+            nodes = self.splits[nodes]
+        ids = np.asarray(nodes, dtype=np.int64).reshape(-1)
+        pos = np.searchsorted(rows, ids)
+        bad = (pos >= len(rows)) | (rows[np.minimum(pos, len(rows) - 1)] != ids) if len(rows) else np.ones(len(ids), bool)
+        if bad.any():
+            raise GnnprepError(f"{self.path}: node {int(ids[np.argmax(bad)])} is not a stored row "
+                               f"({len(rows):,} rows stored; precompute --rows all stores every node)")
+        return pos
+
+    def read(self, nodes, hops=None, operators=None) -> np.ndarray | list[np.ndarray]:
+        """The hops of ``nodes`` (a split name or original node ids) as float32/16 numpy arrays:
+        [len(nodes), len(hops), d] — hop k of node v is S^k X restricted to v's row — for one
+        operator (default: the first), a list of such arrays, one per operator, for several.
+        ``hops``: hop numbers (default 0..K). Rows are read in sorted blocks, never the whole
+        dataset."""
+        ops = [self.operators()[0]] if operators is None else \
+            ([operators] if isinstance(operators, str) else list(operators))
+        ks = list(range(self.hops + 1)) if hops is None else [int(k) for k in np.atleast_1d(hops)]
+        for k in ks:
+            if not 0 <= k <= self.hops:
+                raise GnnprepError(f"{self.path}: hop {k}: expected 0..{self.hops}")
+        pos = self.positions(nodes)
+        order = np.argsort(pos, kind="stable")
+        uniq, back = np.unique(pos[order], return_inverse=True)
+        out = []
+        for op in ops:
+            names = [self.hop_name(k, op) for k in ks]
+            d, dtype = self.hop_shape(names, len(self.f["rows"]))
+            a = np.empty((len(pos), len(ks), d), dtype=dtype)
+            for j, name in enumerate(names):
+                a[order, j] = _take(self.f[name], uniq)[back]
+            out.append(a)
+        return out[0] if operators is None or isinstance(operators, str) else out
+
+    def labels_of(self, nodes) -> np.ndarray:
+        """The class of each of ``nodes`` (a split name or original node ids; −1: unlabeled)."""
+        pos = self.positions(nodes)
+        order = np.argsort(pos, kind="stable")
+        uniq, back = np.unique(pos[order], return_inverse=True)
+        out = np.empty(len(pos), dtype=np.int64)
+        out[order] = _take(self.labels(), uniq)[back]
+        return out
+
     def hop_shape(self, names: list[str], rows: int) -> tuple[int, np.dtype]:
         """(d, dtype) shared by the hop datasets ``names``, each [rows, d] float32 or float16."""
         shapes = {self.f[n].shape for n in names}
@@ -243,6 +302,20 @@ class FeatureStore(Artifact):
             raise GnnprepError(f"{self.path}: hop datasets have dtype {', '.join(map(str, dtypes))}; "
                                "expected float32 or float16")
         return next(iter(shapes))[1], next(iter(dtypes))
+
+
+def _take(dset: h5py.Dataset, positions: np.ndarray, step: int = 1 << 16) -> np.ndarray:
+    """dset[positions] for sorted unique positions: each block of ``step`` rows that holds some is
+    read once (HDF5's point selection is slow for many rows)."""
+    out = np.empty((len(positions),) + dset.shape[1:], dtype=dset.dtype)
+    i = 0
+    while i < len(positions):
+        lo = int(positions[i])
+        j = int(np.searchsorted(positions, lo + step))
+        block = dset[lo:int(positions[j - 1]) + 1]
+        out[i:j] = block[positions[i:j] - lo]
+        i = j
+    return out
 
 
 # -- artifacts written by several ranks (torchrun; gnnprep.core.distributed) -----------------------------
