@@ -9,10 +9,13 @@ over V ∪ VA that covers N(v) exactly (:mod:`gnnprep.hag.structure`). Because t
 one hop is computed over Y = [diag(r)X ; H] ((n + |VA|) rows):
 
 1. Y[:n] = r ⊙ X (the graph nodes' rows, scaled once);
-2. the aggregation nodes level by level, Y[n + a] = Y[in₀(a)] + Y[in₁(a)]: one gather-add per
-   level (one ``index_select`` of the level's interleaved input pairs, summed pairwise into the
-   level's contiguous rows; a level's inputs are all in lower levels, so they are final), in chunks
-   of at most :data:`LEVEL_CHUNK` rows so the temporary stays small;
+2. the aggregation nodes level by level, Y[n + a] = Y[in₀(a)] + Y[in₁(a)]: one sparse product per
+   level, written straight into the level's rows of Y (``torch.addmm(..., beta=0, out=...)``) from
+   a CSR matrix with two entries of value 1 per aggregation node over Y's rows *below* the level —
+   a level's inputs are all in lower levels, so they are final, and the rows read and the rows
+   written are disjoint slices of Y (no aliasing, on the CPU or a GPU). 1·y₀ + 1·y₁ rounds as
+   y₀ + y₁: the same bits as a plain add. No temporary: 0.058 s against 0.122 s for the gather of
+   the input pairs and a pairwise sum on the bench graph's 921k aggregation rows (d = 64, CPU);
 3. the rewired in-lists as one sparse product per edge block over Y, with the row scaling folded
    into the values (l[v] on each of v's entries) and the self-loop as an explicit entry (v, v) of
    value λ l[v] (Y[v] is already r[v] x[v]):  out[v] = l[v] (λ y[v] + Σ_{u ∈ N̂(v)} Y[u]).
@@ -22,8 +25,8 @@ h = y₀ + y₁ bit for bit; the product's summation order differs, so the rows 
 tolerance (as the plain torch backend does with the CPU kernel).
 
 Memory on the device: Y ((n + |VA|) × w float32), the rewired CSR (int64 column ids and float32
-values: 12 bytes per entry plus the n self-loop entries), the input pairs (16 bytes per aggregation
-node) and one level-chunk temporary (two rows per aggregation node of the chunk).
+values: 12 bytes per entry plus the n self-loop entries) and the levels' CSR matrices (two int64
+column ids, two float32 ones and a row pointer: 32 bytes per aggregation node).
 """
 
 from __future__ import annotations
@@ -33,7 +36,6 @@ import warnings
 import numpy as np
 
 from gnnprep.precompute.backends import TorchBackend
-from gnnprep.precompute.plan import TORCH_HAG_LEVEL_CHUNK as LEVEL_CHUNK
 
 
 class TorchHagBackend(TorchBackend):
@@ -47,9 +49,8 @@ class TorchHagBackend(TorchBackend):
         torch = self.torch
         self.hag = hag
         self.n, self.na = int(hag.num_nodes), int(hag.num_agg)
-        # the input pairs interleaved (in₀(a), in₁(a), ...): a level's 2·|level| input rows in one gather
-        self.pairs = torch.from_numpy(np.ascontiguousarray(hag.inputs, dtype=np.int64).reshape(-1)).to(self.device)
         self.levels = [(int(a), int(b)) for a, b in zip(hag.level_ptr[:-1], hag.level_ptr[1:]) if b > a]
+        self.level_mats = [_level_matrix(torch, hag, a0, a1, self.device) for a0, a1 in self.levels]
         self.right = torch.from_numpy(np.ascontiguousarray(op.right, dtype=np.float32)).to(self.device)[:, None]
         self.y = None
 
@@ -62,14 +63,9 @@ class TorchHagBackend(TorchBackend):
             self.y = torch.empty((n + self.na, w), dtype=torch.float32, device=cur.device)
         y = self.y
         torch.mul(cur, self.right, out=y[:n])
-        for a0, a1 in self.levels:
-            for c0 in range(a0, a1, LEVEL_CHUNK):
-                c1 = min(a1, c0 + LEVEL_CHUNK)
-                # one gather of the chunk's input pairs, summed pairwise straight into its rows of Y
-                # (y₀ + y₁: the numba executor's sum, bit for bit): 14 ms against 22 ms for two
-                # index_selects and an add on the bench graph's 274k aggregation rows (d = 64, CPU)
-                pair = y.index_select(0, self.pairs[2 * c0:2 * c1])
-                torch.sum(pair.view(c1 - c0, 2, w), 1, out=y[n + c0:n + c1])
+        for (a0, a1), mat in zip(self.levels, self.level_mats):
+            rows = y[n + a0:n + a1]
+            torch.addmm(rows, mat, y[:n + a0], beta=0, out=rows)
 
     def _block(self, r0, r1):
         """Rows r0..r1-1 of diag(l)(Â_HAG + λI) as a CSR tensor over Y's n + |VA| columns (cached: a
@@ -82,6 +78,19 @@ class TorchHagBackend(TorchBackend):
 
     def hop_block(self, r0, r1, cur, nxt):
         nxt[r0:r1] = self.torch.sparse.mm(self._block(r0, r1), self.y)
+
+
+def _level_matrix(torch, hag, a0: int, a1: int, device):
+    """The CSR matrix of aggregation nodes a0..a1-1 (one level) over Y's n + a0 rows below it: row j
+    holds 1 at in₀(a0 + j) and at in₁(a0 + j), so the product is y₀ + y₁ per row."""
+    c = a1 - a0
+    ins = np.sort(np.asarray(hag.inputs[a0:a1], dtype=np.int64), axis=1).reshape(-1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "beta" and invariant-check notices
+        return torch.sparse_csr_tensor(torch.arange(0, 2 * c + 1, 2, dtype=torch.int64),
+                                       torch.from_numpy(np.ascontiguousarray(ins)),
+                                       torch.ones(2 * c, dtype=torch.float32),
+                                       size=(c, hag.num_nodes + a0)).to(device)
 
 
 def _rewired_block(torch, hag, r0: int, r1: int, left: np.ndarray, loop: float, device):

@@ -726,19 +726,18 @@ def with_reorder(plan: Plan, p: Problem, prof: Profile, locality: float, mode: s
 HAG_SEARCH_NS_PER_ENTRY = 8000.0
 
 
-# the torch executor (gnnprep.precompute.hag_torch) launches one gather-add per HAG level (an
-# index_select of the input pairs and a pairwise sum: two kernels) and fills Y[:n] = r ⊙ X once per
-# pass: its own terms beside the product's. Per level: 2 launches at ~15-25 µs (CUDA, and torch's CPU
+# the torch executor (gnnprep.precompute.hag_torch) runs one sparse product per HAG level (two
+# entries per aggregation node, written into Y's rows) and fills Y[:n] = r ⊙ X once per pass: its own
+# terms beside the rewired product's. Per level: a launch at ~15-25 µs (CUDA, and torch's CPU
 # dispatch), rounded up (derived, not calibrated: 10-20 levels cost ~1 ms a hop)
 TORCH_HAG_LEVEL_S = 5e-5
-# product entries an aggregation row costs the torch executor beyond its two input reads (the
-# temporary's two rows written and read back, the row written). Measured on the 200k-node bench graph
-# (benchmarks/bench_hag_torch.py, d = 64, CPU, 19 ns per product entry): the gather-adds (with the
-# Y fill) took 2.6 entries per aggregation node in all with |VA| = 300k (Y 122 MiB), 6.4 with the
-# uncapped 921k (Y 274 MiB: its rows out of cache), i.e. 0.6 and 4.4 beyond the two reads; 3 lies
-# between (the uncapped HAG is still predicted to pay, 0.37 vs 0.49 s, and measured 0.86x as fast)
-TORCH_HAG_ROW_ENTRIES = 3
-TORCH_HAG_LEVEL_CHUNK = 1 << 16   # aggregation rows per gather-add (bounds its temporary)
+# product entries an aggregation row costs the torch executor beyond its two input reads (the row
+# written, the level matrix's own entries). Measured on the 200k-node bench graph
+# (benchmarks/bench_hag_torch.py, d = 64, CPU, 19.9 ns per entry of the plain product): the level
+# products took 3.3 entries per aggregation node in all with the uncapped HAG (921k nodes, 10
+# levels), 3.45 with |VA| = 300k (3 levels), i.e. 1.3 and 1.45 beyond the two reads. (The gather of
+# input pairs with a pairwise sum it replaced cost 0.6-4.4 beyond them, depending on |VA|.)
+TORCH_HAG_ROW_ENTRIES = 1.4
 
 
 @dataclass(frozen=True)
@@ -798,12 +797,11 @@ def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num
 
     On the torch backend (:mod:`gnnprep.precompute.hag_torch`) the executor also holds Y's n graph
     rows (r ⊙ X, 4 n w bytes), the rewired CSR as a tensor (int64 ids and float32 values, 12 bytes
-    per entry and per self-loop), the input pairs (16 bytes per aggregation node) and the
-    level-chunk temporary (two rows per aggregation node). Its time is a product over
-    ``hag_entries`` + :data:`TORCH_HAG_ROW_ENTRIES` per aggregation node (the gather-adds' traffic
-    beyond their two input reads, which ``hag_entries`` holds: the temporary's two rows written and
-    read back and the aggregation row written), plus per pass and column block the fill of Y[:n]
-    (a scaling per row·column, ``row_ns_per_col``) and ``levels`` gather-add launches
+    per entry and per self-loop) and the levels' CSR matrices (32 bytes per aggregation node). Its
+    time is a product over ``hag_entries`` + :data:`TORCH_HAG_ROW_ENTRIES` per aggregation node
+    (the level products' cost beyond their two input reads, which ``hag_entries`` holds), plus per
+    pass and column block the fill of Y[:n] (a scaling per row·column, ``row_ns_per_col``) and
+    ``levels`` level-product launches
     (:data:`TORCH_HAG_LEVEL_S` each). In entries of the device's own kernel table, so the terms
     hold on the CPU and on a GPU alike."""
     hag_index = 8 * (p.num_nodes + 1) + 8 * hag_entries  # indptr, indices and the 2 inputs per node
@@ -814,11 +812,10 @@ def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num
         c = math.ceil(p.num_features / w) if w else 1
         extra = 0
         if torch:
-            extra = (4 * p.num_nodes * w + 12 * (hag_entries + p.num_nodes) + 16 * num_agg
-                     + 8 * min(num_agg, TORCH_HAG_LEVEL_CHUNK) * w)
+            extra = 4 * p.num_nodes * w + 12 * (hag_entries + p.num_nodes) + 32 * num_agg
         peak = memory(p, 1, c) + int(SLACK * (hag_index + 4 * num_agg * w + extra))
         # (it computes every row: no pruning)
-        entries = hag_entries + (TORCH_HAG_ROW_ENTRIES * num_agg if torch else 0)
+        entries = hag_entries + (round(TORCH_HAG_ROW_ENTRIES * num_agg) if torch else 0)
         q = Problem(**{**asdict(p), "num_entries": entries, "hop_entries": (), "last_inputs": 0})
         seconds = predict_seconds(q, prof, 1, c)
         if torch:

@@ -86,6 +86,34 @@ def test_executor_equals_dense_reference(rng, device, loop):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_aggregation_rows_are_the_exact_pairwise_sums(rng, device):
+    """Each level's sparse product (two entries of 1 per row) gives Y[n + a] = Y[in0(a)] + Y[in1(a)]
+    bit for bit — the float32 sums the CPU executor computes — level after level."""
+    from gnnprep.hag.search import rounds_search
+    from gnnprep.precompute.hag_torch import TorchHagBackend
+    from gnnprep.precompute.operators import Operator
+
+    n, d = 400, 9
+    src, dst = _overlapping_edges(rng, n, groups=40, size=20, pool=120)
+    order = np.lexsort((src, dst))
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(dst, minlength=n))]).astype(np.int64)
+    hag = rounds_search(indptr, src[order].astype(np.int64), capacity=10 ** 6)
+    assert len(hag.level_ptr) >= 3  # two levels at least: the second reads the first
+    ones = np.ones(n, dtype=np.float32)
+    be = TorchHagBackend(None, Operator("t", ones, rng.uniform(0.5, 2, n).astype(np.float32), 1.0), hag, device)
+    x = rng.standard_normal((n, d)).astype(np.float32)
+    cur = be.prepare(x)
+    be.begin_hop(cur)
+    be.sync()
+    y = be.y.cpu().numpy()
+    want = np.empty_like(y)
+    want[:n] = x * be.right.cpu().numpy()
+    for a, (i0, i1) in enumerate(np.asarray(hag.inputs)):
+        want[n + a] = want[i0] + want[i1]
+    assert np.array_equal(y, want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("directed", [True, False])
 def test_precompute_torch_hag_equals_plain(tmp_path, rng, device, directed):
     """``precompute --backend torch --hag FILE`` (column blocks of 3, 3 and 1) equals the plain hops of
