@@ -291,7 +291,8 @@ class ResumableOutput:
         """The writes of the run, and what a failure leaves: a GnnprepError (the input must change
         before a rerun can succeed, and a changed input changes the key) and a full disk (a partial
         file would keep it full: one ``no space left`` line naming ``needed``) leave nothing; a crash
-        or an interrupt keeps the partial output for a rerun to resume."""
+        or an interrupt keeps the partial output for a rerun to resume — when a unit has finished;
+        before the first one it holds nothing a rerun could use, and is removed."""
         try:
             yield
         except GnnprepError:
@@ -299,12 +300,12 @@ class ResumableOutput:
             raise
         except OSError as e:
             if not is_disk_full(e):
-                self.close(keep=True)
+                self.close(keep=bool(self.done))
                 raise
             self.close(keep=False)
             raise disk_full_error(self.path, needed) from None
         except BaseException:
-            self.close(keep=True)
+            self.close(keep=bool(self.done))
             raise
 
     def discard_partial(self) -> None:

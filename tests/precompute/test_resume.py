@@ -56,3 +56,27 @@ def test_sigkill_after_first_unit_then_resume_is_bit_identical(tmp_path):
                 x, y = a.hop(k, op)[:], b.hop(k, op)[:]
                 assert x.tobytes() == y.tobytes(), (op, k)
         np.testing.assert_array_equal(a.rows, b.rows)
+
+
+def test_an_interrupt_before_the_first_unit_leaves_nothing(tmp_path, monkeypatch):
+    """Ctrl-C before any (operator, column block, hop) unit has finished: the partial output holds
+    nothing a rerun could use, so nothing is left; after one unit it is kept for the rerun."""
+    import pytest
+    from fixtures import interrupted_precompute, make_store
+
+    from gnnprep.core.output import ResumableOutput
+    from gnnprep.precompute.config import PrecomputeConfig
+    from gnnprep.precompute.run import precompute
+
+    g = make_store(tmp_path, np.random.default_rng(0))[0]
+    out = tmp_path / "f.h5"
+
+    def stop(self, unit, h5file=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ResumableOutput, "mark", stop)
+    with pytest.raises(KeyboardInterrupt):
+        precompute(g, out, PrecomputeConfig(hops=2, device="cpu"))
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("f.h5")) == []
+    interrupted_precompute(monkeypatch, g, out, hops=2, device="cpu")   # one unit done: kept
