@@ -54,8 +54,9 @@ def kernels(graph: str, hag: str, device: str, reps: int, which: str) -> None:
     import numpy as np
 
     from gnnprep.graph.store import GraphStore
-    from gnnprep.precompute.backends import HopGraph, make_backend
+    from gnnprep.precompute.backend import make_backend
     from gnnprep.precompute.config import PrecomputeConfig
+    from gnnprep.precompute.hop_graph import HopGraph
     from gnnprep.precompute.operators import make_operator
     from gnnprep.precompute.run import prepare_job
 

@@ -209,7 +209,7 @@ def main() -> None:
     import numba
     import torch
 
-    from gnnprep.precompute.backends import balanced_rows
+    from gnnprep.precompute.hop_graph import balanced_rows
     from gnnprep.precompute.operators import make_operator
     from gnnprep.sparse import kernels as K
     from gnnprep.sparse import order as O
@@ -239,7 +239,7 @@ def main() -> None:
     op = make_operator("sym", np.diff(indptr), True)
     # compile (or load) the kernels on a tiny graph first: no compile inside a timed hop
     RK.warm_up((indices.dtype.type,))
-    K.warm_up(index_dtypes=(indices.dtype.type,), weights=(False,), hag=False, selected=False)
+    K.warm_up(index_dtypes=(indices.dtype.type,), weights=(False,), hag=False)
     O.warm_up(index_dtypes=(indices.dtype.type,), kinds=("community", "bfs"))
     O.prefix_share(indices[:2], 1, np.arange(n, dtype=np.int64))
 

@@ -18,7 +18,7 @@ import importlib.util
 import sys
 import warnings
 
-__version__ = "0.1.0"
+from gnnprep.core.version import __version__  # noqa: F401 - the package's version, defined in core
 
 # old flat module -> its home since the stage packages (kept for one release)
 MOVED = {
@@ -33,7 +33,7 @@ MOVED = {
     "textio": "graph.sources.textio", "npzstream": "graph.sources.npzstream",
     "hagsearch": "hag.search", "hdgselect": "hdg.select", "walks": "hdg.walks",
     "precomputeconfig": "precompute.config", "plan": "precompute.plan", "calibrate": "precompute.calibrate",
-    "operators": "precompute.operators", "udf": "precompute.user_operators", "backends": "precompute.backends",
+    "operators": "precompute.operators", "udf": "precompute.user_operators", "backends": "precompute.backend",
     "hoploop": "precompute.hop_loop", "hopwriter": "precompute.hop_writer", "features": "precompute.features",
     "shardrun": "precompute.sharded",
     "trainconfig": "train.config", "models": "train.models", "batches": "train.batches",

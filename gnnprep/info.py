@@ -1,23 +1,29 @@
 """``gnnprep info``: describe any gnnprep artifact as a flat dict (rendered by the CLI).
 
-A dispatcher on the root attribute ``format``: each artifact's description lives beside its format
-(:func:`gnnprep.graph.store.describe`, :func:`gnnprep.hag.file.describe`,
-:func:`gnnprep.hdg.file.describe`, :func:`gnnprep.precompute.features.describe`). Every attribute
-and dataset shown is checked for the type the rendering needs, so an odd or corrupt artifact gives
-one ``GnnprepError`` naming the field (never a traceback); array contents are read only where a
-figure needs them (the graph store's degree pass, which checks ``indptr``).
+A dispatcher on the root attribute ``format``: each artifact's reader and description live beside its
+format, which registers them (:func:`gnnprep.core.artifact.register_format`) where it is defined:
+:mod:`gnnprep.graph.store`, :mod:`gnnprep.hag.file`, :mod:`gnnprep.hdg.file`,
+:mod:`gnnprep.precompute.features`, and :mod:`gnnprep.train.loader` (whose ``Features`` extends the
+features reader). This module imports them so every format is registered, and looks the format up.
+Every attribute and dataset shown is checked for the type the rendering needs, so an odd or corrupt
+artifact gives one ``GnnprepError`` naming the field (never a traceback); array contents are read only
+where a figure needs them (the graph store's degree pass, which checks ``indptr``).
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 from pathlib import Path
 
-from gnnprep.core.artifact import attr_value, open_artifact
-
-DESCRIBERS = {"gnnprep.graph": "gnnprep.graph.store", "gnnprep.hag": "gnnprep.hag.file",
-              "gnnprep.hdg": "gnnprep.hdg.file", "gnnprep.features": "gnnprep.precompute.features"}
+# imported for their registrations: each registers its format's reader and describer (train.loader's
+# Features replaces precompute.features' FeatureStore as the features reader)
+import gnnprep.graph.store
+import gnnprep.hag.file
+import gnnprep.hdg.file
+import gnnprep.precompute.features
+import gnnprep.train.loader  # noqa: F401 - imported for its registration (the names above bind `gnnprep` too)
+from gnnprep.core.artifact import attr_value, describer_of, open_artifact, reader_of, registered_readers
+from gnnprep.core.errors import GnnprepError
 
 
 def describe(path: str | Path) -> dict:
@@ -26,16 +32,11 @@ def describe(path: str | Path) -> dict:
     path = Path(path)
     with open_artifact(path) as f:
         fmt = attr_value(f.attrs["format"])
-        if fmt not in DESCRIBERS:
+        describer = describer_of(fmt)
+        if describer is None:
             return {"file": str(path), "format": fmt, "format_version": attr_value(f.attrs.get("format_version")),
                     "size_bytes": path.stat().st_size}
-    return importlib.import_module(DESCRIBERS[fmt]).describe(path)
-
-
-# the reader each format opens as (gnnprep.open): features as the train stage's subclass, which adds
-# torch batches (torch itself is imported only when a loader is made)
-READERS = {"gnnprep.graph": ("gnnprep.graph.store", "GraphStore"), "gnnprep.hag": ("gnnprep.hag.file", "HagFile"),
-           "gnnprep.hdg": ("gnnprep.hdg.file", "HdgFile"), "gnnprep.features": ("gnnprep.train.loader", "Features")}
+    return describer(path)
 
 
 def open(path: str | Path):  # gnnprep.open, as h5py.File and anndata.read_h5ad open theirs
@@ -48,12 +49,11 @@ def open(path: str | Path):  # gnnprep.open, as h5py.File and anndata.read_h5ad 
     path = Path(path)
     with open_artifact(path) as f:
         fmt = attr_value(f.attrs["format"])
-    if fmt not in READERS:
-        from gnnprep.core.errors import GnnprepError
-
-        raise GnnprepError(f"{path}: format {fmt!r} has no reader in this gnnprep; expected one of {', '.join(READERS)}")
-    module, name = READERS[fmt]
-    return getattr(importlib.import_module(module), name)(path)
+    reader = reader_of(fmt)
+    if reader is None:
+        raise GnnprepError(f"{path}: format {fmt!r} has no reader in this gnnprep; expected one of "
+                           f"{', '.join(registered_readers())}")
+    return reader(path)
 
 
 def to_json(d: dict) -> str:

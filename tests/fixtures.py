@@ -100,8 +100,7 @@ def build_artifacts(tmp, n, m, d, seed, hag_capacity, specs, hops, mag=None):
 
     with GraphStore(tmp / "g.h5") as g:
         indptr, indices, fp = g.indptr(), g.indices(), g.fingerprint
-    hags.build(indptr, indices, tmp / "hag.h5", graph_fingerprint=fp, input_path=str(tmp / "g.h5"),
-               capacity=hag_capacity)
+    hags.build(tmp / "g.h5", tmp / "hag.h5", hags.HagConfig(capacity=hag_capacity))
     for name, spec in specs:
         sel = parse_select(spec)
         write_hdg(select(indptr, indices, sel, seed=1), tmp / f"{name}.h5", {"command": "test"}, sel.name,

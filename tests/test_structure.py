@@ -2,8 +2,11 @@
 
     core ← sparse ← graph ← {hag, hdg} ← precompute ← train ← (gnnprep.info) ← cli
 
-(a later stage may import an earlier one, never the reverse, counting imports inside functions;
-hag and hdg are siblings and import neither each other), no module reaching into another module's
+(a later stage may import an earlier one, never the reverse, counting imports inside functions and
+modules loaded by name; hag and hdg are siblings and import neither each other), no import circle
+between modules, no module loaded by a name the test cannot read, every artifact format registering
+its reader and describer where it is defined (and ``gnnprep.info`` importing each such module), no
+function in ``gnnprep/precompute/`` over 100 lines, no module reaching into another module's
 ``_private`` names, a small top level, and docs/internals.md's "Where things live" listing every module.
 Each rule is also run on a deliberately broken snippet, so a rule that could never fail fails here.
 """
@@ -41,11 +44,38 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+LOADERS = ("import_module", "__import__")   # importlib.import_module(name), import_module(name), __import__(name)
+
+
+def _loader_call(node: ast.AST) -> bool:
+    """Whether ``node`` calls ``importlib.import_module``, a bare ``import_module`` or ``__import__``."""
+    if not isinstance(node, ast.Call):
+        return False
+    f = node.func
+    return (isinstance(f, ast.Name) and f.id in LOADERS) or (isinstance(f, ast.Attribute) and f.attr == "import_module")
+
+
+def _literal(node: ast.AST | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
 def imported_modules(tree: ast.AST, module: str, is_package: bool):
     """(line, imported module, imported name or None) for every import, absolute or relative,
-    at any depth (inside functions too)."""
+    at any depth (inside functions too), and every module loaded by a literal name
+    (``importlib.import_module("gnnprep.x")``, relative with a literal ``package``, ``__import__``)."""
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
+        if _loader_call(node) and node.args and _literal(node.args[0]) is not None:
+            name = _literal(node.args[0])
+            if name.startswith("."):
+                package = _literal(node.args[1]) if len(node.args) > 1 else next(
+                    (_literal(k.value) for k in node.keywords if k.arg == "package"), None)
+                if package is None:
+                    continue
+                depth = len(name) - len(name.lstrip("."))
+                base = package.split(".")[:len(package.split(".")) - depth + 1]
+                name = ".".join(base + ([name.lstrip(".")] if name.lstrip(".") else []))
+            yield node.lineno, name, None
+        elif isinstance(node, ast.Import):
             for a in node.names:
                 yield node.lineno, a.name, None
         elif isinstance(node, ast.ImportFrom):
@@ -164,6 +194,295 @@ def test_the_rules_fail_on_a_violation():
     assert not private_violations("class A:\n    def f(self, o):\n        self._x = 1\n        return o._x\n",
                                   "gnnprep.precompute.plan", {"_x"})
     assert not private_violations("import os\nos._exit(0)\n", "gnnprep.core.distributed", set())
+
+
+# -- no import circle ----------------------------------------------------------------------------------
+def lazy_exports(tree: ast.AST, package: str) -> dict[str, str]:
+    """A package ``__init__``'s lazy export table (``exports(__name__, {name: submodule})``, as
+    :mod:`gnnprep.core.lazy` reads it): public name -> the module that defines it."""
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "exports" \
+                and len(node.args) == 2 and isinstance(node.args[1], ast.Dict):
+            for k, v in zip(node.args[1].keys, node.args[1].values):
+                if _literal(k) is not None and _literal(v) is not None:
+                    out[_literal(k)] = f"{package}.{_literal(v)}"
+    return out
+
+
+def import_graph(sources: dict[str, tuple[str, bool]]) -> dict[str, dict[str, int]]:
+    """module -> {gnnprep module it imports: first line}, for ``sources`` (dotted module name ->
+    (source, is_package)). Every import counts, at any depth (inside functions, under
+    ``TYPE_CHECKING``), relative ones and modules loaded by a literal name included.
+
+    An edge goes to the module named, never to the packages above it: ``import gnnprep.a.b`` runs
+    ``gnnprep/a/__init__.py`` first, but Python finishes (or is already running) a package's
+    ``__init__`` before its submodules whatever they import, and counting that implicit step would
+    make every package whose ``__init__`` imports its own members (``graph.sources``, ``train.tune``)
+    a circle with each of them. ``from gnnprep.a import name`` goes to ``gnnprep.a.name`` when that
+    is a module, to the module a lazy export table (:func:`lazy_exports`) names for it, else to the
+    package ``gnnprep.a`` itself (a name its ``__init__`` defines or imports eagerly, whose imports
+    then count as the package's own). A lazy table gives its package no edges: its modules are
+    imported on first use of a name, after the ``__init__`` ran, so ``gnnprep.hag`` exporting
+    ``build`` from ``hag.search``, which imports ``gnnprep.hag.structure``, is no circle."""
+    modules = set(sources)
+    lazy = {m: lazy_exports(ast.parse(src), m) for m, (src, is_pkg) in sources.items() if is_pkg}
+
+    def resolve(target: str) -> str | None:
+        parts = target.split(".")
+        while parts and ".".join(parts) not in modules:
+            parts.pop()
+        return ".".join(parts) or None
+
+    graph: dict[str, dict[str, int]] = {}
+    for module, (source, is_package) in sources.items():
+        edges = graph.setdefault(module, {})
+        for line, target, name in imported_modules(ast.parse(source), module, is_package):
+            if target != "gnnprep" and not target.startswith("gnnprep."):
+                continue
+            if name is not None and f"{target}.{name}" in modules:
+                to = f"{target}.{name}"
+            elif name is not None and name in lazy.get(target, {}):
+                to = resolve(lazy[target][name])
+            else:
+                to = resolve(target)
+            if to is not None and to != module:
+                edges.setdefault(to, line)
+    return graph
+
+
+def import_circles(sources: dict[str, tuple[str, bool]]) -> list[str]:
+    """Every group of modules that import each other round (a strongly connected component of
+    :func:`import_graph` with more than one module), as one of its shortest circles with the line of
+    each import: ``a:3 -> b:10 -> a``."""
+    graph = import_graph(sources)
+    index, low, on_stack, stack, groups = {}, {}, set(), [], []
+
+    def visit(v):  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, {}):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.add(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(group)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    out = []
+    for group in sorted(groups, key=min):
+        start = min(group)
+        previous, frontier = {start: None}, [start]
+        while frontier and start not in [w for v in frontier for w in graph[v]]:
+            nxt = []
+            for v in frontier:
+                for w in sorted(graph[v]):
+                    if w in group and w not in previous:
+                        previous[w] = v
+                        nxt.append(w)
+            frontier = nxt
+        last = next(v for v in frontier if start in graph[v])
+        path = [last]
+        while previous[path[-1]] is not None:
+            path.append(previous[path[-1]])
+        path.reverse()
+        steps = [f"{v}:{graph[v][w]}" for v, w in zip(path, path[1:] + [start])]
+        out.append(" -> ".join(steps + [start]) + (f" (and {len(group) - len(path)} more modules in the circle's group: "
+                                                   f"{', '.join(sorted(group - set(path)))})" if len(group) > len(path) else ""))
+    return out
+
+
+def _library_sources() -> dict[str, tuple[str, bool]]:
+    return {module_name(p): (p.read_text(), p.name == "__init__.py") for p in _library_files()}
+
+
+def test_no_import_circle():
+    """No module imports (directly or through others, at any depth, by name included) a module that
+    imports it back: each circle is listed with the line of every import in it."""
+    assert import_circles(_library_sources()) == []
+
+
+# -- modules loaded by a computed name -------------------------------------------------------------------
+# the two places that load gnnprep modules by a computed name, each from a table the test reads: the lazy
+# package exports (the tables import_graph resolves) and the one-release aliases of moved modules (old
+# names only; the library itself never imports an old name, which test_imports_run_one_way refuses)
+COMPUTED_LOADS_ALLOWED = {"gnnprep.core.lazy", "gnnprep"}
+
+
+def computed_loads(source: str, module: str) -> list[str]:
+    """Modules ``module`` loads by a name that is no string literal (an import the import graph and
+    the direction rule cannot see)."""
+    return [f"{module}:{node.lineno}: loads a module by a computed name ({ast.unparse(node)})"
+            for node in ast.walk(ast.parse(source))
+            if _loader_call(node) and not (node.args and _literal(node.args[0]) is not None)]
+
+
+def test_no_module_loads_a_module_by_a_computed_name():
+    bad = []
+    for path in _library_files():
+        if module_name(path) not in COMPUTED_LOADS_ALLOWED:
+            bad += computed_loads(path.read_text(), module_name(path))
+    assert bad == []
+
+
+# -- each format registers its reader and describer where it is defined ----------------------------------
+def _registered_names(tree: ast.AST) -> dict[str, set[str]]:
+    """"reader"/"describer" -> the names a module passes to ``register_format``."""
+    out = {"reader": set(), "describer": set()}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "register_format":
+            args = dict(zip(("format", "reader", "describer"), node.args)) | {k.arg: k.value for k in node.keywords}
+            for role in out:
+                if isinstance(args.get(role), ast.Name):
+                    out[role].add(args[role].id)
+    return out
+
+
+def registration_gaps(sources: dict[str, str], info: str = "gnnprep.info") -> list[str]:
+    """For ``sources`` (module -> source): every reader class that sets its own ``FORMAT`` and is not
+    registered (with a describer) by its module, and every registering module that ``info`` (the
+    dispatcher behind ``gnnprep.open`` and ``gnnprep info``) does not import by a plain import."""
+    out, registering = [], set()
+    for module, source in sources.items():
+        tree = ast.parse(source)
+        registered = _registered_names(tree)
+        if registered["reader"] or registered["describer"]:
+            registering.add(module)
+        for cls in tree.body:
+            if not isinstance(cls, ast.ClassDef):
+                continue
+            sets_format = any(isinstance(s, ast.Assign) and any(getattr(t, "id", None) == "FORMAT" for t in s.targets)
+                              and _literal(s.value) != "" for s in cls.body)
+            if sets_format and cls.name not in registered["reader"]:
+                out.append(f"{module}: reader {cls.name} sets FORMAT but is not registered (register_format)")
+            if sets_format and not registered["describer"]:
+                out.append(f"{module}: defines the reader {cls.name} but registers no describer")
+    imported = {target for _, target, name in imported_modules(ast.parse(sources.get(info, "")), info, False)
+                if name is None}
+    out += [f"{info}: does not import {m}, which registers a format" for m in sorted(registering - imported)]
+    return out
+
+
+def test_every_format_registers_its_reader_and_describer():
+    """Item 6 of issue 31: each artifact format registers its reader and describer where it is
+    defined, gnnprep.info imports those modules by plain imports (no table of module names), and
+    after that every format in core.artifact.FORMATS has both, the reader's FORMAT being its own."""
+    sources = {m: src for m, (src, _) in _library_sources().items()}
+    assert registration_gaps(sources) == []
+    assert "import_module" not in sources["gnnprep.info"] and "importlib" not in sources["gnnprep.info"]
+    import gnnprep.info  # noqa: F401 - registers every format
+    from gnnprep.core.artifact import FORMATS, describer_of, reader_of
+    from gnnprep.train.loader import Features
+
+    missing = [f for f in FORMATS if reader_of(f) is None or describer_of(f) is None or reader_of(f).FORMAT != f]
+    assert missing == []
+    assert reader_of("gnnprep.features") is Features   # the train stage's reader, over the precompute stage's
+
+
+# -- short functions in precompute ------------------------------------------------------------------------
+LONGEST_FUNCTION = 100
+SHORT_FUNCTIONS_IN = ("precompute",)
+
+
+def long_functions(source: str, module: str, limit: int = LONGEST_FUNCTION) -> list[str]:
+    """Functions and methods of ``module`` longer than ``limit`` lines, from ``def`` to their last
+    line (decorators left out; a nested function counts on its own and in its parent)."""
+    out = []
+
+    def visit(node, prefix):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = child.end_lineno - child.lineno + 1
+                if lines > limit:
+                    out.append(f"{module}.{prefix}{child.name}:{child.lineno}: {lines} lines (at most {limit})")
+                visit(child, f"{prefix}{child.name}.")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, f"{prefix}{child.name}.")
+            else:
+                visit(child, prefix)
+
+    visit(ast.parse(source), "")
+    return out
+
+
+def test_no_long_function_in_precompute():
+    bad = []
+    for stage in SHORT_FUNCTIONS_IN:
+        for path in sorted((PACKAGE / stage).rglob("*.py")):
+            bad += long_functions(path.read_text(), module_name(path))
+    assert bad == []
+
+
+def test_the_new_rules_fail_on_a_violation():
+    two = {"gnnprep.hag.a": ("from gnnprep.hag.b import f\n", False),
+           "gnnprep.hag.b": ("from gnnprep.hag import a\n", False)}
+    assert import_circles(two) == ["gnnprep.hag.a:1 -> gnnprep.hag.b:1 -> gnnprep.hag.a"]
+    in_function = {"gnnprep.precompute.backends": ("import numpy as np\n\ndef f():\n    from .hag_torch import g\n", False),
+                   "gnnprep.precompute.hag_torch": ("from gnnprep.precompute.backends import f\n", False)}
+    assert import_circles(in_function) == [
+        "gnnprep.precompute.backends:4 -> gnnprep.precompute.hag_torch:1 -> gnnprep.precompute.backends"]
+    by_name = {"gnnprep.info": ("import importlib\n\ndef f():\n    return importlib.import_module('gnnprep.graph.store')\n",
+                                False),
+               "gnnprep.graph.store": ("def g():\n    from gnnprep.core import x\n", False),
+               "gnnprep.core.x": ("__import__('gnnprep.info')\n", False),
+               "gnnprep.core": ("", True)}
+    assert import_circles(by_name) == ["gnnprep.core.x:1 -> gnnprep.info:4 -> gnnprep.graph.store:2 -> gnnprep.core.x"]
+    assert direction_violations("import importlib\nimportlib.import_module('gnnprep.train.loader')\n", "gnnprep.info") == []
+    assert direction_violations("from importlib import import_module\nimport_module('gnnprep.cli')\n", "gnnprep.info")
+    assert direction_violations("import importlib\nimportlib.import_module('..cli', 'gnnprep.train')\n",
+                                "gnnprep.train.loader")
+    # a lazy export table is no circle: the package's modules import their package's names ...
+    lazy = {"gnnprep.hag": ("from gnnprep.core.lazy import exports\n__getattr__, __dir__ = exports(__name__, "
+                            "{'build': 'search', 'Hag': 'structure'})\n", True),
+            "gnnprep.hag.search": ("import gnnprep.hag.structure\n", False),
+            "gnnprep.hag.structure": ("from gnnprep.hag import file\n", False),
+            "gnnprep.hag.file": ("from gnnprep.core.artifact import Artifact\n", False)}
+    assert import_circles(lazy) == []
+    # ... but one name through it that closes a circle is one
+    lazy["gnnprep.hag.file"] = ("def f():\n    from gnnprep.hag import build\n", False)
+    assert import_circles(lazy) == [
+        "gnnprep.hag.file:2 -> gnnprep.hag.search:1 -> gnnprep.hag.structure:1 -> gnnprep.hag.file"]
+    # loads the test cannot see: the dispatch by a table of module names that registration replaced
+    old_info = "import importlib\nDESCRIBERS = {}\ndef d(fmt, path):\n    return importlib.import_module(DESCRIBERS[fmt]).describe(path)\n"
+    assert computed_loads(old_info, "gnnprep.info") == [
+        "gnnprep.info:4: loads a module by a computed name (importlib.import_module(DESCRIBERS[fmt]))"]
+    assert computed_loads("import importlib\nimportlib.import_module('gnnprep.graph.store')\n", "gnnprep.info") == []
+    # a reader that does not register, a registration without a describer, a dispatcher missing a module
+    store = "class GraphStore(Artifact):\n    FORMAT = FORMAT\ndef describe(path):\n    return {}\n"
+    info = "import gnnprep.graph.store\n"
+    assert registration_gaps({"gnnprep.graph.store": store, "gnnprep.info": info}) == [
+        "gnnprep.graph.store: reader GraphStore sets FORMAT but is not registered (register_format)",
+        "gnnprep.graph.store: defines the reader GraphStore but registers no describer"]
+    registered = store + "register_format(FORMAT, reader=GraphStore, describer=describe)\n"
+    assert registration_gaps({"gnnprep.graph.store": registered, "gnnprep.info": info}) == []
+    assert registration_gaps({"gnnprep.graph.store": store + "register_format(FORMAT, GraphStore)\n",
+                              "gnnprep.info": info}) == [
+        "gnnprep.graph.store: defines the reader GraphStore but registers no describer"]
+    assert registration_gaps({"gnnprep.graph.store": registered, "gnnprep.info": "import json\n"}) == [
+        "gnnprep.info: does not import gnnprep.graph.store, which registers a format"]
+    assert registration_gaps({"gnnprep.core.artifact": "class Artifact:\n    FORMAT = ''\n", "gnnprep.info": ""}) == []
+    # a 101-line function (a method, a nested one), not a 100-line one nor its decorators
+    body = "    x = 1\n" * 99 + "    return x\n"
+    assert long_functions("def f():\n" + body, "gnnprep.precompute.run") == [
+        "gnnprep.precompute.run.f:1: 101 lines (at most 100)"]
+    assert long_functions("class A:\n    def m(self):\n" + body.replace("    ", "        "), "gnnprep.precompute.run") == [
+        "gnnprep.precompute.run.A.m:2: 101 lines (at most 100)"]
+    assert long_functions("def g():\n    def h():\n" + body.replace("    ", "        "), "m") == [
+        "m.g:1: 102 lines (at most 100)", "m.g.h:2: 101 lines (at most 100)"]
+    assert long_functions("@a\n@b\ndef f():\n" + body[len("    x = 1\n"):], "gnnprep.precompute.run") == []
 
 
 def test_the_top_level_is_small():

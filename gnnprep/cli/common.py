@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import re
 import sys
 
 import click
 
-from gnnprep.core.errors import GnnprepError
+from gnnprep.core.errors import GnnprepError, OptionError
 from gnnprep.core.sizes import format_size, parse_size
 
 
@@ -30,9 +29,9 @@ def parsed_by(parse):
         try:
             return parse(value)
         except GnnprepError as e:
-            # the library names the option itself ("--blocks 'x': ..."): click names it already
-            raise click.BadParameter(re.sub(r"^--[\w-]+:? ?", "", str(e).splitlines()[0]), ctx=ctx,
-                                     param=param) from None
+            # click names the option already: an OptionError's message is the text without its name
+            text = e.message if isinstance(e, OptionError) else str(e)
+            raise click.BadParameter(text.splitlines()[0], ctx=ctx, param=param) from None
 
     return callback
 

@@ -8,18 +8,18 @@ import sys
 
 import click
 
-from gnnprep.core.errors import GnnprepError
+from gnnprep.core.errors import OptionError
 
 from .common import Progress, budget_option, emit, json_option, parsed_by, quiet_option, size
 
-ALL = 10**15  # --capacity all: clipped to the stored entries by hag.build
 MAX_WINDOW = 1024  # candidate keys per round grow with window x entries: far beyond 16 only costs time
 
 
-def parse_capacity(text: str) -> int | float:
-    """``--capacity``: a count (int), a fraction of |V| (float, converted once |V| is known), or all."""
+def parse_capacity(text: str) -> int | float | str:
+    """``--capacity``: a count (int), a fraction of |V| (float, converted once |V| is known), or all
+    (:attr:`gnnprep.hag.builder.HagConfig.capacity`)."""
     if text == "all":
-        return ALL
+        return "all"
     try:
         value = float(text)
     except ValueError:
@@ -28,7 +28,7 @@ def parse_capacity(text: str) -> int | float:
         return value
     if math.isfinite(value) and value >= 0 and value == int(value):
         return int(value)
-    raise GnnprepError(f"--capacity {text!r}: expected a count, a fraction of |V| in (0, 1], or all")
+    raise OptionError("--capacity", f"{text!r}: expected a count, a fraction of |V| in (0, 1], or all")
 
 
 @click.command()
@@ -56,27 +56,21 @@ def hag(dataset, output, capacity, method, aggregate, window, max_depth, min_sha
     from gnnprep.core.output import refuse_input_as_output
     from gnnprep.graph.ingest import IngestConfig, ensure_graph_store
     from gnnprep.graph.sources import SourceOptions
-    from gnnprep.graph.store import GraphStore
-    from gnnprep.hag import builder as hag_lib
+    from gnnprep.hag.builder import HagConfig, build
 
     refuse_input_as_output(output, [dataset] if os.path.exists(dataset) else [])  # before any long work
+    config = HagConfig(method=method, aggregate=aggregate, capacity=capacity, window=window, max_depth=max_depth,
+                       min_share=min_share, memory_budget=memory_budget or None)
     progress = Progress(quiet)
     try:
         store_path = ensure_graph_store(dataset, IngestConfig(source=SourceOptions()), cache_dir, progress)
+        s = build(store_path, output, config, progress=progress, command=" ".join(["gnnprep"] + sys.argv[1:]))
     finally:
         progress.close()
-    refuse_input_as_output(output, [store_path])
-    with GraphStore(store_path) as g:
-        indptr, indices, fp = g.indptr(), g.indices(), g.fingerprint
-    n = len(indptr) - 1
-    cap = int(capacity * n) if isinstance(capacity, float) else capacity
-    s = hag_lib.build(indptr, indices, output, graph_fingerprint=fp, input_path=str(store_path), method=method,
-                      aggregate=aggregate, capacity=cap, window=window, max_depth=max_depth, min_share=min_share,
-                      memory_budget=memory_budget or None, command=" ".join(["gnnprep"] + sys.argv[1:]))
-    peak = s["peak_bytes"]
-    emit(as_json, s, [
-        f"{output}: {s['num_agg']:,} aggregation nodes in {s['levels']} levels ({s['method']}, "
-        f"{s['search_seconds']:.2f} s, peak {size(peak) if peak is not None else 'n/a'})",
-        f"aggregations {s['aggregations_graph']:,} -> {s['aggregations_hag']:,} ({s['aggregation_ratio']:.2f}x fewer); "
-        f"transfers {s['transfers_graph']:,} -> {s['transfers_hag']:,} ({s['transfer_ratio']:.2f}x)",
+    peak = s.peak_bytes
+    emit(as_json, s.to_dict(), [
+        f"{output}: {s.num_agg:,} aggregation nodes in {s.levels} levels ({s.method}, "
+        f"{s.search_seconds:.2f} s, peak {size(peak) if peak is not None else 'n/a'})",
+        f"aggregations {s.aggregations_graph:,} -> {s.aggregations_hag:,} ({s.aggregation_ratio:.2f}x fewer); "
+        f"transfers {s.transfers_graph:,} -> {s.transfers_hag:,} ({s.transfer_ratio:.2f}x)",
     ])

@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from gnnprep.core.errors import GnnprepError
+from gnnprep.core.errors import OptionError
 
 from . import ranks
 from .common import Progress, budget_option, device_option, emit, json_option, parsed_by, quiet_option, size, warn
@@ -22,9 +22,9 @@ def parse_blocks(text: str) -> tuple[int, int, int] | None:
     try:
         a, b, c = (int(x) for x in text.split(","))
     except ValueError:
-        raise GnnprepError(f"--blocks {text!r}: expected auto or three positive integers a,b,c") from None
+        raise OptionError("--blocks", f"{text!r}: expected auto or three positive integers a,b,c") from None
     if min(a, b, c) < 1:
-        raise GnnprepError(f"--blocks {text!r}: counts must be positive")
+        raise OptionError("--blocks", f"{text!r}: counts must be positive")
     return a, b, c
 
 

@@ -4,13 +4,12 @@ summary or the JSON object, and a failure is one ``Error:`` line from rank 0."""
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 
 import click
 
-from gnnprep.core.errors import GnnprepError
+from gnnprep.core.errors import GnnprepError, OptionError
 from gnnprep.precompute.operators import split_operators
 from gnnprep.train.config import CHECKS, MAX_LAYERS, NORMALIZE, TrainConfig, int_check
 
@@ -103,11 +102,10 @@ def train(model, features, run_dir, hops, operators, hidden, layers, dropout, in
     try:
         config.check()  # a bad model name fails before anything is read
     except GnnprepError as e:
-        m = re.match(r"(--[\w-]+) ?", str(e))
-        if m:  # an option's value (alone or with another's): a usage error, one line
+        if isinstance(e, OptionError):  # an option's value (alone or with another's): a usage error, one line
             if ranks.silent(dist):
                 raise click.exceptions.Exit(2) from None
-            raise click.BadParameter(str(e)[m.end():], param_hint=f"'{m.group(1)}'") from None
+            raise click.BadParameter(e.message, param_hint=f"'{e.option}'") from None
         if ranks.silent(dist):
             raise click.exceptions.Exit(1) from None
         raise

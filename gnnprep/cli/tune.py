@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import re
-
 import click
 
-from gnnprep.core.errors import GnnprepError
+from gnnprep.core.errors import OptionError
 from gnnprep.precompute.operators import split_operators
 from gnnprep.train.config import CHECKS, MAX_LAYERS, NORMALIZE, int_check
 from gnnprep.train.tune import TuneConfig, format_value, parse_grid
@@ -50,11 +48,8 @@ def _check(config: TuneConfig) -> None:
     """config.check(), with a refused option value (``--grid``, ``--lr``, ...) as a usage error."""
     try:
         config.check()
-    except GnnprepError as e:
-        m = re.match(r"(--[\w-]+) ?", str(e))
-        if m:
-            raise click.BadParameter(str(e)[m.end():], param_hint=f"'{m.group(1)}'") from None
-        raise
+    except OptionError as e:
+        raise click.BadParameter(e.message, param_hint=f"'{e.option}'") from None
 
 
 def _pct(v, sd) -> str:

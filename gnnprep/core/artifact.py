@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
 import h5py
 import numpy as np
 
-from gnnprep import __version__
 from gnnprep.core.errors import GnnprepError
+from gnnprep.core.version import __version__
 
 # every artifact format and the newest format_version this gnnprep reads (and writes)
 FORMAT_VERSIONS = {"gnnprep.graph": 1, "gnnprep.hag": 1, "gnnprep.hdg": 1, "gnnprep.features": 1}
@@ -175,7 +176,6 @@ class Artifact:
     """Base of the artifact readers: an open read-only HDF5 file, usable as a context manager."""
 
     FORMAT = ""
-    DESCRIBED_BY = ""   # the module whose describe() renders it ("": the reader class's own module)
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
@@ -192,14 +192,71 @@ class Artifact:
 
     @property
     def info(self) -> dict:
-        """What ``gnnprep info`` shows for this artifact, as a dict: ``describe(path)`` of the module
-        that owns the format (:attr:`DESCRIBED_BY`, else the module this reader class is defined in)."""
-        import importlib
-
-        return importlib.import_module(self.DESCRIBED_BY or type(self).__module__).describe(self.path)
+        """What ``gnnprep info`` shows for this artifact, as a dict: the describer registered for its
+        :attr:`FORMAT` (:func:`register_format`) by the module that owns the format."""
+        return describer_of(self.FORMAT)(self.path)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.path}>"
+
+
+# -- the format registry: each format's module registers its reader and describer where it defines them ---
+# (gnnprep.graph.store, gnnprep.hag.file, gnnprep.hdg.file, gnnprep.precompute.features, and
+# gnnprep.train.loader, whose Features extends the features reader); gnnprep.info imports those modules
+# by name, so the structure test sees every import, and looks the format up here.
+_READERS: dict[str, type] = {}
+_DESCRIBERS: dict[str, Callable[[Path], dict]] = {}
+
+
+def register_format(fmt: str, reader: type | None = None, describer: Callable[[Path], dict] | None = None) -> None:
+    """Register ``reader`` (an :class:`Artifact` subclass whose ``FORMAT`` is ``fmt``; what
+    ``gnnprep.open`` returns) and/or ``describer`` (``describe(path) -> dict``, what ``gnnprep info``
+    shows) for the artifact format ``fmt``. A later stage may replace a reader with a subclass of it
+    (the train stage's ``Features`` over the precompute stage's ``FeatureStore``); registering a base
+    after its subclass keeps the subclass. Anything else already registered differently is a
+    ValueError: two modules claiming one format."""
+    if fmt not in FORMAT_VERSIONS:
+        raise ValueError(f"register_format: {fmt!r} is no artifact format; expected one of {', '.join(FORMATS)}")
+    if reader is not None:
+        if not (isinstance(reader, type) and issubclass(reader, Artifact) and reader.FORMAT == fmt):
+            raise ValueError(f"register_format: the reader of {fmt} must be an Artifact subclass with FORMAT "
+                             f"{fmt!r}; got {reader!r}")
+        current = _READERS.get(fmt)
+        if current is None or issubclass(reader, current) or _same_definition(reader, current):
+            _READERS[fmt] = reader
+        elif not issubclass(current, reader):
+            raise ValueError(f"register_format: {fmt} already has the reader {_qualified(current)}; "
+                             f"{_qualified(reader)} does not extend it")
+    if describer is not None:
+        current = _DESCRIBERS.get(fmt)
+        if current is not None and current is not describer and not _same_definition(describer, current):
+            raise ValueError(f"register_format: {fmt} already has the describer {_qualified(current)}; "
+                             f"not replaced by {_qualified(describer)}")
+        _DESCRIBERS[fmt] = describer
+
+
+def _same_definition(a, b) -> bool:
+    """Whether ``a`` and ``b`` are one definition executed twice (a reloaded module)."""
+    return _qualified(a) == _qualified(b)
+
+
+def _qualified(obj) -> str:
+    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', repr(obj))}"
+
+
+def reader_of(fmt: str) -> type | None:
+    """The reader class registered for ``fmt`` (None: no module imported so far registered one)."""
+    return _READERS.get(fmt)
+
+
+def describer_of(fmt: str) -> Callable[[Path], dict] | None:
+    """The describer registered for ``fmt`` (None: no module imported so far registered one)."""
+    return _DESCRIBERS.get(fmt)
+
+
+def registered_readers() -> tuple[str, ...]:
+    """The formats that have a reader, in the order of :data:`FORMATS`."""
+    return tuple(f for f in FORMATS if f in _READERS)
 
 
 def _short(e: BaseException) -> str:

@@ -10,19 +10,19 @@ from __future__ import annotations
 import os
 import sys
 
-from gnnprep.core.errors import GnnprepError
+from gnnprep.core.errors import OptionError
 from gnnprep.core.sizes import default_host_budget
 
 CHOICES = "auto, cpu, cuda or cuda:<index>"
 
 
 def check_name(name: str) -> str:
-    """``name`` if it is a device spec at all (no hardware is looked at), else a GnnprepError."""
+    """``name`` if it is a device spec at all (no hardware is looked at), else an OptionError."""
     if name in ("auto", "cpu", "cuda"):
         return name
     if name.startswith("cuda:") and name[5:].isdigit():
         return name
-    raise GnnprepError(f"--device {name!r}: expected {CHOICES}")
+    raise OptionError("--device", f"{name!r}: expected {CHOICES}")
 
 
 # device files of the NVIDIA and AMD (ROCm) kernel drivers: without one, torch sees no GPU
@@ -45,17 +45,17 @@ def resolve(name: str) -> str:
     except ImportError:
         if name == "auto":
             return "cpu"
-        raise GnnprepError(f"--device {name}: torch is not installed") from None
+        raise OptionError("--device", f"{name}: torch is not installed") from None
     if not torch.cuda.is_available():
         if name == "auto":
             return "cpu"
-        raise GnnprepError(f"--device {name}: no CUDA device is available here "
-                           "(torch.cuda.is_available() is False; use auto or cpu)")
+        raise OptionError("--device", f"{name}: no CUDA device is available here "
+                                      "(torch.cuda.is_available() is False; use auto or cpu)")
     if name == "auto":
         return "cuda"
     if name.startswith("cuda:") and int(name[5:]) >= torch.cuda.device_count():
-        raise GnnprepError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA device(s), "
-                           f"cuda:0..cuda:{torch.cuda.device_count() - 1}")
+        raise OptionError("--device", f"{name}: this machine has {torch.cuda.device_count()} CUDA device(s), "
+                                      f"cuda:0..cuda:{torch.cuda.device_count() - 1}")
     return name
 
 

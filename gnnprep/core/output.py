@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from gnnprep.core.errors import GnnprepError
+from gnnprep.core.errors import GnnprepError, OptionError
 from gnnprep.core.sizes import format_size
 
 NAME_MAX = 255   # bytes of one file name on Linux and macOS file systems
@@ -221,7 +221,7 @@ def work_folder(near: str | os.PathLike, tmp_dir: str | os.PathLike | None = Non
     near = Path(near).absolute()
     base = Path(tmp_dir).absolute() if tmp_dir else near.parent
     if not base.is_dir():
-        raise GnnprepError(f"--tmp-dir {base}: folder does not exist")
+        raise OptionError("--tmp-dir", f"{base}: folder does not exist")
     prefix = "." + side_name(near, ".work-", reserve=11)
     sweep_stale(base, prefix)
     folder = base / f"{prefix}{os.getpid()}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from gnnprep.core.errors import GnnprepError
+from gnnprep.core.errors import OptionError
 
 _UNITS = {
     "": 1, "b": 1,
@@ -21,10 +21,10 @@ def parse_size(text: str | int, what: str = "--memory-budget") -> int:
         return text
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(text))
     if not m or m.group(2).lower() not in _UNITS:
-        raise GnnprepError(f"{what}: cannot read size {text!r}; expected e.g. 512MiB, 8GiB or 2G")
+        raise OptionError(what, f"cannot read size {text!r}; expected e.g. 512MiB, 8GiB or 2G", sep=": ")
     value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
     if value <= 0:
-        raise GnnprepError(f"{what}: size must be positive, got {text!r}")
+        raise OptionError(what, f"size must be positive, got {text!r}", sep=": ")
     return value
 
 

@@ -16,14 +16,10 @@ given as the source is validated block-wise and copied as is (fingerprints added
 from __future__ import annotations
 
 import dataclasses
-import errno
 import hashlib
-import json
-import os
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,7 +28,7 @@ import numpy as np
 
 from gnnprep.core.artifact import Timer, file_fingerprint, write_root_attrs
 from gnnprep.core.device import default_budget
-from gnnprep.core.errors import GnnprepError
+from gnnprep.core.errors import GnnprepError, OptionError
 from gnnprep.core.output import atomic_output, check_free_space, refuse_input_as_output, start_writeback, work_folder
 from gnnprep.core.progress import Progress, no_progress
 from gnnprep.core.sizes import format_size, parse_size
@@ -85,8 +81,8 @@ class IngestReport:
 
 def check_budget(budget: int) -> int:
     if budget < MIN_BUDGET:
-        raise GnnprepError(f"--memory-budget {format_size(budget)} is too small; ingest needs at least "
-                           f"{format_size(MIN_BUDGET)}")
+        raise OptionError("--memory-budget", f"{format_size(budget)} is too small; ingest needs at least "
+                                             f"{format_size(MIN_BUDGET)}")
     return budget
 
 
@@ -122,41 +118,6 @@ def unused_options(spec: str, config: IngestConfig) -> list[tuple[str, str]]:
     if opts.download and not spec.startswith("ogbn-"):
         out.append(("--download", f"not used: SOURCE {spec} is not an ogbn-<name> data set"))
     return out
-
-
-def _no_space(e: BaseException) -> bool:
-    return "No space left on device" in str(e) or "errno = 28" in str(e)
-
-
-def _discard(f: h5py.File, tmp: Path) -> None:
-    """Close a file being abandoned. HDF5 flushes its caches on close, which fails again on a full
-    disk (and a failure while h5py frees an object is printed as an unraisable error): empty the
-    file first, so the flush finds room; the caller removes the file."""
-    try:
-        os.truncate(tmp, 0)
-    except OSError:
-        pass
-    try:
-        f.close()
-    except (RuntimeError, OSError):
-        pass
-
-
-@contextmanager
-def _hdf5(tmp: Path, mode: str = "w"):
-    """``h5py.File(tmp, mode)`` whose failures (a write, a flush, the flush at close) close it cleanly
-    and surface a full disk as OSError(ENOSPC), which :func:`atomic_output` reports in one line.
-    Writers flush each chunked dataset before dropping it: h5py closes a dataset when the object is
-    freed, and an error there (its chunk cache failing to reach the disk) would only be printed."""
-    f = h5py.File(tmp, mode)
-    try:
-        yield f
-        f.close()
-    except BaseException as e:
-        _discard(f, tmp)
-        if isinstance(e, (RuntimeError, OSError)) and _no_space(e):
-            raise OSError(errno.ENOSPC, f"No space left on device (writing {tmp.name})") from None
-        raise
 
 
 def _check_inferred_nodes(largest: int, budget: int, where: Path) -> None:
@@ -203,17 +164,11 @@ def _write_rows(f: h5py.File, name: str, chunks, n: int, width: int | None, dtyp
 
     The hash of a block runs in a worker thread while HDF5 stores it (hashlib releases the GIL);
     it is waited for before the next block is asked for, since sources may reuse a block's memory.
-    The dataset has no chunk cache: blocks are written once, in order, so caching chunks only adds
-    a copy of every byte. Each block's writeback to disk is started as it is stored (see
-    :func:`gnnprep.core.output.start_writeback`)."""
+    The dataset (:func:`gnnprep.graph.store.create_node_rows`) has no chunk cache: blocks are written
+    once, in order, so caching chunks only adds a copy of every byte. Each block's writeback to disk
+    is started as it is stored (see :func:`gnnprep.core.output.start_writeback`)."""
     shape = (n, width) if width is not None else (n,)
-    if width is not None:
-        rows_per_chunk, cols = store.feature_chunk_shape(width, np.dtype(dtype).itemsize)
-        chunk = (min(max(n, 1), rows_per_chunk), cols)
-    else:
-        chunk = (min(max(n, 1), store.feature_chunk_rows(1, np.dtype(dtype).itemsize)),)
-    ds = f.create_dataset(name, shape=shape, dtype=dtype, chunks=chunk if n else None,
-                          rdcc_nbytes=0, rdcc_nslots=1)  # h5py ignores rdcc_nbytes=0 given alone
+    ds = store.create_node_rows(f, name, n, width, dtype)
     digest = ContentHash(dtype, shape)
     row = 0
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rows-hash") as pool:
@@ -260,7 +215,7 @@ def _copy_store(source: Path, output: Path, budget: int, t0: float) -> IngestRep
     check_free_space(output, source.stat().st_size + DISK_SLACK)
     with atomic_output(output, inputs=[source]) as tmp:
         shutil.copyfile(source, tmp)
-        with _hdf5(tmp, "r+") as f:
+        with store.writing(tmp, "r+") as f:
             add_missing_fingerprints(f, max(1 << 20, budget // 8))
     return IngestReport(str(output), str(source), s["num_nodes"], s["num_edges"], s["symmetric"],
                         s["num_features"], s["num_classes"], 0, 0, 0, round(time.perf_counter() - t0, 3),
@@ -271,7 +226,7 @@ def _write_nodes(f: h5py.File, source: GraphSource, n: int, budget: int, timer: 
                  progress: Progress) -> tuple[dict, int, int]:
     """Features, labels and node types; return (fingerprints, num_classes, labeled nodes)."""
     fps = {"features_fingerprint": NONE, "labels_fingerprint": NONE}
-    f.create_group("nodes")
+    store.create_nodes(f)
     if source.num_features:
         rows = max(1, budget // 8 // max(1, source.num_features * 8))
         tile_rows = store.feature_chunk_shape(source.num_features, np.dtype(source.feature_dtype).itemsize)[0]
@@ -279,9 +234,9 @@ def _write_nodes(f: h5py.File, source: GraphSource, n: int, budget: int, timer: 
             rows -= rows % tile_rows   # whole chunks per block: no chunk written twice
         with timer("features"):
             fps["features_fingerprint"] = _write_rows(
-                f, "nodes/features", source.features(rows), n, source.num_features, source.feature_dtype,
+                f, store.FEATURES, source.features(rows), n, source.num_features, source.feature_dtype,
                 "features", source.features_from, progress)
-        f["nodes/features"].attrs["source"] = source.features_from
+        f[store.FEATURES].attrs["source"] = source.features_from
     seen = {"classes": 0, "labeled": 0}
 
     def count(block: np.ndarray) -> None:
@@ -292,10 +247,10 @@ def _write_nodes(f: h5py.File, source: GraphSource, n: int, budget: int, timer: 
     if source.labels_from:
         with timer("labels"):
             fps["labels_fingerprint"] = _write_rows(
-                f, "nodes/labels", source.labels(max(1024, budget // 64)), n, None, np.int64, "labels",
+                f, store.LABELS, source.labels(max(1024, budget // 64)), n, None, np.int64, "labels",
                 source.labels_from, progress, on_block=count)
     if source.node_types is not None:
-        _write_rows(f, "nodes/type", source.node_type_ids(1 << 20), n, None, np.int16, "node types",
+        _write_rows(f, store.NODE_TYPE, source.node_type_ids(1 << 20), n, None, np.int16, "node types",
                     str(source.path), progress)
     return fps, seen["classes"], seen["labeled"]
 
@@ -307,9 +262,7 @@ def _write_splits(f: h5py.File, source: GraphSource, n: int) -> str:
         check_ids(ids, n, source.nodes_from, lambda i, name=name: f"split {name} entry {i}")
         stored[name] = ids.astype(np.int32 if n < 2**31 else np.int64)
     check_disjoint(stored, source.splits_from or str(source.path))
-    grp = f.create_group("splits")
-    for name, ids in stored.items():
-        grp.create_dataset(name, data=ids)
+    store.write_splits(f, stored)
     return splits_fingerprint(stored)
 
 
@@ -341,7 +294,7 @@ def _build_adjacency(f: h5py.File, source: GraphSource, work: Path, output: Path
         except BaseException:
             builder.close_spills(check=False)  # no write left in flight when the work folder goes
             raise
-    adj = f.create_group("adj")
+    adj = store.create_adjacency(f)
     finder = None
     if order in ("community", "auto"):
         from gnnprep.graph.order import IngestOrder  # numba: imported only when used
@@ -359,8 +312,7 @@ def _build_adjacency(f: h5py.File, source: GraphSource, work: Path, output: Path
         if finder is not None:
             finder.csr_done()
         start_writeback(f.filename)
-    adj.attrs["shape"] = np.array([n, n], dtype=np.int64)
-    adj.attrs["symmetric"] = bool(symmetrize)
+    store.finish_adjacency(adj, n, symmetrize)
     return n, stats, finder
 
 
@@ -371,7 +323,7 @@ def ingest(spec: str, output: str | Path, config: IngestConfig = IngestConfig(),
     budget = check_budget(config.memory_budget or default_budget("cpu"))
     output = Path(output)
     for option, why in unused_options(spec, config):
-        raise GnnprepError(f"{option}: {why}")
+        raise OptionError(option, why, sep=": ")
     source = open_source(spec, config.source)
     if isinstance(source, Path):
         return _copy_store(source, output, budget, t0)
@@ -391,7 +343,7 @@ def ingest_source(source: GraphSource, output: str | Path, config: IngestConfig 
     symmetrize = not config.directed or not source.stored_directed
     inputs = source.input_files()
     with atomic_output(output, inputs=inputs) as tmp, work_folder(output, config.tmp_dir) as work:
-        with _hdf5(tmp) as f:
+        with store.writing(tmp) as f:
             n, stats, finder = _build_adjacency(f, source, work, output, budget, symmetrize, timer, progress,
                                                 config.order)
             try:
@@ -454,9 +406,7 @@ def _cache_is_fresh(store_path: Path) -> bool:
     """The cached store was made from input files that have not changed since. A cache is advisory:
     anything unexpected in it (unreadable, tampered provenance) means not fresh, so it is rebuilt."""
     try:
-        with h5py.File(store_path, "r") as f:
-            raw = f.attrs["provenance"]
-            prov = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
+        prov = store.read_provenance(store_path)
     except (OSError, KeyError, ValueError, TypeError, RecursionError):
         return False
     inputs = prov.get("inputs") if isinstance(prov, dict) else None

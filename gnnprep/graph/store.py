@@ -1,4 +1,4 @@
-"""The HDF5 graph store (``format = "gnnprep.graph"``): layout constants and a reader.
+"""The HDF5 graph store (``format = "gnnprep.graph"``): layout constants, a reader, the writer's helpers.
 
 Layout (see docs/formats.md, "graph.h5"): ``/adj/indptr`` [n+1], ``/adj/indices`` [m] (row v lists the
 sources v aggregates from, sorted, no duplicates, no self-loops), ``/nodes/features`` [n, d],
@@ -7,13 +7,24 @@ sources v aggregates from, sorted, no duplicates, no self-loops), ``/nodes/featu
 
 from __future__ import annotations
 
+import errno
+import json
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import h5py
 import numpy as np
 
-from gnnprep.core.artifact import FORMAT_VERSIONS, Artifact, attr_value, count_attr, dataset_or_none, json_attr
+from gnnprep.core.artifact import (
+    FORMAT_VERSIONS,
+    Artifact,
+    attr_value,
+    count_attr,
+    dataset_or_none,
+    json_attr,
+    register_format,
+)
 from gnnprep.core.errors import GnnprepError
 from gnnprep.core.memory import empty_pages
 from gnnprep.graph.sources.base import SPLIT_NAMES
@@ -159,6 +170,35 @@ class GraphStore(Artifact):
     def stored_weights(self, start: int = 0, stop: int | None = None) -> np.ndarray:
         """``/adj/weights[start:stop]`` as stored (float32), unchecked (see :meth:`weight_blocks`)."""
         return self.f["adj/weights"][start:stop]
+
+    def read_indices(self, start: int, stop: int, out: np.ndarray | None = None, check: bool = True) -> np.ndarray:
+        """``/adj/indices[start:stop]``, read straight into ``out[:stop - start]`` when given (a
+        buffer kept across blocks: no allocation per block), each id checked to lie in [0, n) unless
+        ``check`` is False (a range this reader has checked before)."""
+        if out is None:
+            ids = self.stored_indices(start, stop)
+        else:
+            ids = out[:stop - start]
+            if stop > start:
+                self.f["adj/indices"].read_direct(ids, np.s_[start:stop], np.s_[0:stop - start])
+        if check:
+            check_ids(ids, self.num_nodes, f"{self.path}: /adj/indices", offset=start)
+        return ids
+
+    def read_weights(self, start: int, stop: int, out: np.ndarray | None = None) -> np.ndarray:
+        """``/adj/weights[start:stop]``, read straight into ``out[:stop - start]`` when given."""
+        if out is None:
+            return self.stored_weights(start, stop)
+        w = out[:stop - start]
+        if stop > start:
+            self.f["adj/weights"].read_direct(w, np.s_[start:stop], np.s_[0:stop - start])
+        return w
+
+    @property
+    def indices_dataset(self) -> h5py.Dataset:
+        """``/adj/indices`` as the open dataset, for readers that walk it in windows of their own
+        (:func:`gnnprep.sparse.order.near_share_windows`); unchecked."""
+        return self.f["adj/indices"]
 
     def kept_order(self, kind: str) -> h5py.Dataset | None:
         """The node order of ``kind`` kept in the store at ingest (``/order/<kind>``), or None."""
@@ -349,6 +389,99 @@ class GraphStore(Artifact):
         return codes, names
 
 
+# -- the layout's paths and the writer's side of it: ingest writes graph.h5 through these ------------------
+ADJ_GROUP = "adj"              # group: the CSR ``indptr`` [n+1] and ``indices`` [m] (csr_builder writes them)
+NODES_GROUP = "nodes"          # group of the per-node datasets below
+FEATURES = "nodes/features"    # [n, d] float32 or float16, chunked in tiles (:func:`feature_chunk_shape`)
+LABELS = "nodes/labels"        # [n] int64, -1 where unknown
+NODE_TYPE = "nodes/type"       # [n] int16, heterogeneous graphs only
+SPLITS_GROUP = "splits"        # group: ``train``, ``valid``, ``test``, sorted node ids
+
+
+def _no_space(e: BaseException) -> bool:
+    return "No space left on device" in str(e) or "errno = 28" in str(e)
+
+
+def _discard(f: h5py.File, tmp: Path) -> None:
+    """Close a file being abandoned. HDF5 flushes its caches on close, which fails again on a full
+    disk (and a failure while h5py frees an object is printed as an unraisable error): empty the
+    file first, so the flush finds room; the caller removes the file."""
+    try:
+        os.truncate(tmp, 0)
+    except OSError:
+        pass
+    try:
+        f.close()
+    except (RuntimeError, OSError):
+        pass
+
+
+@contextmanager
+def writing(tmp: Path, mode: str = "w"):
+    """The graph store being written at ``tmp`` (``mode`` ``w``, or ``r+`` to add to a copy), as
+    ``h5py.File(tmp, mode)`` whose failures (a write, a flush, the flush at close) close it cleanly
+    and surface a full disk as OSError(ENOSPC), which :func:`gnnprep.core.output.atomic_output`
+    reports in one line. Writers flush each chunked dataset before dropping it: h5py closes a dataset
+    when the object is freed, and an error there (its chunk cache failing to reach the disk) would
+    only be printed."""
+    f = h5py.File(tmp, mode)
+    try:
+        yield f
+        f.close()
+    except BaseException as e:
+        _discard(f, tmp)
+        if isinstance(e, (RuntimeError, OSError)) and _no_space(e):
+            raise OSError(errno.ENOSPC, f"No space left on device (writing {tmp.name})") from None
+        raise
+
+
+def create_adjacency(f: h5py.File) -> h5py.Group:
+    """The empty ``/adj`` group, which the CSR builder fills with ``indptr`` and ``indices``."""
+    return f.create_group(ADJ_GROUP)
+
+
+def finish_adjacency(adj: h5py.Group, n: int, symmetric: bool) -> None:
+    """The ``/adj`` group's attributes: ``shape`` [n, n] and ``symmetric``."""
+    adj.attrs["shape"] = np.array([n, n], dtype=np.int64)
+    adj.attrs["symmetric"] = bool(symmetric)
+
+
+def create_nodes(f: h5py.File) -> None:
+    """The ``/nodes`` group (before :func:`create_node_rows` of its datasets)."""
+    f.create_group(NODES_GROUP)
+
+
+def create_node_rows(f: h5py.File, name: str, n: int, width: int | None, dtype) -> h5py.Dataset:
+    """A per-node dataset (:data:`FEATURES`, :data:`LABELS`, :data:`NODE_TYPE`) of n rows of
+    ``width`` columns (1-D when None), chunked as the store is read: feature tiles of
+    :func:`feature_chunk_shape`, about 1 MiB of rows otherwise. No chunk cache: a writer stores
+    blocks once, in order, so caching chunks would only add a copy of every byte."""
+    shape = (n, width) if width is not None else (n,)
+    if width is not None:
+        rows_per_chunk, cols = feature_chunk_shape(width, np.dtype(dtype).itemsize)
+        chunk = (min(max(n, 1), rows_per_chunk), cols)
+    else:
+        chunk = (min(max(n, 1), feature_chunk_rows(1, np.dtype(dtype).itemsize)),)
+    return f.create_dataset(name, shape=shape, dtype=dtype, chunks=chunk if n else None,
+                            rdcc_nbytes=0, rdcc_nslots=1)  # h5py ignores rdcc_nbytes=0 given alone
+
+
+def write_splits(f: h5py.File, splits: dict[str, np.ndarray]) -> None:
+    """``/splits/<name>`` for each split (sorted node ids, stored in the dtype given)."""
+    grp = f.create_group(SPLITS_GROUP)
+    for name, ids in splits.items():
+        grp.create_dataset(name, data=ids)
+
+
+def read_provenance(path: str | os.PathLike):
+    """The ``provenance`` root attribute of the graph store at ``path``, parsed from JSON, read with
+    no checks at all (ingest's cache test, where anything unexpected means "rebuild"): raises
+    whatever h5py and json raise (OSError, KeyError, ValueError, TypeError, RecursionError)."""
+    with h5py.File(path, "r") as f:
+        raw = f.attrs["provenance"]
+        return json.loads(raw.decode() if isinstance(raw, bytes) else raw)
+
+
 # -- the description for ``gnnprep info`` ---------------------------------------------------------------
 def split_sizes(f, path) -> dict[str, int]:
     g = f.get("splits")
@@ -453,3 +586,6 @@ def _node_order(f: h5py.File) -> dict | None:
     if isinstance(why, str) and chosen == kind:
         out["why"] = why
     return out
+
+
+register_format(FORMAT, reader=GraphStore, describer=describe)

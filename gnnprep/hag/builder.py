@@ -1,20 +1,26 @@
-"""``gnnprep hag``'s library side: search a HAG for a graph and write it (:func:`build`); find and
-load the HAG that ``precompute --hag`` aggregates through (:func:`cache_path`, :func:`load_for`)."""
+"""``gnnprep hag``'s library side: search a HAG for a graph store under a :class:`HagConfig` and
+write it (:func:`build`, which ``gnnprep hag`` and ``precompute --hag auto`` both call); find and load
+the HAG that ``precompute --hag`` aggregates through (:func:`cache_path`, :func:`load_for`)."""
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
+from numbers import Integral
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-from gnnprep.core.errors import GnnprepError
+from gnnprep.core.errors import GnnprepError, OptionError
+from gnnprep.core.progress import Progress, no_progress
+from gnnprep.core.record import Record
 from gnnprep.hag.file import read_hag, write_hag
 from gnnprep.hag.structure import Hag
 
 if TYPE_CHECKING:
     from gnnprep.graph.store import GraphStore
+
+METHODS = ("rounds", "exact")
+AGGREGATES = ("set", "sequential")
 
 
 def cache_path(store_path) -> Path:
@@ -22,29 +28,106 @@ def cache_path(store_path) -> Path:
     return Path(store_path).with_suffix(".hag.h5")
 
 
-def build(indptr: np.ndarray, indices: np.ndarray, output, *, graph_fingerprint: str, input_path: str,
-          method: str = "rounds", aggregate: str = "set", capacity: int | None = None, window: int | None = None,
-          max_depth: int = 16, min_share: int = 2, memory_budget: int | None = None, command: str = "") -> dict:
-    """Search a HAG for the CSR and write it to ``output``; return the summary of :func:`write_hag`
-    with the search's method, seconds, peak memory and the aggregation and transfer ratios.
+@dataclass(frozen=True)
+class HagConfig:
+    """Everything that defines a HAG build (:func:`build`); its parameters are saved in the
+    artifact's provenance.
 
-    ``aggregate="sequential"`` runs the prefix search (method ``"prefix"``); otherwise ``method`` is
-    ``"exact"`` or ``"rounds"``. ``capacity`` defaults to ⌊|V|/4⌋ and is clipped to the stored
-    entries (every aggregation node removes at least one); ``memory_budget`` defaults to
-    :func:`gnnprep.core.device.default_budget` of the CPU."""
+    ``aggregate="sequential"`` (order-dependent aggregation) runs the prefix search (Jia et al.,
+    Theorem 2) whatever ``method``; otherwise ``method`` is ``"exact"`` (their Algorithm 3) or
+    ``"rounds"`` (its scalable approximation, shaped by ``window``, ``max_depth`` and ``min_share``;
+    :func:`gnnprep.hag.search.rounds_search`). ``capacity`` bounds |VA|: None for ⌊|V|/4⌋ (the
+    paper's default), a float in (0, 1] for that fraction of |V|, an int for a count, or ``"all"``
+    (:meth:`capacity_for`). ``memory_budget`` None: :func:`gnnprep.core.device.default_budget` of
+    the CPU."""
+
+    method: str = "rounds"                    # rounds | exact (set aggregation)
+    aggregate: str = "set"                    # set (sum, mean, max: any order) | sequential (prefix sharing)
+    capacity: int | float | str | None = None  # count | fraction of |V| | "all" | None: ⌊|V|/4⌋
+    window: int | None = None                 # rounds: candidate window (None: 16, fitted to the budget)
+    max_depth: int = 16                       # rounds: deepest aggregation level
+    min_share: int = 2                        # rounds: destinations a merged pair must be shared by
+    memory_budget: int | None = None          # bytes for the search
+
+    def check(self) -> None:
+        """OptionError for a value no search can use (before anything is read)."""
+        if self.method not in METHODS:
+            raise OptionError("--method", f"{self.method!r}: expected rounds or exact")
+        if self.aggregate not in AGGREGATES:
+            raise OptionError("--aggregate", f"{self.aggregate!r}: expected set or sequential")
+        c = self.capacity
+        ok = (c is None or c == "all" or (isinstance(c, float) and 0 < c <= 1)
+              or (isinstance(c, Integral) and not isinstance(c, bool) and c >= 0))
+        if not ok:
+            raise OptionError("--capacity", f"{c!r}: expected a count, a fraction of |V| in (0, 1], or all")
+        if self.window is not None and self.window < 1:
+            raise OptionError("--window", f"{self.window}: expected at least 1")
+        if self.max_depth < 1:
+            raise OptionError("--max-depth", f"{self.max_depth}: expected at least 1")
+        if self.min_share < 2:
+            raise OptionError("--min-share", f"{self.min_share}: expected at least 2")
+
+    def capacity_for(self, n: int, m: int) -> int:
+        """|VA| allowed for a graph of n nodes and m stored entries: the configured count (⌊c·n⌋ for a
+        fraction, ⌊n/4⌋ for None), clipped to m, since every aggregation node removes at least one
+        stored entry."""
+        c = self.capacity
+        count = n // 4 if c is None else m if c == "all" else int(c * n) if isinstance(c, float) else int(c)
+        return min(count, m)
+
+
+@dataclass(frozen=True)
+class HagReport(Record):
+    """What :func:`build` wrote: the summary in ``hag.h5``'s root attributes (:func:`write_hag`:
+    |V|, |VA|, levels, aggregate, the capacity used, and Jia et al.'s cost terms — aggregations and
+    transfers — of the graph and of the HAG), the output, the search's method, seconds and peak
+    memory above its start (None where not measured), and the ratios graph / HAG of both costs."""
+
+    num_nodes: int
+    num_agg: int
+    levels: int
+    aggregate: str
+    capacity: int
+    aggregations_graph: int
+    aggregations_hag: int
+    transfers_graph: int
+    transfers_hag: int
+    output: str
+    method: str
+    search_seconds: float
+    peak_bytes: int | None
+    aggregation_ratio: float
+    transfer_ratio: float
+
+
+def build(graph: str | Path | GraphStore, output, config: HagConfig = HagConfig(), *,
+          progress: Progress = no_progress, command: str = "") -> HagReport:
+    """Search a HAG for the graph store ``graph`` (a path, or an open :class:`GraphStore`) under
+    ``config`` and write it to ``output`` atomically (:func:`write_hag`; ``output`` must not be the
+    store); return its :class:`HagReport`. ``progress`` gets stage ``"hag search"``, 0 then 1 of 1."""
     from gnnprep.core.device import default_budget
     from gnnprep.core.memory import PeakMeter
     from gnnprep.core.output import check_output_path, refuse_input_as_output
+    from gnnprep.graph.store import GraphStore
     from gnnprep.hag.search import exact_search, rounds_search, sequential_search
 
+    config.check()
+    opened = isinstance(graph, GraphStore)
+    input_path = graph.path if opened else graph
     refuse_input_as_output(output, [input_path])  # before the search: it may take minutes
+    if opened:
+        indptr, indices, fingerprint = graph.indptr(), graph.indices(), graph.fingerprint
+    else:
+        with GraphStore(input_path) as g:
+            indptr, indices, fingerprint = g.indptr(), g.indices(), g.fingerprint
     check_output_path(Path(output).absolute())
-    n = len(indptr) - 1
-    cap = min(n // 4 if capacity is None else int(capacity), int(indptr[-1]))
-    budget = default_budget("cpu") if memory_budget is None else int(memory_budget)
+    cap = config.capacity_for(len(indptr) - 1, int(indptr[-1]))
+    budget = default_budget("cpu") if config.memory_budget is None else int(config.memory_budget)
+    method, window, max_depth, min_share = config.method, config.window, config.max_depth, config.min_share
+    progress("hag search", 0, 1)
     meter = PeakMeter().start()
     t0 = time.perf_counter()
-    if aggregate == "sequential":
+    if config.aggregate == "sequential":
         method = "prefix"
         h = sequential_search(indptr, indices, capacity=cap)
     elif method == "exact":
@@ -54,16 +137,16 @@ def build(indptr: np.ndarray, indices: np.ndarray, output, *, graph_fingerprint:
                           min_share=min_share)
     seconds = time.perf_counter() - t0
     peak = meter.above()
+    progress("hag search", 1, 1)
     prov = {"command": command or "gnnprep hag",
             "parameters": {"method": method, "capacity": cap, "window": window, "max_depth": max_depth,
                            "min_share": min_share, "memory_budget": budget},
-            "inputs": [{"path": str(input_path), "graph_fingerprint": graph_fingerprint}],
+            "inputs": [{"path": str(input_path), "graph_fingerprint": fingerprint}],
             "timings": {"search_seconds": round(seconds, 4)}, "peak_bytes": peak}
-    s = write_hag(h, output, prov, aggregate, cap, graph_fingerprint, indptr, inputs=[input_path])
-    s.update(output=str(output), method=method, search_seconds=round(seconds, 3), peak_bytes=peak,
-             aggregation_ratio=round(s["aggregations_graph"] / max(1, s["aggregations_hag"]), 4),
-             transfer_ratio=round(s["transfers_graph"] / max(1, s["transfers_hag"]), 4))
-    return s
+    s = write_hag(h, output, prov, config.aggregate, cap, fingerprint, indptr, inputs=[input_path])
+    return HagReport(**s, output=str(output), method=method, search_seconds=round(seconds, 3), peak_bytes=peak,
+                     aggregation_ratio=round(s["aggregations_graph"] / max(1, s["aggregations_hag"]), 4),
+                     transfer_ratio=round(s["transfers_graph"] / max(1, s["transfers_hag"]), 4))
 
 
 def load_for(path, store: GraphStore) -> Hag:

@@ -15,6 +15,7 @@ from gnnprep.core.artifact import (
     json_attr,
     open_artifact,
     plain_attrs,
+    register_format,
 )
 from gnnprep.core.errors import GnnprepError
 from gnnprep.hag.structure import Hag, graph_cost
@@ -148,3 +149,6 @@ def describe(path: Path) -> dict:
     out["aggregation_ratio"] = round(out["aggregations_graph"] / max(1, out["aggregations_hag"]), 4)
     out["transfer_ratio"] = round(out["transfers_graph"] / max(1, out["transfers_hag"]), 4)
     return out
+
+
+register_format(FORMAT, reader=HagFile, describer=describe)

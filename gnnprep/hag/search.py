@@ -19,7 +19,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from gnnprep.core.errors import GnnprepError
+from gnnprep.core.errors import OptionError
 from gnnprep.hag.structure import Hag, finish_csr, finish_lists, order_by_rows
 
 
@@ -45,9 +45,9 @@ def exact_search(indptr: np.ndarray, indices: np.ndarray, capacity: int | None =
     capacity = n // 4 if capacity is None else min(int(capacity), int(indptr[-1]))
     pairs = exact_pair_count(indptr)
     if memory_budget is not None and pairs * BYTES_PER_PAIR > memory_budget:
-        raise GnnprepError(f"--method exact needs about {pairs * BYTES_PER_PAIR / 2**20:.0f} MiB for its {pairs:,} "
-                           f"pair occurrences, more than --memory-budget {memory_budget / 2**20:.0f} MiB; "
-                           "use --method rounds")
+        raise OptionError("--method", f"exact needs about {pairs * BYTES_PER_PAIR / 2**20:.0f} MiB for its {pairs:,} "
+                                      f"pair occurrences, more than --memory-budget {memory_budget / 2**20:.0f} MiB; "
+                                      "use --method rounds")
     lists: list[set[int]] = [set(indices[indptr[v]:indptr[v + 1]].tolist()) for v in range(n)]
     users: dict[int, set[int]] = defaultdict(set)  # id -> destinations whose in-list holds it
     count: dict[tuple[int, int], int] = defaultdict(int)
@@ -236,8 +236,8 @@ def _rounds_sizes(m: int, window: int | None, memory_budget: int | None,
     hash partition (key mod parts) of the window's keys, plus a bounded chunk of temporaries."""
     fixed = 64 * m + 256 * 2**20
     if memory_budget is not None and fixed >= memory_budget:
-        raise GnnprepError(f"--memory-budget {memory_budget / 2**20:.0f} MiB is too small for rounds over {m:,} "
-                           f"entries (needs more than {fixed / 2**20:.0f} MiB)")
+        raise OptionError("--memory-budget", f"{memory_budget / 2**20:.0f} MiB is too small for rounds over {m:,} "
+                                             f"entries (needs more than {fixed / 2**20:.0f} MiB)")
     room = (memory_budget - fixed) if memory_budget is not None else None
     if window is None:  # 16 recovers >= 95% of exact's savings on Cora; narrower when memory is short
         window = 16 if room is None else int(min(16, max(2, 2 * room // max(1, 26 * m))))

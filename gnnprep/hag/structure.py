@@ -18,8 +18,9 @@ Ids: 0..n−1 are graph nodes, n+i is aggregation node i; aggregation nodes are 
 (1 + the max level of their inputs; graph nodes are level 0), so both inputs of n+i are < n+i.
 
 This module holds the structure, its cost and :func:`execute`; the searches are in
-:mod:`gnnprep.hag.search`, the ``hag.h5`` format in :mod:`gnnprep.hag.file` and :func:`build` (search,
-measure, write: what ``gnnprep hag`` runs) in :mod:`gnnprep.hag.builder.build`.
+:mod:`gnnprep.hag.search`, the ``hag.h5`` format in :mod:`gnnprep.hag.file` and
+:func:`gnnprep.hag.builder.build` (search, measure, write under a ``HagConfig``: what ``gnnprep hag``
+and ``precompute --hag auto`` run) in :mod:`gnnprep.hag.builder`.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gnnprep.core.errors import GnnprepError
+from gnnprep.core.errors import GnnprepError, OptionError
 from gnnprep.hdg.file import read_hdg
 from gnnprep.hdg.structure import REDUCES, Hdg
 
@@ -51,9 +51,9 @@ def load_for(path, store: GraphStore, operators: tuple[str, ...], rows: str, red
     ``reduce`` is mean, sum or max, it was built for this graph, and no channel is named like one of
     ``operators``."""
     if rows != "all":
-        raise GnnprepError("--hdg needs --rows all: an HDG aggregates hop features of nodes outside the splits too")
+        raise OptionError("--hdg", "needs --rows all: an HDG aggregates hop features of nodes outside the splits too")
     if reduce not in REDUCES:
-        raise GnnprepError(f"--hdg-reduce {reduce!r}: expected mean, sum or max")
+        raise OptionError("--hdg-reduce", f"{reduce!r}: expected mean, sum or max")
     h, attrs = read_hdg(path)
     store.check_built_for(path, "HDG", attrs.get("graph_fingerprint"), h.num_nodes)
     channels = h.channels()

@@ -18,6 +18,7 @@ from gnnprep.core.artifact import (
     json_attr,
     open_artifact,
     plain_attrs,
+    register_format,
 )
 from gnnprep.core.errors import GnnprepError
 from gnnprep.hdg.structure import Hdg, Level
@@ -224,3 +225,6 @@ def describe(path: Path) -> dict:
     out["size_vs_graph_store"] = round(out["hdg_bytes"] / max(1, out["graph_store_bytes"]), 4)
     out["size_vs_graph_adj"] = round(out["hdg_bytes"] / max(1, out["graph_adj_bytes"]), 4)
     return out
+
+
+register_format(FORMAT, reader=HdgFile, describer=describe)

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from gnnprep.core.errors import GnnprepError
+from gnnprep.core.errors import GnnprepError, OptionError
 from gnnprep.hdg.structure import Hdg, Level
 
 SELECTORS = ("random-walk", "hop-shells", "anchors", "metapath")
@@ -90,8 +90,8 @@ Select = RandomWalkSelect | HopShellsSelect | AnchorsSelect | MetapathSelect
 
 def _int_field(spec: str, key: str, text: str, lo: int, hi: int = MAX_COUNT) -> int:
     if not re.fullmatch(r"\d{1,30}", text.strip()) or not lo <= int(text) <= hi:
-        raise GnnprepError(f"--select {spec!r}: {key}={text!r}; expected an integer ≥ {lo}"
-                           + (f" and ≤ {hi:,}" if re.fullmatch(r"\d+", text.strip()) and int(text) >= lo else ""))
+        raise OptionError("--select", f"{spec!r}: {key}={text!r}; expected an integer ≥ {lo}"
+                          + (f" and ≤ {hi:,}" if re.fullmatch(r"\d+", text.strip()) and int(text) >= lo else ""))
     return int(text)
 
 
@@ -99,18 +99,18 @@ def _fields(spec: str, body: str, required: tuple[str, ...], optional: tuple[str
     out: dict[str, str] = {}
     for part in [p for p in body.split(",") if p.strip()] if body else []:
         if "=" not in part:
-            raise GnnprepError(f"--select {spec!r}: {part.strip()!r} is not key=value; expected keys "
-                               f"{', '.join(required + optional)}")
+            raise OptionError("--select", f"{spec!r}: {part.strip()!r} is not key=value; expected keys "
+                                          f"{', '.join(required + optional)}")
         key, value = (s.strip() for s in part.split("=", 1))
         if key not in required + optional:
-            raise GnnprepError(f"--select {spec!r}: unknown key {key!r}; expected {', '.join(required + optional)}")
+            raise OptionError("--select", f"{spec!r}: unknown key {key!r}; expected {', '.join(required + optional)}")
         if key in out:
-            raise GnnprepError(f"--select {spec!r}: {key} given twice")
+            raise OptionError("--select", f"{spec!r}: {key} given twice")
         out[key] = value
     missing = [k for k in required if k not in out]
     if missing:
-        raise GnnprepError(f"--select {spec!r}: missing {', '.join(missing)}; expected "
-                           + ",".join(f"{k}=N" for k in required))
+        raise OptionError("--select", f"{spec!r}: missing {', '.join(missing)}; expected "
+                          + ",".join(f"{k}=N" for k in required))
     return out
 
 
@@ -127,17 +127,17 @@ def parse_select(spec: str) -> Select:
             except ValueError:
                 restart = -1.0
             if not 0.0 <= restart <= 1.0:
-                raise GnnprepError(f"--select {spec!r}: restart={f['restart']!r}; expected a probability in [0, 1]")
+                raise OptionError("--select", f"{spec!r}: restart={f['restart']!r}; expected a probability in [0, 1]")
         walks = _int_field(spec, "walks", f["walks"], 1, MAX_WALK_STEPS)
         length = _int_field(spec, "length", f["length"], 1, MAX_WALK_STEPS)
         if walks * length > MAX_WALK_STEPS:
-            raise GnnprepError(f"--select {spec!r}: walks·length = {walks * length:,} steps per node; expected at most "
-                               f"{MAX_WALK_STEPS:,}")
+            raise OptionError("--select", f"{spec!r}: walks·length = {walks * length:,} steps per node; expected at most "
+                                          f"{MAX_WALK_STEPS:,}")
         return RandomWalkSelect(walks, length, _int_field(spec, "topk", f["topk"], 1), restart)
     if kind == "hop-shells":
         head, _, rest = body.partition(",")
         if not head.strip():
-            raise GnnprepError(f"--select {spec!r}: missing the number of shells; expected hop-shells:K[,cap=C]")
+            raise OptionError("--select", f"{spec!r}: missing the number of shells; expected hop-shells:K[,cap=C]")
         hops = _int_field(spec, "K", head, 1, MAX_HOPS)
         f = _fields(spec, rest, (), ("cap",))
         cap = _int_field(spec, "cap", f["cap"], 1) if "cap" in f else None
@@ -151,28 +151,28 @@ def parse_select(spec: str) -> Select:
         for part in [p.strip() for p in body.split(",") if p.strip()]:
             key, eq, value = (t.strip() for t in part.partition("="))
             if not eq or not key or not value:
-                raise GnnprepError(f"--select {spec!r}: {part!r}; expected NAME=T1-T2-...-TL or cap=C")
+                raise OptionError("--select", f"{spec!r}: {part!r}; expected NAME=T1-T2-...-TL or cap=C")
             if key == "cap":
                 cap = _int_field(spec, "cap", value, 1)
                 continue
             types = tuple(t.strip() for t in value.split("-"))
             if not 2 <= len(types) <= MAX_HOPS or not all(types):
-                raise GnnprepError(f"--select {spec!r}: {key}={value!r}; expected at least two node types joined by - "
-                                   f"(at most {MAX_HOPS})")
+                raise OptionError("--select", f"{spec!r}: {key}={value!r}; expected at least two node types joined by - "
+                                              f"(at most {MAX_HOPS})")
             if not _NAME.fullmatch(key):
-                raise GnnprepError(f"--select {spec!r}: metapath name {key!r}; expected letters, digits and _ "
-                                   "(it names a channel)")
+                raise OptionError("--select", f"{spec!r}: metapath name {key!r}; expected letters, digits and _ "
+                                              "(it names a channel)")
             taken = {k for k, _ in paths} | {f"{k}_members" for k, _ in paths}
             if key in taken or f"{key}_members" in taken or key == "node":
-                raise GnnprepError(f"--select {spec!r}: metapath name {key!r} given twice or clashes with another "
-                                   "metapath's level (NAME_members)")
+                raise OptionError("--select", f"{spec!r}: metapath name {key!r} given twice or clashes with another "
+                                              "metapath's level (NAME_members)")
             paths.append((key, types))
         if not paths:
-            raise GnnprepError(f"--select {spec!r}: no metapath; expected metapath:NAME=T1-T2-T1[,...][,cap=C]")
+            raise OptionError("--select", f"{spec!r}: no metapath; expected metapath:NAME=T1-T2-T1[,...][,cap=C]")
         return MetapathSelect(tuple(paths), cap)
-    raise GnnprepError(f"--select {spec!r}: unknown selector {kind!r}; expected one of "
-                       "random-walk:walks=W,length=L,topk=K[,restart=P], hop-shells:K[,cap=C], "
-                       "anchors:sets=S,size=Z[,hops=Q], metapath:NAME=T1-T2-T1[,cap=C]")
+    raise OptionError("--select", f"{spec!r}: unknown selector {kind!r}; expected one of "
+                                  "random-walk:walks=W,length=L,topk=K[,restart=P], hop-shells:K[,cap=C], "
+                                  "anchors:sets=S,size=Z[,hops=Q], metapath:NAME=T1-T2-T1[,cap=C]")
 
 
 def select_spec(sel: Select) -> str:
@@ -307,7 +307,7 @@ def select_anchors(indptr, indices, sel: AnchorsSelect, seed: int = 0) -> Hdg:
     (:func:`_anchor_distances`), then each set's members within reach of each node."""
     n = len(indptr) - 1
     if sel.size > n:
-        raise GnnprepError(f"--select anchors: size={sel.size} exceeds the graph's {n} nodes; expected size ≤ {n}")
+        raise OptionError("--select", f"anchors: size={sel.size} exceeds the graph's {n} nodes; expected size ≤ {n}")
     rng = np.random.default_rng(seed)
     sets = np.stack([rng.choice(n, sel.size, replace=False) for _ in range(sel.sets)]).astype(np.int64)
     anchors, col = np.unique(sets, return_inverse=True)
@@ -371,16 +371,16 @@ def select_metapath(indptr, indices, sel: MetapathSelect, node_type: np.ndarray 
     position), independent of the block split. Targets are enumerated in blocks of at most
     ``block`` (halved where the expansion is heavy) so the expansion's memory follows the block."""
     if node_type is None or type_names is None:
-        raise GnnprepError("--select metapath: needs a heterogeneous graph store (typed nodes, e.g. ingested from "
-                           "the ogbn-mag layout); this store has no /nodes/type")
+        raise OptionError("--select", "metapath: needs a heterogeneous graph store (typed nodes, e.g. ingested from "
+                                      "the ogbn-mag layout); this store has no /nodes/type")
     n = len(indptr) - 1
     code = {t: i for i, t in enumerate(type_names)}
     roots = []
     for name, types in sel.paths:
         unknown = [t for t in types if t not in code]
         if unknown:
-            raise GnnprepError(f"--select metapath: {name} uses node type {unknown[0]!r}; the store has "
-                               f"{', '.join(type_names)}")
+            raise OptionError("--select", f"metapath: {name} uses node type {unknown[0]!r}; the store has "
+                                          f"{', '.join(type_names)}")
         targets = np.flatnonzero(node_type == code[types[0]])
         typed = [code[t] for t in types]
         parts = _in_blocks(len(targets), block, lambda b0, b1: _metapath_block(
@@ -409,8 +409,8 @@ def _check_room(sel: Select, n: int) -> None:
     if need > free:
         from gnnprep.core.sizes import format_size
 
-        raise GnnprepError(f"--select {select_spec(sel)}: {what} need ~{format_size(need)}, more than the "
-                           f"{format_size(free)} of memory available; expected smaller values")
+        raise OptionError("--select", f"{select_spec(sel)}: {what} need ~{format_size(need)}, more than the "
+                                      f"{format_size(free)} of memory available; expected smaller values")
 
 
 def select(indptr: np.ndarray, indices: np.ndarray, sel: Select, seed: int = 0, progress=None,

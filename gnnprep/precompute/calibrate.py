@@ -1,7 +1,7 @@
 """``gnnprep calibrate``: measure the planner's coefficients on small generated graphs.
 
 The LC paper's optimiser uses memory/time coefficients "measured on small graphs" (its footnote);
-this does the same for our cost model (:class:`gnnprep.precompute.plan.Profile`): kernel seconds per stored
+this does the same for our cost model (:class:`gnnprep.precompute.profile.Profile`): kernel seconds per stored
 nonzero at several column-block widths, the per-row term, HDF5 read/write and copy bandwidth, and the
 per-block overhead. The profile is saved to ``$GNNPREP_CONFIG`` or ``~/.config/gnnprep`` and used by
 later ``precompute --blocks auto`` runs on the same device.
@@ -19,7 +19,7 @@ import h5py
 import numpy as np
 
 from gnnprep.core.progress import Progress, no_progress
-from gnnprep.precompute.plan import Profile, profile_path
+from gnnprep.precompute.profile import Profile, profile_path
 
 
 def generated_csr(n: int, avg_degree: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -163,7 +163,7 @@ def _block_overhead(indptr, indices, scale, rng, device: str) -> float:
 
 
 def _save(prof: Profile) -> Path:
-    """Write the profile atomically where :func:`gnnprep.precompute.plan.load_profile` finds it for its device."""
+    """Write the profile atomically where :func:`gnnprep.precompute.profile.load_profile` finds it for its device."""
     target = profile_path(prof.device)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + f".tmp-{os.getpid()}")

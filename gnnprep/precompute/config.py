@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gnnprep.core.errors import GnnprepError
+from gnnprep.core.errors import OptionError
 from gnnprep.core.record import Record, optional
 
 if TYPE_CHECKING:
@@ -42,34 +42,36 @@ class PrecomputeConfig:
     dry_run: bool = False
 
     def check(self) -> None:
-        """GnnprepError for a value no run can use (before anything is read)."""
+        """OptionError for a value no run can use (before anything is read)."""
         if self.hops < 0:
-            raise GnnprepError(f"--hops {self.hops}: expected a non-negative integer")
+            raise OptionError("--hops", f"{self.hops}: expected a non-negative integer")
         if self.dtype not in DTYPES:
-            raise GnnprepError(f"--dtype {self.dtype!r}: expected float32 or float16")
+            raise OptionError("--dtype", f"{self.dtype!r}: expected float32 or float16")
         if self.rows not in ROWS:
-            raise GnnprepError(f"--rows {self.rows!r}: expected all or labeled")
+            raise OptionError("--rows", f"{self.rows!r}: expected all or labeled")
         if self.reorder not in REORDER_MODES:
-            raise GnnprepError(f"--reorder {self.reorder!r}: expected one of {', '.join(REORDER_MODES)}")
+            raise OptionError("--reorder", f"{self.reorder!r}: expected one of {', '.join(REORDER_MODES)}")
         if self.normalize_features not in NORMALIZE_X:
-            raise GnnprepError(f"--normalize-features {self.normalize_features!r}: expected none or row")
+            raise OptionError("--normalize-features", f"{self.normalize_features!r}: expected none or row")
         if self.hdg is not None and self.hdg_reduce not in HDG_REDUCE:
-            raise GnnprepError(f"--hdg-reduce {self.hdg_reduce!r}: expected mean, sum or max")
+            raise OptionError("--hdg-reduce", f"{self.hdg_reduce!r}: expected mean, sum or max")
 
     def backend_for(self, device: str) -> str:
         """numba (the CPU kernels) or torch (torch.sparse, the CUDA path) on the resolved ``device``."""
         if self.backend == "auto":
             return "torch" if device.startswith("cuda") else "numba"
         if self.backend not in ("numba", "torch"):
-            raise GnnprepError(f"--backend {self.backend!r}: expected auto, numba or torch")
+            raise OptionError("--backend", f"{self.backend!r}: expected auto, numba or torch")
         if self.backend == "numba" and device != "cpu":
-            raise GnnprepError("--backend numba runs on the CPU only")
+            raise OptionError("--backend", "numba runs on the CPU only")
         return self.backend
 
 
 @dataclass(frozen=True)
 class HagChoice(Record):
-    """What ``--hag`` decided: ``mode`` file|auto, whether a HAG is ``used``, its ``path``, and why."""
+    """What ``--hag`` decided, as the run reports it (``PrecomputeReport.hag``): ``mode`` file|auto,
+    whether a HAG is ``used``, its ``path``, and why (for auto, the planner's
+    :class:`gnnprep.precompute.plan.HagVerdict`)."""
 
     mode: str
     used: bool

@@ -9,13 +9,15 @@ Root attributes: ``hops``, ``operator``, ``operators`` (JSON: operator and HDG c
 
 Writers: :func:`create_layout` (every dataset allocated up front, so a resumed run only writes raw
 data) and :func:`write_root`. Readers: :class:`FeatureStore`, which validates what the trainer reads
-(rows, labels, splits, hop datasets) with one-line errors.
+(rows, labels, splits, hop datasets) with one-line errors, and :func:`hop_datasets`, the hop datasets
+on a handle of their own for the trainer's block reads.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from contextlib import contextmanager
 from pathlib import Path
 
 import h5py
@@ -29,9 +31,10 @@ from gnnprep.core.artifact import (
     count_attr,
     dataset_or_none,
     json_attr,
+    register_format,
     write_root_attrs,
 )
-from gnnprep.core.errors import GnnprepError
+from gnnprep.core.errors import GnnprepError, OptionError
 from gnnprep.graph.store import GraphStore, feature_chunk_rows, split_sizes
 
 FORMAT = "gnnprep.features"
@@ -57,7 +60,7 @@ def select_rows(store: GraphStore, rows: str) -> np.ndarray | None:
     if rows == "all":
         return None
     if rows != "labeled":
-        raise GnnprepError(f"--rows {rows!r}: expected all or labeled")
+        raise OptionError("--rows", f"{rows!r}: expected all or labeled")
     splits = store.splits()
     if not splits:
         raise GnnprepError(f"{store.path}: --rows labeled needs splits, and this graph store has none")
@@ -304,6 +307,16 @@ class FeatureStore(Artifact):
         return next(iter(shapes))[1], next(iter(dtypes))
 
 
+@contextmanager
+def hop_datasets(path, names: list[str]):
+    """The hop datasets ``names`` (paths from :meth:`FeatureStore.hop_name`) of the features artifact
+    at ``path``, open read-only on a handle of their own and closed on exit: the trainer's block
+    reads, one handle per reader (its streaming reads run in a background thread). No checks here:
+    a :class:`FeatureStore` validated the artifact and the names before."""
+    with h5py.File(path, "r") as f:
+        yield [f[name] for name in names]
+
+
 def _take(dset: h5py.Dataset, positions: np.ndarray, step: int = 1 << 16) -> np.ndarray:
     """dset[positions] for sorted unique positions: each block of ``step`` rows that holds some is
     read once (HDF5's point selection is slow for many rows)."""
@@ -522,3 +535,7 @@ def describe(path: Path) -> dict:
             "shards_bytes": sum(s["bytes_on_disk"] for s in shards) if shards is not None else None,
             "operator_sources": json_attr(f.attrs, "operator_sources", path, dict, {}, "attribute"),
         }
+
+
+# the train stage registers its Features (this reader plus torch batches) over FeatureStore for gnnprep.open
+register_format(FORMAT, reader=FeatureStore, describer=describe)

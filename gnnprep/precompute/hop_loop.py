@@ -25,8 +25,9 @@ from gnnprep.core.output import ResumableOutput
 from gnnprep.core.progress import Progress
 from gnnprep.graph.store import GraphStore
 from gnnprep.precompute import features as fa
-from gnnprep.precompute.backends import HopGraph, make_backend
+from gnnprep.precompute.backend import make_backend
 from gnnprep.precompute.config import PrecomputeConfig, PrecomputeReport
+from gnnprep.precompute.hop_graph import HopGraph
 from gnnprep.precompute.hop_writer import Gather, HopWriter
 from gnnprep.precompute.operators import make_operator
 from gnnprep.precompute.plan import Plan, Problem, column_blocks
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from gnnprep.hag.structure import Hag
     from gnnprep.hdg.structure import Hdg
     from gnnprep.precompute.config import HagChoice
-    from gnnprep.precompute.plan import Profile
+    from gnnprep.precompute.profile import Profile
     from gnnprep.precompute.user_operators import Degrees
 
 WRITE_BYTES = 32 << 20    # rows per queued write: at most this many bytes of a column block in flight

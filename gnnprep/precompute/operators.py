@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gnnprep.core.errors import GnnprepError
+from gnnprep.core.errors import OptionError
 
 OPERATORS = ("sym", "rw", "sym-noloop")
 
@@ -75,17 +75,17 @@ def _family(spec: str) -> str | None:
 
 def _check_value(spec: str, item: str, key: str, v: float, text: str) -> None:
     if not np.isfinite(v) or (key not in ("alpha", "k") and abs(v) > 16):
-        raise GnnprepError(f"--operator {spec!r}: {item!r}: expected a finite number in -16..16")
+        raise OptionError("--operator", f"{spec!r}: {item!r}: expected a finite number in -16..16")
     if key == "loop" and v < 0:
-        raise GnnprepError(f"--operator {spec!r}: loop={text}: expected >= 0")
+        raise OptionError("--operator", f"{spec!r}: loop={text}: expected >= 0")
     if key == "alpha" and not 0 < v <= 1:
-        raise GnnprepError(f"--operator {spec!r}: alpha={text}: expected a restart probability in (0, 1]")
+        raise OptionError("--operator", f"{spec!r}: alpha={text}: expected a restart probability in (0, 1]")
     if key == "k" and (v != int(v) or not 1 <= v <= 1000):
-        raise GnnprepError(f"--operator {spec!r}: k={text}: expected a whole number of steps in 1..1000")
+        raise OptionError("--operator", f"{spec!r}: k={text}: expected a whole number of steps in 1..1000")
 
 
 def spec_values(spec: str) -> dict[str, float]:
-    """The parameters of a ``norm:`` or ``ppr:`` spec (defaults filled in), or a GnnprepError naming
+    """The parameters of a ``norm:`` or ``ppr:`` spec (defaults filled in), or an OptionError naming
     what is wrong."""
     family = _family(spec)
     keys = FAMILIES[family]
@@ -97,16 +97,16 @@ def spec_values(spec: str) -> dict[str, float]:
         key = key.strip()
         if not eq or key not in keys:
             names = [f"{k}=" for k in keys]
-            raise GnnprepError(f"--operator {spec!r}: {item!r}: expected "
-                               + (", ".join(names[:-1]) + " or " if len(names) > 1 else "") + names[-1]
-                               + " with a number")
+            raise OptionError("--operator", f"{spec!r}: {item!r}: expected "
+                              + (", ".join(names[:-1]) + " or " if len(names) > 1 else "") + names[-1]
+                              + " with a number")
         try:
             v = float(text)
         except ValueError:
-            raise GnnprepError(f"--operator {spec!r}: {item!r}: expected a number after {key}=") from None
+            raise OptionError("--operator", f"{spec!r}: {item!r}: expected a number after {key}=") from None
         _check_value(spec, item, key, v, text)
         if key in given:
-            raise GnnprepError(f"--operator {spec!r}: {key}= is given twice; expected each key once")
+            raise OptionError("--operator", f"{spec!r}: {key}= is given twice; expected each key once")
         given.add(key)
         values[key] = v
     return values
@@ -143,11 +143,11 @@ def parse_operators(text: str) -> tuple[str, ...]:
     names = split_operators(text)
     for s in names:
         if not _family(s) and s not in OPERATORS:
-            raise GnnprepError(f"--operator {s!r}: unknown; expected {_EXPECTED}")
+            raise OptionError("--operator", f"{s!r}: unknown; expected {_EXPECTED}")
     if not names:
-        raise GnnprepError(f"--operator: empty; expected {_EXPECTED}")
+        raise OptionError("--operator", f"empty; expected {_EXPECTED}", sep=": ")
     if len(set(names)) != len(names):
-        raise GnnprepError(f"--operator {text!r}: an operator is named twice")
+        raise OptionError("--operator", f"{text!r}: an operator is named twice")
     return tuple(names)
 
 
@@ -162,8 +162,8 @@ def make_operator(name: str, degree: np.ndarray, symmetric: bool) -> Operator:
     """Scalings of operator ``name`` from the (weighted) in-degree of the stored adjacency."""
     deg = degree.astype(np.float64)
     if name in ("sym", "sym-noloop") and not symmetric:
-        raise GnnprepError(f"--operator {name}: needs a symmetric graph store; this one was ingested with "
-                           "--directed (use --operator rw, or ingest without --directed)")
+        raise OptionError("--operator", f"{name}: needs a symmetric graph store; this one was ingested with "
+                                        "--directed (use --operator rw, or ingest without --directed)")
     if name == "sym":
         s = _inv_pow(deg + 1.0, 0.5).astype(np.float32)
         return Operator(name, s, s, 1.0)
@@ -179,10 +179,10 @@ def make_operator(name: str, degree: np.ndarray, symmetric: bool) -> Operator:
                         _inv_pow(d, p["b"]).astype(np.float32), p["loop"])
     if _family(name) == PPR:
         if not symmetric:
-            raise GnnprepError(f"--operator {name}: diffuses over sym, which needs a symmetric graph store; this "
-                               "one was ingested with --directed")
+            raise OptionError("--operator", f"{name}: diffuses over sym, which needs a symmetric graph store; this "
+                                            "one was ingested with --directed")
         p = spec_values(name)
         s = _inv_pow(deg + 1.0, 0.5)
         return Operator(_norm_name(name), (s * (1.0 - p["alpha"])).astype(np.float32), s.astype(np.float32), 1.0,
                         steps=int(p["k"]), restart=p["alpha"])
-    raise GnnprepError(f"--operator {name!r}: unknown; expected {_EXPECTED}")
+    raise OptionError("--operator", f"{name!r}: unknown; expected {_EXPECTED}")

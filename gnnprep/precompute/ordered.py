@@ -308,8 +308,6 @@ def write_copy(store: GraphStore, kind: str, order: np.ndarray, info: dict, room
                               default=0)
                 out_idx = np.empty(out_len, dtype=idx_dtype)
                 out_w = np.empty(out_len if weighted else 0, dtype=np.float32)
-                src_idx = store.f["adj/indices"]
-                src_w = store.f["adj/weights"] if weighted else None
                 for b0, b1 in _buckets(new_indptr, bucket):
                     passes += 1
                     q0, q1 = int(new_indptr[b0]), int(new_indptr[b1])
@@ -317,12 +315,8 @@ def write_copy(store: GraphStore, kind: str, order: np.ndarray, info: dict, room
                         p0, p1 = int(stored[r0]), int(stored[r1])
                         if p1 == p0:
                             continue
-                        blk = buf_idx[:p1 - p0]
-                        src_idx.read_direct(blk, np.s_[p0:p1], np.s_[0:p1 - p0])
-                        check_ids(blk, n, f"{store.path}: /adj/indices", offset=p0)
-                        wb = buf_w[:p1 - p0]
-                        if weighted:
-                            src_w.read_direct(wb, np.s_[p0:p1], np.s_[0:p1 - p0])
+                        blk = store.read_indices(p0, p1, buf_idx)
+                        wb = store.read_weights(p0, p1, buf_w) if weighted else buf_w[:p1 - p0]
                         _scatter_bucket(stored[r0:r1 + 1], blk, wb, r0, inv, new_indptr, b0, b1, out_idx, out_w)
                     if q1 > q0:
                         ds_idx[q0:q1] = out_idx[:q1 - q0]
@@ -361,14 +355,10 @@ def find_order_streamed(store: GraphStore, block_entries: int, sweeps: int = 2) 
     blocks = node_order.row_blocks(indptr, 0, n, max(1, block_entries))
     longest = max((int(indptr[r1] - indptr[r0]) for r0, r1 in blocks), default=0)
     block = np.empty(longest, dtype=store.index_dtype)
-    ds = store.f["adj/indices"]
     for sweep in range(sweeps):
         for r0, r1 in blocks:
             p0, p1 = int(indptr[r0]), int(indptr[r1])
-            idx = block[:p1 - p0]
-            if p1 > p0:
-                ds.read_direct(idx, np.s_[p0:p1], np.s_[0:p1 - p0])
-            check_ids(idx, n, f"{store.path}: /adj/indices", offset=p0)
+            idx = store.read_indices(p0, p1, block)
             node_order.propagate_labels(indptr[r0:r1 + 1], idx, r0, label, count, buf, sweep == 0)
     del count, block
     order = node_order.group_by_label(label)
@@ -376,6 +366,7 @@ def find_order_streamed(store: GraphStore, block_entries: int, sweeps: int = 2) 
     inv = np.empty(n, dtype=np.int64)
     inv[order] = np.arange(n)
     w = node_order.LOCALITY_WINDOW
+    ds = store.indices_dataset
     info = {"near_share_before": round(node_order.near_share_windows(indptr, ds, w), 4),
             "near_share_after": round(node_order.near_share_windows(indptr, ds, w, inv), 4),
             "seconds": round(time.perf_counter() - t0, 3)}

@@ -3,7 +3,7 @@ small resident sub-CSR, so the pruning survives streaming S.
 
 Hop K stores only the stored rows R0, so it computes only them; hop K−1 only what hop K reads,
 R1 = R0 ∪ in-neighbours(R0). With S resident both run on the whole CSR
-(:func:`gnnprep.sparse.kernels.spmm_selected`, :func:`~gnnprep.sparse.kernels.spmm_rows_in_place`).
+(:func:`gnnprep.sparse.row_kernels.spmm_selected`, :func:`~gnnprep.sparse.row_kernels.spmm_rows_in_place`).
 With S streamed (from the store, or from its ordered copy, :mod:`gnnprep.precompute.ordered`):
 
 - R0's in-lists are extracted once per run into a resident sub-CSR (:func:`extract_rows`: one pass

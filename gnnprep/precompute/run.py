@@ -14,7 +14,7 @@ artifact (no per-block n-row accumulators) by a writer thread while the next blo
 of the same command continues after the last finished unit (:class:`gnnprep.core.output.ResumableOutput`).
 
 This module is the orchestration only: plan (:mod:`gnnprep.precompute.plan`) → inputs (rows, HAG/HDG, node
-order decision) → the hop loop (:mod:`gnnprep.precompute.hop_loop`, over :mod:`gnnprep.precompute.backends`) → the
+order decision) → the hop loop (:mod:`gnnprep.precompute.hop_loop`, over :mod:`gnnprep.precompute.backend`) → the
 artifact (:mod:`gnnprep.precompute.features`).
 
 Under torchrun (:mod:`gnnprep.core.distributed`, :mod:`gnnprep.precompute.sharded`) the column blocks are
@@ -40,13 +40,12 @@ import numpy as np
 
 from gnnprep.core import device as devices
 from gnnprep.core.artifact import file_fingerprint
-from gnnprep.core.errors import GnnprepError
+from gnnprep.core.errors import GnnprepError, OptionError
 from gnnprep.core.memory import PeakMeter, machine_memory, rss
 from gnnprep.core.output import ResumableOutput, refuse_input_as_output
 from gnnprep.core.progress import Progress, Warn, no_progress, no_warning
 from gnnprep.graph.store import GraphStore
 from gnnprep.precompute import features as fa
-from gnnprep.precompute.backends import HopGraph
 from gnnprep.precompute.config import HagChoice, PrecomputeConfig, PrecomputeReport
 from gnnprep.precompute.hop_loop import HopRun, Job
 from gnnprep.precompute.operators import make_operator
@@ -57,20 +56,21 @@ from gnnprep.precompute.plan import (
     choose_plan,
     copy_build_room,
     copy_disk_bytes,
-    decide_order,
     keep_columns,
-    load_profile,
+    order_mode,
+    plan_order,
     plan_with_hag,
     pruned_hop_entries,
     pruned_last_inputs,
 )
+from gnnprep.precompute.profile import load_profile
 
 
 # -- the plan and the inputs ------------------------------------------------------------------------
 def _hag_unsupported(backend: str, store: GraphStore, user: dict | None = None) -> str | None:
     """Why a HAG cannot be used for this run (None: it can). The one place that decides it: a HAG
     shares sums of unweighted in-lists. Both backends execute one (the CPU kernel's
-    :class:`gnnprep.precompute.backends.HagBackend`, torch's :mod:`gnnprep.precompute.hag_torch`)."""
+    :class:`gnnprep.precompute.cpu_backends.HagBackend`, torch's :class:`gnnprep.precompute.torch_backends.TorchHagBackend`)."""
     if store.weighted:
         return "a HAG shares sums over unweighted in-lists, and this graph store is weighted"
     for name, (fn, factors) in (user or {}).items():
@@ -90,7 +90,7 @@ def _user_operators(store: GraphStore, config: PrecomputeConfig, backend: str) -
     for spec in config.operator_files:
         fn = udf.load(spec, OPERATORS)
         if fn.name in user:
-            raise GnnprepError(f"--operator-file {spec!r}: the channel {fn.name!r} is named twice")
+            raise OptionError("--operator-file", f"{spec!r}: the channel {fn.name!r} is named twice")
         if fn.reduce == "max" and backend != "numba":
             raise GnnprepError(f"{fn.path}: {fn.name}.reduce = 'max' runs on the CPU kernel; use --device cpu")
         if deg is None:  # once for every function: the degrees and a sample of the weights
@@ -208,23 +208,22 @@ def _copy_state(store: GraphStore, kind: str, known: bool, reserve: int, problem
 def _auto_hag(store: GraphStore, plan: Plan, problem: Problem, profile, budget: int,
               dry_run: bool, backend: str = "numba") -> tuple[Path | None, dict]:
     """``--hag auto``: the cached HAG's path when it pays (building it first, with
-    :func:`gnnprep.hag.builder.build`, when even a perfect HAG would repay the search), else None; and what
-    was decided, for the report."""
+    :func:`gnnprep.hag.builder.build` under the default :class:`gnnprep.hag.builder.HagConfig` within
+    ``budget``, when even a perfect HAG would repay the search), else None; and what was decided, for
+    the report."""
     from gnnprep.hag import builder as hags
     from gnnprep.hag import file as hag_file
 
     cache = hags.cache_path(store.path)
-    choice = choose_hag(plan, problem, profile, hag_file.read_hag_summary(cache, store.fingerprint), budget, backend)
-    if choice.build and not dry_run:
+    verdict = choose_hag(plan, problem, profile, hag_file.read_hag_summary(cache, store.fingerprint), budget, backend)
+    if verdict.build and not dry_run:
         try:
-            hags.build(store.indptr(), store.indices(), cache, graph_fingerprint=store.fingerprint,
-                       input_path=str(store.path), method="rounds", capacity=store.num_nodes // 4,
-                       memory_budget=budget, command="gnnprep precompute --hag auto")
+            hags.build(store, cache, hags.HagConfig(memory_budget=budget), command="gnnprep precompute --hag auto")
         except (OSError, GnnprepError):
             pass  # a read-only folder: nothing cached, decide without it
-        choice = choose_hag(plan, problem, profile, hag_file.read_hag_summary(cache, store.fingerprint), budget, backend)
-    return (cache if choice.use else None), HagChoice("auto", choice.use, str(cache) if choice.use else None,
-                                                      choice.reason)
+        verdict = choose_hag(plan, problem, profile, hag_file.read_hag_summary(cache, store.fingerprint), budget, backend)
+    return (cache if verdict.use else None), HagChoice("auto", verdict.use, str(cache) if verdict.use else None,
+                                                       verdict.reason)
 
 
 def _choose_hag(job: Job, store: GraphStore, profile, budget: int) -> None:
@@ -241,7 +240,7 @@ def _choose_hag(job: Job, store: GraphStore, profile, budget: int) -> None:
                                                job.backend)
     else:
         if unsupported is not None:
-            raise GnnprepError(f"--hag {config.hag}: {unsupported}")
+            raise OptionError("--hag", f"{config.hag}: {unsupported}")
         job.hag_path = Path(config.hag)
         job.hag_info = HagChoice("file", True, str(config.hag), "--hag given")
     if job.hag_path is not None:
@@ -250,6 +249,45 @@ def _choose_hag(job: Job, store: GraphStore, profile, budget: int) -> None:
         job.hag = load_for(job.hag_path, store)
         job.plan = plan_with_hag(job.problem, profile, budget, job.baseline, job.hag.num_agg, job.hag.transfers(),
                                  config.blocks, backend=job.backend, levels=len(job.hag.level_ptr) - 1)
+
+
+def _plan_order(job: Job, store: GraphStore, problem: Problem, profile, budget: int) -> str:
+    """The node order of a CPU run without a HAG: the store's facts (the order ingest kept, its
+    gain, an ordered copy's state) gathered here, the decision the planner's
+    (:func:`gnnprep.precompute.plan.plan_order`); sets ``job.plan`` and what the hop loop needs
+    (the kind, the copy and its room), warms up the order's kernels, and returns why."""
+    from gnnprep.graph import order as kept_order
+    from gnnprep.sparse import kernels
+    from gnnprep.sparse import order as node_order
+
+    config, index_dtype = job.config, store.index_dtype
+    # auto: the order ingest chose (community, hubs first or none), else community as before
+    kind, job.order_force, chosen_none = kept_order.precompute_kind(store, config.reorder)
+    job.order_kind = kind
+    known = kept_order.known(store, kind)
+    gain = kept_order.stored_gain(store, kind)
+    mode = order_mode(config.reorder, chosen_none, gain)
+    state, copy, copy_why = ("", None, "") if mode == "none" else \
+        _copy_state(store, kind, known, job.reserve_bytes, problem)
+    ordered_problem = dataclasses.replace(problem, order_known=known, ordered_copy=state)
+    job.plan, why = plan_order(job.plan, ordered_problem, profile, kept_order.sampled_locality(store), kind=kind,
+                               mode=mode, requested=config.reorder, budget=budget, chosen_none=chosen_none,
+                               gain=gain, copy_why=copy_why)
+    if job.plan.reorder and job.plan.ordered_copy:
+        job.copy = copy
+        job.copy_room = copy_build_room(ordered_problem, job.plan)
+        if state != "present":
+            from gnnprep.precompute import ordered
+
+            ordered.warm_up(index_dtype)
+            if state == "find":
+                node_order.warm_up((index_dtype,), (kind,), find=True)
+    elif copy is not None:
+        copy.close()
+    if job.plan.reorder:
+        node_order.warm_up((index_dtype,), (kind,), find=not known and not job.plan.ordered_copy)
+        kernels.warm_up((), (), hag=False, gather=True)
+    return why
 
 
 def prepare_job(store: GraphStore, config: PrecomputeConfig, device: str, backend: str, warn: Warn | None = None) -> Job:
@@ -274,7 +312,7 @@ def prepare_job(store: GraphStore, config: PrecomputeConfig, device: str, backen
         from gnnprep.sparse import kernels
 
         variants = {problem.weighted} | ({False} if user else set())
-        kernels.warm_up((index_dtype,), tuple(variants), hag=False, gather=False, selected=False,
+        kernels.warm_up((index_dtype,), tuple(variants), hag=False, gather=False,
                         **({"max_reduce": True} if any(fn.reduce == "max" for fn, _ in user.values()) else {}))
     profile = load_profile(device, warn=warn)
     baseline = rss()
@@ -282,55 +320,13 @@ def prepare_job(store: GraphStore, config: PrecomputeConfig, device: str, backen
                out_rows, baseline=baseline, profile=profile, user=user, degrees=user_degrees, warn=warn)
     _choose_hag(job, store, profile, budget)
     job.reserve_bytes = _artifact_bytes(store, job)
-    order_why = None
     if job.hag is None and backend == "numba":
-        from gnnprep.graph import order as kept_order
-        from gnnprep.sparse import order as node_order
-
-        # auto: the order ingest chose (community, hubs first or none), else community as before
-        kind, job.order_force, chosen_none = kept_order.precompute_kind(store, config.reorder)
-        job.order_kind = kind
-        known = kept_order.known(store, kind)
-        gain = kept_order.stored_gain(store, kind)
-        # auto: the order kept at ingest already says whether it brings neighbours closer
-        mode = "none" if config.reorder == "auto" and (chosen_none or gain is not None and
-                                                       gain < HopGraph.REORDER_MIN_GAIN) else config.reorder
-        state, copy, copy_why = ("", None, "") if mode == "none" else \
-            _copy_state(store, kind, known, job.reserve_bytes, problem)
-        ordered_problem = dataclasses.replace(problem, order_known=known, ordered_copy=state)
-        # a degree order saves less of the kernel than the community order the profile measured
-        order_profile = profile if kind not in ("degree", "degree-bucket") else dataclasses.replace(
-            profile, reorder_speedup=max(profile.reorder_speedup, node_order.DEGREE_KERNEL_RATIO))
-        job.plan, order_why = decide_order(job.plan, ordered_problem, order_profile,
-                                           kept_order.sampled_locality(store), mode, budget)
-        if chosen_none:
-            order_why = chosen_none
-        elif mode == "none" and config.reorder == "auto":
-            order_why = (f"not used: the order kept with the store brings few neighbours closer (near share "
-                         f"+{gain:.3f} < {HopGraph.REORDER_MIN_GAIN})")
-        elif copy_why and not job.plan.reorder:
-            order_why += f"; no ordered copy: {copy_why}"
-        if job.plan.reorder and kind != "community":
-            order_why += f" (order: {kind})"
-        if job.plan.reorder and job.plan.ordered_copy:
-            job.copy = copy
-            job.copy_room = copy_build_room(ordered_problem, job.plan)
-            if state != "present":
-                from gnnprep.precompute import ordered
-
-                ordered.warm_up(index_dtype)
-                if state == "find":
-                    node_order.warm_up((index_dtype,), (kind,), find=True)
-        elif copy is not None:
-            copy.close()
-        if job.plan.reorder:
-            node_order.warm_up((index_dtype,), (kind,), find=not known and not job.plan.ordered_copy)
-            kernels.warm_up((), (), hag=False, gather=True, selected=False)
+        order_why = _plan_order(job, store, problem, profile, budget)
     elif job.hag is not None:
         if backend == "numba":
             from gnnprep.sparse import row_kernels
 
-            kernels.warm_up((), (), hag=True, gather=False, selected=False)
+            kernels.warm_up((), (), hag=True, gather=False)
             row_kernels.warm_up((), hag=True)
         order_why = "not used: hops run through a HAG"
     else:
@@ -352,7 +348,7 @@ def prepare_job(store: GraphStore, config: PrecomputeConfig, device: str, backen
         if config.hdg_weight is not None:
             job.hdg_weight = _hdg_weight(store, config.hdg_weight, job.hdg, job.degrees)
     elif config.hdg_weight is not None:
-        raise GnnprepError("--hdg-weight re-weights the members of an HDG's levels; give --hdg too")
+        raise OptionError("--hdg-weight", "re-weights the members of an HDG's levels; give --hdg too")
     return job
 
 

@@ -33,10 +33,10 @@ from gnnprep.precompute.plan import (
     Problem,
     choose_plan,
     decide_order,
-    load_profile,
     pruned_hop_entries,
     pruned_last_inputs,
 )
+from gnnprep.precompute.profile import load_profile
 
 SAMPLE = 1 << 20   # nodes drawn to estimate the pruned hops' entries
 

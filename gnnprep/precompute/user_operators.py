@@ -66,7 +66,7 @@ from typing import Iterator
 
 import numpy as np
 
-from gnnprep.core.errors import GnnprepError, Interrupted
+from gnnprep.core.errors import GnnprepError, Interrupted, OptionError
 from gnnprep.core.files import NotRegularFile, TooLarge, read_regular
 
 REDUCES = ("sum", "mean", "max")
@@ -276,11 +276,11 @@ def load(spec: str, builtin: tuple[str, ...] = ()) -> UserFunction:
     ``builtin``: names the channel may not take."""
     path_text, sep, name = spec.rpartition(":")
     if not sep or not path_text or not name:
-        raise GnnprepError(f"--operator-file {spec!r}: expected PATH:NAME (a Python file and a function in it)")
+        raise OptionError("--operator-file", f"{spec!r}: expected PATH:NAME (a Python file and a function in it)")
     if not NAME.match(name):
-        raise GnnprepError(f"--operator-file {spec!r}: {name!r} is not a function name")
+        raise OptionError("--operator-file", f"{spec!r}: {name!r} is not a function name")
     if name in builtin or name.startswith("norm"):
-        raise GnnprepError(f"--operator-file {spec!r}: {name!r} is a built-in operator's name; rename the function")
+        raise OptionError("--operator-file", f"{spec!r}: {name!r} is a built-in operator's name; rename the function")
     path = Path(path_text)
     try:
         raw = read_regular(path, MAX_FILE_BYTES)

@@ -1,14 +1,17 @@
-"""Sparse-times-dense kernels for one row block of S·X, with the operator's scaling fused.
+"""Production kernels of the hops besides the sum row kernel, with the operator's scaling fused.
 
 ``out[v - r0] = l[v] · (λ r[v] X[v] + Σ_{p ∈ row v} w_p r[u_p] X[u_p])``, v ∈ [r0, r1)
 
-CPU: a numba kernel over nnz-balanced row chunks (power-law rows would leave a core idle with a
-plain ``prange`` over rows); it needs no S values (implicit normalisation), reads int32 or int64
-indices as stored, writes each output row once and releases the GIL so HDF5 writes can overlap.
-Each row is summed by one thread in a fixed order, so results are bit-for-bit reproducible.
-:func:`spmm_rows_max` is the same row kernel with max in place of Σ (a ``max`` reduce operator).
-Torch (CUDA, or CPU for testing the same path): ``torch.sparse.mm`` on a CSR block whose values
-are S's (explicit normalisation).
+The sum rows run in :mod:`gnnprep.sparse.row_kernels` (with software prefetch); their plain
+formulation, the oracle tests compare against, is :mod:`gnnprep.sparse.reference` (test-only, never
+run or warmed up by precompute). Here, on the CPU (numba, over nnz-balanced row chunks:
+:func:`balanced_bounds`, since power-law rows would leave a core idle with a plain ``prange`` over
+rows; no S values, implicit normalisation; int32 or int64 indices as stored; the GIL released so
+HDF5 writes can overlap; each row reduced by one thread in a fixed order, so bit-for-bit
+reproducible): :func:`spmm_rows_max`, the row kernel with max in place of Σ (a ``max`` reduce
+operator); :func:`hag_prepare`, a HAG's aggregation rows level by level; :func:`take_rows`, the row
+gather of a node order. Torch (CUDA, or CPU for testing the same path): :class:`TorchBlock`,
+``torch.sparse.mm`` on a CSR block whose values are S's (explicit normalisation).
 """
 
 from __future__ import annotations
@@ -19,81 +22,6 @@ import numpy as np
 from numba import njit, prange
 
 PARTS_PER_BLOCK = 64
-
-
-@njit(inline="always", nogil=True, cache=True)
-def _term(p, u, weights, right, x, h):
-    """(weight, row) of entry p = (v, u): (w_p r[u], x[u]); through a HAG (``h`` given) u ≥ n is
-    aggregation node u − n: (1, h[u − n]). numba prunes the ``is None`` branches per variant."""
-    if h is None:
-        if weights is None:
-            return right[u], x[u]
-        return weights[p] * right[u], x[u]
-    if u < x.shape[0]:
-        return right[u], x[u]
-    return np.float32(1.0), h[u - x.shape[0]]
-
-
-@njit(parallel=True, fastmath=False, nogil=True, cache=True)
-def _spmm_rows(indptr, indices, weights, base, bounds, left, right, loop, x, h, out):
-    """out[v - r0] = l[v] (λ r[v] x[v] + Σ_p w_p r[u_p] x[u_p]), or over a HAG's rewired in-lists
-    (Σ over y(u) as in :func:`_hag_level`). Rows accumulate in a per-thread buffer, two entries
-    per pass over it: ``acc = (acc + w1 x1) + w2 x2`` is the same sequence of float operations as
-    two passes (so bit-for-bit the one-entry loop; 1 · h is exact), with half the loads and
-    stores of ``acc`` (~15-20% faster)."""
-    r0 = bounds[0]
-    for c in prange(len(bounds) - 1):
-        acc = np.empty(x.shape[1], dtype=x.dtype)
-        for v in range(bounds[c], bounds[c + 1]):
-            _row(v, indptr[v - r0] - base, indptr[v - r0 + 1] - base, indices, weights, left, right, loop, x, h,
-                 acc, out[v - r0])
-
-
-@njit(inline="always", nogil=True, cache=True)
-def _row(v, p, end, indices, weights, left, right, loop, x, h, acc, o):
-    """o = row v of S·x from its entries p..end-1: the one sequence of float operations every
-    kernel here uses for a row, so a row's bits do not depend on which kernel computed it."""
-    d = x.shape[1]
-    xv = x[v]
-    rv = loop * right[v]
-    for j in range(d):
-        acc[j] = rv * xv[j]
-    while p + 1 < end:
-        w1, x1 = _term(p, indices[p], weights, right, x, h)
-        w2, x2 = _term(p + 1, indices[p + 1], weights, right, x, h)
-        for j in range(d):
-            acc[j] = (acc[j] + w1 * x1[j]) + w2 * x2[j]
-        p += 2
-    if p < end:
-        w1, x1 = _term(p, indices[p], weights, right, x, h)
-        for j in range(d):
-            acc[j] += w1 * x1[j]
-    lv = left[v]
-    for j in range(d):
-        o[j] = acc[j] * lv
-
-
-@njit(parallel=True, nogil=True, cache=True)
-def _spmm_listed(indptr, indices, weights, rows, targets, left, right, loop, x, out):
-    """out[targets[i]] = row rows[i] of S·x (whole-graph CSR arrays)."""
-    for i in prange(len(rows)):
-        acc = np.empty(x.shape[1], dtype=x.dtype)
-        v = rows[i]
-        _row(v, indptr[v], indptr[v + 1], indices, weights, left, right, loop, x, None, acc, out[targets[i]])
-
-
-def spmm_selected(indptr, indices, weights, rows, left, right, loop, x, out) -> None:
-    """out[i] = row rows[i] of S·x, bit-for-bit what :func:`spmm_rows_numba` gives for that row:
-    the last hop of ``--rows labeled`` computes only the rows it stores."""
-    rows = np.asarray(rows, dtype=np.int64)
-    _spmm_listed(indptr, indices, weights, rows, np.arange(len(rows)), left, right, np.float32(loop), x, out)
-
-
-def spmm_rows_in_place(indptr, indices, weights, rows, left, right, loop, x, out) -> None:
-    """out[v] = row v of S·x for every v in ``rows``, other rows untouched (bit-for-bit
-    :func:`spmm_rows_numba`'s row): hop K−1 of ``--rows labeled``."""
-    rows = np.asarray(rows, dtype=np.int64)
-    _spmm_listed(indptr, indices, weights, rows, rows, left, right, np.float32(loop), x, out)
 
 
 @njit(inline="always", nogil=True, cache=True)
@@ -133,12 +61,6 @@ def hag_prepare(x, right, inputs, level_ptr, h) -> None:
             _hag_level(inputs[a0:a1], right, x, h, a0)
 
 
-def hag_rows(indptr_block, indices_block, r0, left, right, loop, x, h, out) -> None:
-    bounds = balanced_bounds(indptr_block, r0, PARTS_PER_BLOCK)
-    _spmm_rows(indptr_block, indices_block, None, np.int64(indptr_block[0]), bounds, left, right, np.float32(loop),
-               x, h, out)
-
-
 def balanced_bounds(indptr_block: np.ndarray, r0: int, parts: int) -> np.ndarray:
     """Split rows r0..r0+len-1 into ``parts`` chunks of about equal nnz + rows."""
     rows = len(indptr_block) - 1
@@ -147,14 +69,6 @@ def balanced_bounds(indptr_block: np.ndarray, r0: int, parts: int) -> np.ndarray
     b = np.searchsorted(cost, targets)
     b[0], b[-1] = 0, rows
     return (np.unique(b) + r0).astype(np.int64)
-
-
-def spmm_rows_numba(indptr_block, indices_block, weights_block, r0, left, right, loop, x, out) -> None:
-    """out[:] = rows r0 .. r0+len(out)-1 of S·x. ``indptr_block`` has len(out)+1 global offsets and
-    ``indices_block`` starts at offset ``indptr_block[0]``."""
-    bounds = balanced_bounds(indptr_block, r0, PARTS_PER_BLOCK)
-    base = np.int64(indptr_block[0])
-    _spmm_rows(indptr_block, indices_block, weights_block, base, bounds, left, right, np.float32(loop), x, None, out)
 
 
 @njit(inline="always", nogil=True, cache=True)
@@ -183,9 +97,9 @@ def _all_nan(v, j, p, end, indices, weights, right, loop, x):
 @njit(parallel=True, fastmath=False, nogil=True, cache=True)
 def _spmm_rows_max(indptr, indices, weights, base, bounds, left, right, loop, x, out):
     """out[v - r0] = l[v] · max({λ r[v] x[v] if λ ≠ 0} ∪ {w_p r[u_p] x[u_p] : p ∈ row v}), 0 for a
-    row with no candidate. Each candidate is formed by the same float operations as in
-    :func:`_row` ((w_p r[u]) · x[u, j] and (λ r[v]) · x[v, j]); the max itself rounds nothing.
-    Two entries per pass over ``acc``, as in :func:`_spmm_rows`."""
+    row with no candidate. Each candidate is formed by the same float operations as in the sum
+    kernels' rows ((w_p r[u]) · x[u, j] and (λ r[v]) · x[v, j]); the max itself rounds nothing.
+    Two entries per pass over ``acc``, as in :mod:`gnnprep.sparse.row_kernels`."""
     r0 = bounds[0]
     d = x.shape[1]
     for c in prange(len(bounds) - 1):
@@ -232,7 +146,8 @@ def _spmm_rows_max(indptr, indices, weights, base, bounds, left, right, loop, x,
 
 
 def spmm_rows_max(indptr_block, indices_block, weights_block, r0, left, right, loop, x, out) -> None:
-    """Max-reduce counterpart of :func:`spmm_rows_numba` (same arguments, same nnz-balanced chunks):
+    """Max-reduce counterpart of :func:`gnnprep.sparse.row_kernels.spmm_rows` (same arguments but the
+    prefetch distance, same nnz-balanced chunks):
     for every row v in r0 .. r0+len(out)-1
 
     ``out[v - r0, j] = l[v] · max({λ r[v] x[v, j] if λ ≠ 0} ∪ {w_p r[u_p] x[u_p, j] : p ∈ row v})``
@@ -325,30 +240,23 @@ def take_rows(x: np.ndarray, order: np.ndarray, out: np.ndarray | None = None) -
 
 
 def warm_up(index_dtypes=(np.int32, np.int64), weights=(False, True), hag: bool = True, gather: bool = True,
-            selected: bool = True, max_reduce: bool = False) -> None:
-    """Compile (or load from numba's cache) the CPU kernels before memory is measured: the row
-    kernel for each index dtype and with/without edge weights, the HAG kernels (int64 arrays, as
-    :func:`gnnprep.hag.file.read_hag` returns them), the row gather of a node order and the selected-rows
-    kernel of ``--rows labeled``; with ``max_reduce`` also the max-reduce row kernel
-    (:func:`spmm_rows_max`) for the same index dtypes and weight variants. A run asks only
-    for the variants it uses: compiling every one on a fresh install takes ~18 s on 2 cores."""
+            max_reduce: bool = False) -> None:
+    """Compile (or load from numba's cache) this module's CPU kernels before memory is measured: the
+    HAG level kernel (int64 arrays, as :func:`gnnprep.hag.file.read_hag` returns them), the row
+    gather of a node order, and with ``max_reduce`` the max-reduce row kernel (:func:`spmm_rows_max`)
+    for each index dtype and with/without edge weights. The sum row kernels warm up in
+    :func:`gnnprep.sparse.row_kernels.warm_up`. A run asks only for the variants it uses:
+    compiling every one on a fresh install takes seconds each on 2 cores."""
     ip = np.array([0, 1, 1], dtype=np.int64)
     x = np.ones((2, 2), dtype=np.float32)
     out = np.empty_like(x)
     one = np.ones(2, dtype=np.float32)
-    for dtype in index_dtypes:
+    for dtype in index_dtypes if max_reduce else ():
         idx = np.array([1], dtype=dtype)
         for weighted in weights:
-            w = np.ones(1, np.float32) if weighted else None
-            spmm_rows_numba(ip, idx, w, 0, one, one, 1.0, x, out)
-            if max_reduce:
-                spmm_rows_max(ip, idx, w, 0, one, one, 1.0, x, out)
-            if selected:
-                spmm_selected(ip, idx, w, np.array([0], dtype=np.int64), one, one, 1.0, x, out[:1])
-                spmm_rows_in_place(ip, idx, w, np.array([0], dtype=np.int64), one, one, 1.0, x, out)
+            spmm_rows_max(ip, idx, np.ones(1, np.float32) if weighted else None, 0, one, one, 1.0, x, out)
     if hag:
         h = np.ones((3, 2), dtype=np.float32)
         hag_prepare(x, one, np.array([[0, 1]], dtype=np.int64), np.array([0, 1], dtype=np.int64), h)
-        hag_rows(ip, np.array([1], dtype=np.int64), 0, one, one, 1.0, x, h, out)
     if gather:
         take_rows(x, np.array([1, 0], dtype=np.int64))

@@ -1,9 +1,9 @@
 """The CPU row kernel of the hops with software prefetch (issue 24).
 
 ``out[v - r0] = l[v] · (λ r[v] X[v] + Σ_{p ∈ row v} w_p r[u_p] X[u_p])`` exactly as
-:func:`gnnprep.sparse.kernels.spmm_rows_numba` computes it (the same sequence of float operations
-per row, :func:`gnnprep.sparse.kernels._row`'s), plus a prefetch of the row of X and the scaling
-r[u] of the entry :func:`prefetch_distance` entries ahead (fewer for wider rows). In a locality order most gathers hit the
+:func:`gnnprep.sparse.reference.reference_spmm_rows` (the test-only reference) computes it (the
+same sequence of float operations per row, :func:`gnnprep.sparse.reference._row`'s), plus a
+prefetch of the row of X and the scaling r[u] of the entry :func:`prefetch_distance` entries ahead (fewer for wider rows). In a locality order most gathers hit the
 cache and the rest (the entries between communities, ~22% on the papers100M-shaped graph) are
 misses whose latency, not bandwidth, bounds a hop; a narrow column block (an X row of 64 bytes)
 pays that latency once per block, so a tight budget's many narrow blocks pay it many times. A
@@ -21,7 +21,7 @@ from gnnprep.sparse.prefetch import prefetch
 
 @njit(inline="always", nogil=True, cache=True)
 def _term(p, u, weights, right, x, h):
-    """(weight, row) of entry p = (v, u), as :mod:`gnnprep.sparse.kernels` takes it: (w_p r[u], x[u]);
+    """(weight, row) of entry p = (v, u), as :mod:`gnnprep.sparse.reference` takes it: (w_p r[u], x[u]);
     through a HAG (``h`` given) u ≥ n is aggregation node u − n: (1, h[u − n])."""
     if h is None:
         if weights is None:
@@ -73,7 +73,7 @@ def _ahead_row(u, xf, hf, right, d, n):
 
 @njit(inline="always", nogil=True, cache=True)
 def _row_ahead(v, p, end, indices, weights, left, right, loop, x, xf, h, hf, acc, o, ahead):
-    """:func:`gnnprep.sparse.kernels._row` (the same float operations in the same order), with what
+    """:func:`gnnprep.sparse.reference._row` (the same float operations in the same order), with what
     entry p + ``ahead`` gathers prefetched (``xf``: x flattened; never past the block); through a
     HAG's rewired in-lists when ``h`` (the aggregation rows) is given."""
     d = x.shape[1]
@@ -115,7 +115,7 @@ def _rows(indptr, indices, weights, base, bounds, left, right, loop, x, h, hf, o
 
 def spmm_rows(indptr_block, indices_block, weights_block, r0, left, right, loop, x, out,
               ahead: int | None = None) -> None:
-    """out[:] = rows r0 .. r0+len(out)-1 of S·x (:func:`gnnprep.sparse.kernels.spmm_rows_numba`'s
+    """out[:] = rows r0 .. r0+len(out)-1 of S·x (:func:`gnnprep.sparse.reference.reference_spmm_rows`'s
     arguments and bytes), prefetching ``ahead`` entries ahead (default: :func:`prefetch_distance`)."""
     bounds = balanced_bounds(indptr_block, r0, PARTS_PER_BLOCK)
     _rows(indptr_block, indices_block, weights_block, np.int64(indptr_block[0]), bounds, left, right,
@@ -123,7 +123,7 @@ def spmm_rows(indptr_block, indices_block, weights_block, r0, left, right, loop,
 
 
 def hag_rows(indptr_block, indices_block, r0, left, right, loop, x, h, out, ahead: int | None = None) -> None:
-    """:func:`gnnprep.sparse.kernels.hag_rows` (rows of Â·(r ⊙ x) through a HAG's rewired in-lists,
+    """:func:`gnnprep.sparse.reference.reference_hag_rows` (rows of Â·(r ⊙ x) through a HAG's rewired in-lists,
     the aggregation rows ``h`` prepared), prefetching as :func:`spmm_rows`; the same bytes."""
     bounds = balanced_bounds(indptr_block, r0, PARTS_PER_BLOCK)
     _rows(indptr_block, indices_block, None, np.int64(indptr_block[0]), bounds, left, right, np.float32(loop), x, h,
@@ -149,7 +149,7 @@ def _advance(ip, idx, base, slots, t_end, pt, pp, pend, right, xf, d):
 def _gathered(ip, idx, weights, base, rows, slots, targets, parts, left, right, loop, x, out, ahead):
     """out[targets[t]] = row rows[t] of S·x, its entries ip[slots[t]]-base .. ip[slots[t]+1]-base-1
     of ``idx``, for t in each part parts[c]..parts[c+1]-1 (in order). The float operations of a row
-    are :func:`gnnprep.sparse.kernels._row`'s, in its order; a cursor ``ahead`` entries ahead along
+    are :func:`gnnprep.sparse.reference._row`'s, in its order; a cursor ``ahead`` entries ahead along
     the listed rows (not the rows between them) prefetches what is gathered next."""
     d = x.shape[1]
     xf = x.reshape(x.size)
@@ -223,7 +223,7 @@ def spmm_sub(sub_ip, sub_idx, sub_w, rows, pick, left, right, loop, x, out, ahea
 
 def spmm_selected(indptr, indices, weights, rows, left, right, loop, x, out, ahead: int | None = None) -> None:
     """out[i] = row rows[i] of S·x (the whole CSR resident), computed in row order:
-    :func:`gnnprep.sparse.kernels.spmm_selected`'s bytes."""
+    :func:`gnnprep.sparse.reference.reference_spmm_selected`'s bytes."""
     rows = np.asarray(rows, dtype=np.int64)
     seq = np.argsort(rows, kind="stable")
     _run(indptr, indices, weights, 0, rows[seq], rows[seq], seq, left, right, loop, x, out, ahead)
@@ -231,7 +231,7 @@ def spmm_selected(indptr, indices, weights, rows, left, right, loop, x, out, ahe
 
 def spmm_rows_in_place(indptr, indices, weights, rows, left, right, loop, x, out, ahead: int | None = None) -> None:
     """out[v] = row v of S·x for v in ``rows`` (sorted), others untouched (the whole CSR resident):
-    :func:`gnnprep.sparse.kernels.spmm_rows_in_place`'s bytes."""
+    :func:`gnnprep.sparse.reference.reference_spmm_rows_in_place`'s bytes."""
     rows = np.asarray(rows, dtype=np.int64)
     _run(indptr, indices, weights, 0, rows, rows, rows, left, right, loop, x, out, ahead)
 

@@ -32,9 +32,9 @@ import torch
 
 from gnnprep.core import device as devices
 from gnnprep.core.artifact import file_fingerprint
-from gnnprep.core.errors import GnnprepError
+from gnnprep.core.errors import GnnprepError, OptionError
 from gnnprep.core.sizes import available_ram, format_size
-from gnnprep.precompute.features import FeatureStore, check_shards
+from gnnprep.precompute.features import FeatureStore, check_shards, hop_datasets
 from gnnprep.train.config import MAX_CLASSES, TrainConfig
 from gnnprep.train.models import ModelSpec, training_bytes, views
 from gnnprep.train.regimes import resolve
@@ -157,8 +157,7 @@ class InMemoryBatches:
     @classmethod
     def load(cls, path, datasets: list[str], positions: np.ndarray, labels: np.ndarray, device: torch.device,
              progress=None) -> "InMemoryBatches":
-        with h5py.File(path, "r") as f:
-            dsets = [f[name] for name in datasets]
+        with hop_datasets(path, datasets) as dsets:
             d = dsets[0].shape[1]
             out = np.empty((len(positions), len(dsets), d), dtype=dsets[0].dtype)
             step = block_rows(dsets[0])
@@ -211,9 +210,9 @@ class StreamingBatches:
         self.device = device
         self.window_rows = max(1, int(window_rows))
         self.prefetch = max(1, int(prefetch))
-        with h5py.File(path, "r") as f:
-            self.step = block_rows(f[datasets[0]])
-            self.row_shape = (len(datasets), f[datasets[0]].shape[1])
+        with hop_datasets(path, datasets[:1]) as (first,):
+            self.step = block_rows(first)
+            self.row_shape = (len(datasets), first.shape[1])
 
     def _windows(self, split: np.ndarray, shuffle: bool, rng) -> list[np.ndarray]:
         """Groups of held-row indices, each a run of whole file blocks, in visiting order."""
@@ -236,8 +235,7 @@ class StreamingBatches:
 
     def _reader(self, windows, shuffle, seeds, q: queue.Queue, stop: threading.Event) -> None:
         try:
-            with h5py.File(self.path, "r") as f:
-                dsets = [f[name] for name in self.datasets]
+            with hop_datasets(self.path, self.datasets) as dsets:
                 d = dsets[0].shape[1]
                 for w, seed in zip(windows, seeds):
                     if stop.is_set():
@@ -341,8 +339,7 @@ class StreamingBatches:
         """Reads each group of held-row indices (in stream order) in file order, then puts the rows
         back in stream order."""
         try:
-            with h5py.File(self.path, "r") as f:
-                dsets = [f[name] for name in self.datasets]
+            with hop_datasets(self.path, self.datasets) as dsets:
                 for rows in picked:
                     if stop.is_set():
                         return
@@ -365,8 +362,8 @@ def window_rows_for(budget: int, row_bytes: int, batch_size: int, prefetch: int)
     """Rows per read window so that the queued windows plus the one being consumed fit ``budget``."""
     rows = budget // max(1, row_bytes * (prefetch + 2))
     if rows < 16:
-        raise GnnprepError(f"--memory-budget {budget} bytes cannot hold {prefetch + 2} read windows of 16 rows "
-                           f"({row_bytes} bytes each); need at least {16 * row_bytes * (prefetch + 2)} bytes")
+        raise OptionError("--memory-budget", f"{budget} bytes cannot hold {prefetch + 2} read windows of 16 rows "
+                                             f"({row_bytes} bytes each); need at least {16 * row_bytes * (prefetch + 2)} bytes")
     # several batches per window mixes rows from several blocks into every batch
     return int(min(rows, max(8 * batch_size, 65536)))
 
@@ -444,17 +441,17 @@ def _check_model_fits(spec: ModelSpec, config: TrainConfig, device, train_rows: 
     params, need = training_bytes(spec, min(config.batch_size, train_rows))
     free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else available_ram()
     if need > free:
-        raise GnnprepError(f"--hidden {spec.hidden}: the {spec.name} model ({params:,} parameters, "
-                           f"{spec.num_layers} layers) needs ~{format_size(need)} to train (weights, gradients, "
-                           f"Adam state, a best copy and one batch's activations), but {device} has "
-                           f"{format_size(free)} free; expected a smaller --hidden, --layers or --batch-size")
+        raise OptionError("--hidden", f"{spec.hidden}: the {spec.name} model ({params:,} parameters, "
+                                      f"{spec.num_layers} layers) needs ~{format_size(need)} to train (weights, gradients, "
+                                      f"Adam state, a best copy and one batch's activations), but {device} has "
+                                      f"{format_size(free)} free; expected a smaller --hidden, --layers or --batch-size")
 
 
 def _select_operators(store: FeatureStore, config: TrainConfig) -> tuple[str, ...]:
     file_ops = store.operators()
     for op in config.operators or ():
         if op not in file_ops:
-            raise GnnprepError(f"--operator {op}: {store.path} holds operators {', '.join(file_ops)}")
+            raise OptionError("--operator", f"{op}: {store.path} holds operators {', '.join(file_ops)}")
     if config.operators:
         return tuple(config.operators)
     return tuple(file_ops) if config.model == "sign" else (file_ops[0],)
@@ -478,7 +475,7 @@ def open_data(path, config: TrainConfig, progress=None, device=None, budget_shar
         config, regime, defaults = resolve(config, len(positions["train"]), K_file, store.normalized == "row")
         K = config.hops
         if not 0 <= K <= K_file:
-            raise GnnprepError(f"--hops {K}: {path} holds hops 0..{K_file}")
+            raise OptionError("--hops", f"{K}: {path} holds hops 0..{K_file}")
         ops = _select_operators(store, config)
         held = np.unique(np.concatenate(list(positions.values())))
         labels = take_rows(labels_all, held)

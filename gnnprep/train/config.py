@@ -7,7 +7,7 @@ import math
 import numbers
 from dataclasses import dataclass
 
-from gnnprep.core.errors import GnnprepError
+from gnnprep.core.errors import GnnprepError, OptionError
 
 MODELS = ("sgc", "lc-gcn", "lc-jknet", "lc-gprgnn", "sign", "mlp")
 NORMALIZE = ("none", "row", "l2")
@@ -26,7 +26,7 @@ MAX_CLASSES = 1_000_000         # the same cap as ingest: num_classes sizes the 
 def number_check(option: str, lo: float | None = None, hi: float | None = None, lo_open: bool = False,
                  hi_open: bool = False, what: str = "number"):
     """A checker of one option's value: finite (no nan/inf) and within lo..hi; returns the value or
-    raises ``GnnprepError("<option> <value>: expected ...")``. Used by :meth:`TrainConfig.check` and,
+    raises ``OptionError(option, "<value>: expected ...")``. Used by :meth:`TrainConfig.check` and,
     through ``parsed_by``, by the command line (where a refused value is a usage error)."""
     lo_text = "" if lo is None else f"{'>' if lo_open else '>='} {lo:g}"
     hi_text = "" if hi is None else f"{'<' if hi_open else '<='} {hi:g}"
@@ -38,7 +38,7 @@ def number_check(option: str, lo: float | None = None, hi: float | None = None, 
         bad = bad or (lo is not None and (v <= lo if lo_open else v < lo))
         bad = bad or (hi is not None and (v >= hi if hi_open else v > hi))
         if bad:
-            raise GnnprepError(f"{option} {value}: expected a finite {what}{' ' + bounds if bounds else ''}")
+            raise OptionError(option, f"{value}: expected a finite {what}{' ' + bounds if bounds else ''}")
         return value
 
     return check
@@ -49,7 +49,7 @@ def int_check(option: str, lo: int, hi: int):
 
     def check(value):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not lo <= value <= hi:
-            raise GnnprepError(f"{option} {value}: expected an integer in {lo}..{hi}")
+            raise OptionError(option, f"{value}: expected an integer in {lo}..{hi}")
         return value
 
     return check
@@ -113,27 +113,27 @@ class TrainConfig:
                     "--epochs": self.epochs, "--runs": self.runs, "--eval-every": self.eval_every}
         for name, v in positive.items():
             if v is not None and v < 1:
-                raise GnnprepError(f"{name} {v}: expected a positive integer")
+                raise OptionError(name, f"{v}: expected a positive integer")
         if self.hops is not None and self.hops < 0:
-            raise GnnprepError(f"--hops {self.hops}: expected >= 0")
+            raise OptionError("--hops", f"{self.hops}: expected >= 0")
         if self.patience is not None and self.patience < 0:
-            raise GnnprepError(f"--patience {self.patience}: expected >= 0")
+            raise OptionError("--patience", f"{self.patience}: expected >= 0")
         for key, check in CHECKS.items():
             if getattr(self, key) is not None:   # None: filled from the regime
                 check(getattr(self, key))
         if self.seed + self.runs - 1 > MAX_SEED:
-            raise GnnprepError(f"--seed {self.seed}: run {self.runs} would use seed {self.seed + self.runs - 1}; "
-                               f"expected seed + runs - 1 <= {MAX_SEED}")
+            raise OptionError("--seed", f"{self.seed}: run {self.runs} would use seed {self.seed + self.runs - 1}; "
+                                        f"expected seed + runs - 1 <= {MAX_SEED}")
         if self.layers is not None:
             int_check("--layers", 1, MAX_LAYERS)(self.layers)
         if self.pool not in ("concat", "max"):
-            raise GnnprepError(f"--pool {self.pool!r}: expected concat or max")
+            raise OptionError("--pool", f"{self.pool!r}: expected concat or max")
         if self.select not in ("loss", "acc"):
-            raise GnnprepError(f"--select {self.select!r}: expected loss or acc")
+            raise OptionError("--select", f"{self.select!r}: expected loss or acc")
         if self.normalize_features is not None and self.normalize_features not in NORMALIZE:
-            raise GnnprepError(f"--normalize-features {self.normalize_features!r}: expected one of {', '.join(NORMALIZE)}")
+            raise OptionError("--normalize-features", f"{self.normalize_features!r}: expected one of {', '.join(NORMALIZE)}")
         if self.evaluator not in ("auto", "ogb", "plain"):
-            raise GnnprepError(f"--evaluator {self.evaluator!r}: expected auto, ogb or plain")
+            raise OptionError("--evaluator", f"{self.evaluator!r}: expected auto, ogb or plain")
         from gnnprep.core.device import check_name
 
         check_name(self.device)   # a device spec at all (no hardware is looked at)

@@ -23,6 +23,7 @@ import math
 
 import numpy as np
 
+from gnnprep.core.artifact import register_format
 from gnnprep.core.errors import GnnprepError
 from gnnprep.core.sizes import parse_size
 from gnnprep.precompute.features import FeatureStore
@@ -32,8 +33,6 @@ class Features(FeatureStore):
     """A features artifact opened by :func:`gnnprep.open`: the numpy reads of
     :class:`~gnnprep.precompute.features.FeatureStore` (``read``, ``labels_of``, ``splits``, ``info``)
     and torch batches (:meth:`loader`)."""
-
-    DESCRIBED_BY = "gnnprep.precompute.features"
 
     def loader(self, split: str = "train", **options) -> Loader:
         """:func:`loader` over this file (the same options)."""
@@ -104,3 +103,7 @@ def loader(path, split: str = "train", hops: int | None = None, operators=None, 
         raise GnnprepError(f"{path}: has no split {split!r}; it has {', '.join(data.splits)}")
     return Loader(data, data.splits[split], batch_size, split == "train" if shuffle is None else shuffle, seed,
                   len(data.spec.operators), normalize)
+
+
+# gnnprep.open gives features artifacts as this subclass (the describer stays precompute.features')
+register_format(Features.FORMAT, reader=Features)

@@ -34,7 +34,7 @@ from numba import njit, prange
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from gnnprep.core.errors import GnnprepError
+from gnnprep.core.errors import GnnprepError, OptionError
 from gnnprep.train.config import MODELS
 
 # lc-jknet has one layer per hop (K, set by the hops), plus its output layer
@@ -289,7 +289,7 @@ class MLP(nn.Module):
     def __init__(self, in_dim: int, hidden: int, out_dim: int, layers: int, dropout: float):
         super().__init__()
         if layers < 1:
-            raise GnnprepError(f"--layers {layers}: expected at least 1")
+            raise OptionError("--layers", f"{layers}: expected at least 1")
         dims = [in_dim] + [hidden] * (layers - 1) + [out_dim]
         self.linears = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:]))
         self.dropout = dropout
@@ -370,7 +370,7 @@ class LCJKNet(LCModel):
         super().__init__()
         K = spec.hops
         if spec.pool not in ("concat", "max"):
-            raise GnnprepError(f"--pool {spec.pool!r}: expected concat or max")
+            raise OptionError("--pool", f"{spec.pool!r}: expected concat or max")
         self.pool = spec.pool
         self.K = K
         self.dropout = spec.dropout
@@ -405,7 +405,7 @@ class LCJKNet(LCModel):
 def gpr_init(alpha: float, K: int) -> torch.Tensor:
     """γ_k = α(1−α)^k for k < K and γ_K = (1−α)^K (personalised PageRank; the γ sum to 1)."""
     if not 0.0 <= alpha <= 1.0:
-        raise GnnprepError(f"--alpha {alpha}: expected a value in [0, 1]")
+        raise OptionError("--alpha", f"{alpha}: expected a value in [0, 1]")
     g = torch.tensor([alpha * (1 - alpha) ** k for k in range(K + 1)], dtype=torch.float64)
     g[K] = (1 - alpha) ** K
     return g.float()
@@ -462,15 +462,15 @@ _CLASSES = {"sgc": SGC, "lc-gcn": HopMLP, "mlp": HopMLP, "lc-jknet": LCJKNet, "l
 def build_model(spec: ModelSpec) -> nn.Module:
     check_model_name(spec.name)
     if spec.hidden < 1:
-        raise GnnprepError(f"--hidden {spec.hidden}: expected a positive width")
+        raise OptionError("--hidden", f"{spec.hidden}: expected a positive width")
     for what, p in (("--dropout", spec.dropout), ("--dprate", spec.dprate), ("--input-dropout", spec.input_dropout)):
         if not 0.0 <= p < 1.0:
-            raise GnnprepError(f"{what} {p}: expected a probability in [0, 1)")
+            raise OptionError(what, f"{p}: expected a probability in [0, 1)")
     views(spec)  # validates hops for the model
     if spec.name == "sgc" and spec.layers not in (None, 1):
-        raise GnnprepError(f"--layers {spec.layers}: sgc is one linear layer")
+        raise OptionError("--layers", f"{spec.layers}: sgc is one linear layer")
     if spec.name == "lc-jknet" and spec.layers not in (None, spec.hops):
-        raise GnnprepError(f"--layers {spec.layers}: lc-jknet has one layer per hop; set --hops instead")
+        raise OptionError("--layers", f"{spec.layers}: lc-jknet has one layer per hop; set --hops instead")
     model = _CLASSES[spec.name](spec)
     model.recompute = spec.recompute
     return model

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gnnprep.core.errors import GnnprepError
+from gnnprep.core.errors import GnnprepError, OptionError
 from gnnprep.core.output import atomic_output, refuse_input_as_output
 from gnnprep.train.config import RESUMABLE_CHANGES, TrainConfig
 
@@ -89,8 +89,8 @@ def check_resumable(ck: dict, config: TrainConfig, data, run_dir: Path, world: i
     if ck["current"] is not None and ck["current"]["run"] < config.runs:
         trained.append(ck["current"]["epoch"])
     if max(trained, default=0) > config.epochs:
-        raise GnnprepError(f"--epochs {config.epochs}: the run in {run_dir} has trained {max(trained)} epochs "
-                           f"already; expected --epochs >= {max(trained)} (a run cannot be shortened)")
+        raise OptionError("--epochs", f"{config.epochs}: the run in {run_dir} has trained {max(trained)} epochs "
+                                      f"already; expected --epochs >= {max(trained)} (a run cannot be shortened)")
 
 
 def check_run_dir(run_dir: Path, features, resume: bool) -> None:

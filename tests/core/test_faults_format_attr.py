@@ -39,7 +39,7 @@ def base(tmp_path_factory):
     shutil.copy2(store, root / "g.h5")
     with GraphStore(root / "g.h5") as g:
         indptr, indices, fp = g.indptr(), g.indices(), g.fingerprint
-    hags.build(indptr, indices, root / "hag.h5", graph_fingerprint=fp, input_path=str(root / "g.h5"), capacity=10)
+    hags.build(root / "g.h5", root / "hag.h5", hags.HagConfig(capacity=10))
     sel = parse_select("hop-shells:2")
     write_hdg(select(indptr, indices, sel, seed=1), root / "hdg.h5", {"command": "test"}, sel.name, select_spec(sel),
               1, fp, 0, 0)

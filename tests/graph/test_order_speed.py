@@ -270,16 +270,18 @@ def test_streamed_relabel_equals_the_in_memory_one(rng, block):
 def test_a_known_order_relabels_without_loading_the_stored_ids(tmp_path, rng, monkeypatch):
     """With the order kept in the store the CSR is relabelled block by block from the store (no
     second copy of S); the output equals the unordered run's bytes, for rows all and labeled."""
-    from gnnprep.precompute.backends import HopGraph
     from gnnprep.precompute.config import PrecomputeConfig
     from gnnprep.precompute.features import FeatureStore
+    from gnnprep.precompute.hop_graph import HopGraph
+    from gnnprep.precompute.order_setup import OrderSetup
     from gnnprep.precompute.run import precompute
 
     monkeypatch.setattr(node_order, "LOCALITY_WINDOW", 15)
     path, *_ = _planted_store(tmp_path, rng)
     loads = []
-    orig = HopGraph._load_indices
-    monkeypatch.setattr(HopGraph, "_load_indices", lambda self: loads.append(1) or orig(self))
+    for cls in (HopGraph, OrderSetup):  # the two places that load the whole stored ids
+        orig = cls._load_indices
+        monkeypatch.setattr(cls, "_load_indices", lambda self, orig=orig: loads.append(1) or orig(self))
     for rows in ("all", "labeled"):
         cfg = dict(hops=3, device="cpu", rows=rows, blocks=(1, 1, 2))
         precompute(path, tmp_path / f"plain-{rows}.h5", PrecomputeConfig(reorder="none", **cfg))

@@ -234,7 +234,7 @@ def test_hag_auto_skips_a_search_that_cannot_pay_and_uses_a_cached_hag_that_does
     assert run(["hag", g, "-o", hag_cache_path(g), "--capacity", "all"]).exit_code == 0
     # a free kernel second per entry makes any saving worth it; the result must not change
     import gnnprep.precompute.run as prop
-    from gnnprep.precompute.plan import Profile
+    from gnnprep.precompute.profile import Profile
 
     slow = Profile(spmm_ns_per_nnz={8: 1e6, 128: 1.6e7})
     orig = prop.load_profile
@@ -251,7 +251,8 @@ def test_hag_auto_skips_a_search_that_cannot_pay_and_uses_a_cached_hag_that_does
 
 
 def test_choose_hag_rules():
-    from gnnprep.precompute.plan import Problem, Profile, choose_hag, choose_plan
+    from gnnprep.precompute.plan import Problem, choose_hag, choose_plan
+    from gnnprep.precompute.profile import Profile
 
     p = Problem(num_nodes=1000, num_entries=100_000, num_features=64, hops=3, operators=1, out_rows=1000,
                 index_bytes=4, weighted=False, out_itemsize=4, in_itemsize=4, device="cpu")

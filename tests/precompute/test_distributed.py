@@ -187,7 +187,7 @@ def hag_and_hdg(tmp_path, store: Path) -> tuple[Path, Path]:
 
     with GraphStore(store) as g:
         indptr, indices, fp = g.indptr(), g.indices(), g.fingerprint
-    hags.build(indptr, indices, tmp_path / "hag.h5", graph_fingerprint=fp, input_path=str(store), capacity=None)
+    hags.build(store, tmp_path / "hag.h5", hags.HagConfig(capacity=None))
     sel = HopShellsSelect(2, cap=3)
     write_hdg(select(indptr, indices, sel, seed=3), tmp_path / "hdg.h5", {"command": "test"}, sel.name,
               select_spec(sel), 3, fp, 0, 0)

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from fixtures import make_store, run
 
-from gnnprep.precompute.plan import Profile, ProfileWarning, load_profile, profile_path
+from gnnprep.precompute.profile import Profile, ProfileWarning, load_profile, profile_path
 
 
 def good() -> dict:

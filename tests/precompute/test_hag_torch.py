@@ -1,4 +1,4 @@
-"""Hops through a HAG on the torch backend (gnnprep.precompute.hag_torch), CPU and CUDA: equal to the
+"""Hops through a HAG on the torch backend (gnnprep.precompute.torch_backends), CPU and CUDA: equal to the
 plain hops to float tolerance on random graphs with isolated nodes, self-loops, duplicate and
 directed edges, for every operator a HAG runs (norm family, ppr)."""
 
@@ -49,8 +49,8 @@ def test_executor_equals_dense_reference(rng, device, loop):
     import scipy.sparse as sp
 
     from gnnprep.hag.search import sequential_search
-    from gnnprep.precompute.hag_torch import TorchHagBackend
     from gnnprep.precompute.operators import Operator
+    from gnnprep.precompute.torch_backends import TorchHagBackend
 
     n, d = 70, 7
     src, dst = _overlapping_edges(rng, n)
@@ -90,8 +90,8 @@ def test_aggregation_rows_are_the_exact_pairwise_sums(rng, device):
     """Each level's sparse product (two entries of 1 per row) gives Y[n + a] = Y[in0(a)] + Y[in1(a)]
     bit for bit — the float32 sums the CPU executor computes — level after level."""
     from gnnprep.hag.search import rounds_search
-    from gnnprep.precompute.hag_torch import TorchHagBackend
     from gnnprep.precompute.operators import Operator
+    from gnnprep.precompute.torch_backends import TorchHagBackend
 
     n, d = 400, 9
     src, dst = _overlapping_edges(rng, n, groups=40, size=20, pool=120)
@@ -147,7 +147,7 @@ def test_hag_auto_decides_for_the_torch_backend(tmp_path, rng, monkeypatch):
     from gnnprep.precompute import run as prop
     from gnnprep.precompute.config import PrecomputeConfig
     from gnnprep.precompute.features import FeatureStore
-    from gnnprep.precompute.plan import Profile
+    from gnnprep.precompute.profile import Profile
     from gnnprep.precompute.run import precompute
 
     store = _clique_store(tmp_path, rng)
@@ -170,7 +170,8 @@ def test_hag_auto_decides_for_the_torch_backend(tmp_path, rng, monkeypatch):
 
 def test_torch_hag_plan_has_its_own_terms():
     """The torch executor's plan holds Y's graph rows and the CSR tensor and pays per level."""
-    from gnnprep.precompute.plan import TORCH_HAG_LEVEL_S, Problem, Profile, plan_with_hag
+    from gnnprep.precompute.plan import TORCH_HAG_LEVEL_S, Problem, plan_with_hag
+    from gnnprep.precompute.profile import Profile
 
     p = Problem(num_nodes=100_000, num_entries=2_000_000, num_features=64, hops=3)
     prof = Profile()

@@ -11,6 +11,7 @@ from gnnprep.graph.store import GraphStore
 from gnnprep.precompute import ordered, plan
 from gnnprep.precompute.config import PrecomputeConfig
 from gnnprep.precompute.features import FeatureStore
+from gnnprep.precompute.profile import Profile
 from gnnprep.precompute.run import precompute
 from gnnprep.sparse.order import community_order, permute_csr, permute_values
 
@@ -245,7 +246,7 @@ def test_the_planner_streams_the_ordered_copy_and_prunes_at_papers100m_shape():
 
     p = sizes_problem(11_105_996, 314_000_000, 128, 3, 155_000)
     assert len(p.hop_entries) == 3 and p.hop_entries[-1] < 0.03 * p.num_entries < p.hop_entries[-2]
-    prof = plan.Profile()
+    prof = Profile()
     plain = plan.choose_plan(p, 2 << 30, prof)
     assert not plain.s_resident
     chosen, why = plan.decide_order(plain, p, prof, 1 / 3, "auto", 2 << 30)
@@ -285,7 +286,7 @@ def test_prefetching_row_kernels_are_bitwise_the_row_kernel(rng, weighted, dtype
     import scipy.sparse as sp
 
     from gnnprep.precompute import pruned
-    from gnnprep.sparse import kernels, row_kernels
+    from gnnprep.sparse import reference, row_kernels
 
     n, d = 400, 37
     a = sp.random(n, n, density=0.04, random_state=5, format="csr")
@@ -295,7 +296,7 @@ def test_prefetching_row_kernels_are_bitwise_the_row_kernel(rng, weighted, dtype
     x = rng.standard_normal((n, d)).astype(np.float32)
     left, right = rng.random(n).astype(np.float32), rng.random(n).astype(np.float32)
     full = np.empty_like(x)
-    kernels.spmm_rows_numba(ip, idx, w, 0, left, right, 1.0, x, full)
+    reference.reference_spmm_rows(ip, idx, w, 0, left, right, 1.0, x, full)
     for ahead in (1, 7, 64):
         got = np.empty_like(x)
         for r0, r1 in ((0, 150), (150, 151), (151, n)):
@@ -322,7 +323,7 @@ def test_prefetching_row_kernels_are_bitwise_the_row_kernel(rng, weighted, dtype
 
 
 def test_prefetching_hag_rows_are_bitwise_the_hag_kernel(rng):
-    from gnnprep.sparse import kernels, row_kernels
+    from gnnprep.sparse import kernels, reference, row_kernels
 
     n, agg, d = 60, 12, 9
     inputs = rng.integers(0, n, (agg, 2)).astype(np.int64)
@@ -335,7 +336,7 @@ def test_prefetching_hag_rows_are_bitwise_the_hag_kernel(rng):
     h = np.empty((agg, d), dtype=np.float32)
     kernels.hag_prepare(x, right, inputs, level_ptr, h)
     want, got = np.empty_like(x), np.empty_like(x)
-    kernels.hag_rows(indptr, indices, 0, left, right, 1.0, x, h, want)
+    reference.reference_hag_rows(indptr, indices, 0, left, right, 1.0, x, h, want)
     for ahead in (1, 64):
         row_kernels.hag_rows(indptr, indices, 0, left, right, 1.0, x, h, got, ahead=ahead)
         assert got.tobytes() == want.tobytes()

@@ -8,12 +8,12 @@ from gnnprep.precompute import sizing
 from gnnprep.precompute.plan import (
     PAGE_CACHE_RESERVE,
     Problem,
-    Profile,
     _s_bytes,
     memory,
     predict_seconds,
     s_rereads_from_disk,
 )
+from gnnprep.precompute.profile import Profile
 
 GiB = 1 << 30
 P = Problem(num_nodes=27_764_989, num_entries=836_000_000, num_features=128, hops=3)

@@ -4,7 +4,8 @@ import pytest
 from fixtures import run
 
 from gnnprep.core.errors import GnnprepError
-from gnnprep.precompute.plan import Problem, Profile, choose_plan, load_profile, memory
+from gnnprep.precompute.plan import Problem, choose_plan, memory
+from gnnprep.precompute.profile import Profile, load_profile
 
 
 def problem(**kw):

@@ -20,7 +20,8 @@ from gnnprep.hdg.select import AnchorsSelect, HopShellsSelect, RandomWalkSelect,
 from gnnprep.hdg.structure import Hdg, Level, aggregate
 from gnnprep.precompute.config import PrecomputeConfig
 from gnnprep.precompute.features import FeatureStore
-from gnnprep.sparse.kernels import spmm_rows_max, spmm_rows_numba
+from gnnprep.sparse.kernels import spmm_rows_max
+from gnnprep.sparse.reference import reference_spmm_rows
 
 
 # -- the kernel -------------------------------------------------------------------------------------------
@@ -129,7 +130,7 @@ def test_kernel_edge_cases():
     a, b = np.empty((4, 2), np.float32), np.empty((4, 2), np.float32)
     xf = np.nan_to_num(x)
     spmm_rows_max(ip1, idx1, None, 0, one * 0.5, one * 3, 0.0, xf, a)
-    spmm_rows_numba(ip1, idx1, None, 0, one * 0.5, one * 3, 0.0, xf, b)
+    reference_spmm_rows(ip1, idx1, None, 0, one * 0.5, one * 3, 0.0, xf, b)
     np.testing.assert_array_equal(a, b)
 
 

@@ -10,9 +10,9 @@ from fixtures import make_store, planted
 
 from gnnprep.core.directio import ALIGN, RawWriter, contiguous_offset
 from gnnprep.graph.store import GraphStore
-from gnnprep.precompute.backends import HopGraph
 from gnnprep.precompute.config import PrecomputeConfig
 from gnnprep.precompute.features import FeatureStore
+from gnnprep.precompute.hop_graph import HopGraph
 from gnnprep.precompute.plan import Plan
 from gnnprep.precompute.run import precompute
 from gnnprep.sparse import order as node_order
@@ -221,7 +221,7 @@ def test_labeled_rows_are_bitwise_the_all_rows_output(tmp_path, rng, blocks, reo
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
 def test_selected_rows_kernel_is_bitwise_the_row_block_kernel(rng, weighted, dtype):
-    from gnnprep.sparse import kernels
+    from gnnprep.sparse import reference
 
     n, d = 300, 9
     a = sp.random(n, n, density=0.05, random_state=3, format="csr")
@@ -231,10 +231,10 @@ def test_selected_rows_kernel_is_bitwise_the_row_block_kernel(rng, weighted, dty
     x = rng.standard_normal((n, d)).astype(np.float32)
     left, right = rng.random(n).astype(np.float32), rng.random(n).astype(np.float32)
     full = np.empty_like(x)
-    kernels.spmm_rows_numba(ip, idx, w, 0, left, right, 1.0, x, full)
+    reference.reference_spmm_rows(ip, idx, w, 0, left, right, 1.0, x, full)
     rows = np.sort(rng.choice(n, 57, replace=False))
     out = np.empty((len(rows), d), dtype=np.float32)
-    kernels.spmm_selected(ip, idx, w, rows, left, right, 1.0, x, out)
+    reference.reference_spmm_selected(ip, idx, w, rows, left, right, 1.0, x, out)
     assert out.tobytes() == full[rows].tobytes()
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from gnnprep.sparse import kernels
+from gnnprep.sparse import kernels, reference
 from gnnprep.sparse import order as node_order
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,7 +35,7 @@ def _orders(indptr, indices):
 
 def _hop(indptr, indices, weights, left, right, loop, x):
     out = np.empty_like(x)
-    kernels.spmm_rows_numba(indptr, indices, weights, 0, left, right, loop, x, out)
+    reference.reference_spmm_rows(indptr, indices, weights, 0, left, right, loop, x, out)
     return out
 
 
@@ -157,7 +157,7 @@ def test_precompute_row_kernel_in_row_blocks_is_the_plain_hop_in_every_order(ahe
     """The hop as precompute's CPU path runs it (row blocks, :func:`row_kernels.spmm_rows` with its
     prefetch ``ahead`` entries on) in each order, gathered back, against a float64 scipy reference
     and bit for bit against the plain kernel in stored order."""
-    from gnnprep.precompute.backends import balanced_rows
+    from gnnprep.precompute.hop_graph import balanced_rows
     from gnnprep.sparse import row_kernels
 
     indptr, indices = _rmat(n=2500, nnz=40_000, seed=2)

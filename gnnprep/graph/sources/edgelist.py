@@ -11,7 +11,7 @@ from typing import Iterator
 
 import numpy as np
 
-from gnnprep.core.errors import GnnprepError
+from gnnprep.core.errors import GnnprepError, OptionError
 from gnnprep.graph.sources.base import (
     SPLIT_NAMES,
     GraphSource,
@@ -73,7 +73,7 @@ class EdgeListSource(GraphSource):
                  features: Path | None = None, labels: Path | None = None, splits: Path | None = None):
         super().__init__(name=path.name, path=path)
         if index_base not in (0, 1):
-            raise GnnprepError(f"--index-base must be 0 or 1, got {index_base}")
+            raise OptionError("--index-base", f"must be 0 or 1, got {index_base}")
         self.index_base = index_base
         if path.stat().st_size == 0:
             raise GnnprepError(f"{path}: empty file; expected one edge per line or an edge array")
@@ -110,7 +110,7 @@ class EdgeListSource(GraphSource):
                                    f"(from {self.nodes_from})")
             self.labels_from = str(labels)
         if splits is not None and not Path(splits).is_dir():
-            raise GnnprepError(f"--splits {splits}: no such folder")
+            raise OptionError("--splits", f"{splits}: no such folder")
         self.splits_from = str(splits or "")
         if not self.text:
             self._array_info()
@@ -193,6 +193,6 @@ class EdgeListSource(GraphSource):
             if p is not None:
                 out[name] = read_id_file(p, self.num_nodes, self.nodes_from)
         if not out:
-            raise GnnprepError(f"--splits {self._splits_dir}: no train/valid/test files found "
-                               "(expected e.g. train.csv.gz, valid.txt or test.npy)")
+            raise OptionError("--splits", f"{self._splits_dir}: no train/valid/test files found "
+                                          "(expected e.g. train.csv.gz, valid.txt or test.npy)")
         return out

@@ -22,7 +22,7 @@ from typing import Iterator
 
 import numpy as np
 
-from gnnprep.core.errors import GnnprepError
+from gnnprep.core.errors import GnnprepError, OptionError
 from gnnprep.graph.sources.base import (
     SPLIT_NAMES,
     GraphSource,
@@ -157,8 +157,8 @@ class _OgbBase(GraphSource):
         by_name = {f.relative_to(self.path / "split").parts[0]: f for f in folders}
         if split is not None:
             if split not in by_name:
-                raise GnnprepError(f"--split {split}: no such split in {self.path / 'split'}; "
-                                   f"found {', '.join(sorted(by_name))}")
+                raise OptionError("--split", f"{split}: no such split in {self.path / 'split'}; "
+                                             f"found {', '.join(sorted(by_name))}")
             return by_name[split]
         if len(by_name) == 1:
             return next(iter(by_name.values()))

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from gnnprep.core.artifact import file_fingerprint
-from gnnprep.core.errors import GnnprepError
+from gnnprep.core.errors import GnnprepError, OptionError
 
 
 def features_fingerprint(path: Path, store) -> dict:
@@ -39,11 +39,11 @@ class ArtifactFacts:
         """GnnprepError naming ``where`` (a grid point or the fixed options) unless the TrainConfig
         ``config`` asks only for hops and channels the artifact has (before any tune folder exists)."""
         if config.hops is not None and config.hops > self.hops:
-            raise GnnprepError(f"--hops {config.hops}: the features artifact holds hops 0..{self.hops} ({where})")
+            raise OptionError("--hops", f"{config.hops}: the features artifact holds hops 0..{self.hops} ({where})")
         missing = [o for o in (config.operators or ()) if o not in self.operator_names]
         if missing and self.operator_names:
-            raise GnnprepError(f"--operator {missing[0]}: not a channel of the features artifact (it has "
-                               f"{', '.join(self.operator_names)}; {where})")
+            raise OptionError("--operator", f"{missing[0]}: not a channel of the features artifact (it has "
+                                            f"{', '.join(self.operator_names)}; {where})")
 
 
 def read_facts(path) -> ArtifactFacts:

@@ -8,7 +8,7 @@ import dataclasses
 import itertools
 from dataclasses import dataclass, field
 
-from gnnprep.core.errors import GnnprepError
+from gnnprep.core.errors import GnnprepError, OptionError
 from gnnprep.train.config import MAX_THREADS, TrainConfig, int_check
 from gnnprep.train.tune.grid import format_params, format_value, option_name, tunable_fields
 
@@ -57,7 +57,7 @@ class TuneConfig:
         if self.threads is not None:
             int_check("--threads", 1, MAX_THREADS)(self.threads)
         if self.memory_budget is not None and self.memory_budget <= 0:
-            raise GnnprepError(f"--memory-budget {self.memory_budget}: expected a positive size")
+            raise OptionError("--memory-budget", f"{self.memory_budget}: expected a positive size")
         fields = tunable_fields()
         for key in self.fixed:
             if key not in fields:
@@ -68,33 +68,33 @@ class TuneConfig:
 
     def _check_grid(self, fields: dict) -> None:
         if not self.grid:
-            raise GnnprepError("--grid: expected at least one key=v1,v2")
+            raise OptionError("--grid", "expected at least one key=v1,v2", sep=": ")
         seen = set()
         for name, values in self.grid:
             if name not in fields:
-                raise GnnprepError(f"--grid {option_name(name)!r}: unknown key")
+                raise OptionError("--grid", f"{option_name(name)!r}: unknown key")
             if name in seen or not values:
-                raise GnnprepError(f"--grid {option_name(name)}: given twice or without values")
+                raise OptionError("--grid", f"{option_name(name)}: given twice or without values")
             seen.add(name)
             if name in self.fixed:
-                raise GnnprepError(f"--grid {option_name(name)}: also given as --{option_name(name)}; "
-                                   "give it either in the grid or as a fixed option")
+                raise OptionError("--grid", f"{option_name(name)}: also given as --{option_name(name)}; "
+                                            "give it either in the grid or as a fixed option")
             for v in values:
                 try:
                     self.train_config({name: v}, self.seed, 1).check()
                 except GnnprepError as e:
-                    raise GnnprepError(f"--grid {option_name(name)}={format_value(v)}: {_what(e)}") from None
+                    raise OptionError("--grid", f"{option_name(name)}={format_value(v)}: {_what(e)}") from None
         points = 1
         for _, values in self.grid:
             points *= len(values)
         if points > MAX_POINTS:
-            raise GnnprepError(f"--grid: {points} points; expected at most {MAX_POINTS}")
+            raise OptionError("--grid", f"{points} points; expected at most {MAX_POINTS}", sep=": ")
         for p in self.points():
             for seed, runs in ((self.selection_seed, self.seeds), (self.seed, self.report_seeds)):
                 try:
                     self.train_config(p, seed, runs).check()
                 except GnnprepError as e:
-                    raise GnnprepError(f"--grid {format_params(p)}: {e}") from None
+                    raise OptionError("--grid", f"{format_params(p)}: {e}") from None
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)

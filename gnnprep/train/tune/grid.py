@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from gnnprep.core.errors import GnnprepError
+from gnnprep.core.errors import OptionError
 from gnnprep.train.config import TrainConfig
 
 # TrainConfig fields a tune sets itself (or that only decide where and how fast a trial runs)
@@ -57,14 +57,14 @@ def parse_value(name: str, text: str):
             return tuple(text.split("+"))
         return text
     except (ValueError, KeyError):
-        raise GnnprepError(f"--grid {option_name(name)}={text}: expected a{'n' if kind == 'int' else ''} {kind}") from None
+        raise OptionError("--grid", f"{option_name(name)}={text}: expected a{'n' if kind == 'int' else ''} {kind}") from None
 
 
 def _field_for(key: str) -> str:
     name = key.strip().replace("-", "_")
     if name not in tunable_fields():
         keys = ", ".join(option_name(k) for k in tunable_fields())
-        raise GnnprepError(f"--grid {key.strip()!r}: unknown key; expected one of {keys}")
+        raise OptionError("--grid", f"{key.strip()!r}: unknown key; expected one of {keys}")
     return name
 
 
@@ -72,24 +72,24 @@ def parse_grid(text: str) -> tuple[tuple[str, tuple], ...]:
     """``lr=0.2,0.05;weight-decay=1e-5,1e-4`` → ``(("lr", (0.2, 0.05)), ("weight_decay", (1e-5, 1e-4)))``.
 
     Keys are train option names (dashes or underscores) mapped to TrainConfig fields; values are read
-    as the field's type. An unknown or repeated key, an empty or repeated value: GnnprepError."""
+    as the field's type. An unknown or repeated key, an empty or repeated value: OptionError."""
     entries = [e for e in str(text).split(";") if e.strip()]
     if not entries:
-        raise GnnprepError(f"--grid {text!r}: expected key=v1,v2;key2=v3")
+        raise OptionError("--grid", f"{text!r}: expected key=v1,v2;key2=v3")
     grid: dict[str, tuple] = {}
     for entry in entries:
         key, eq, values = entry.partition("=")
         if not eq or not key.strip():
-            raise GnnprepError(f"--grid {entry.strip()!r}: expected key=v1,v2")
+            raise OptionError("--grid", f"{entry.strip()!r}: expected key=v1,v2")
         name = _field_for(key)
         if name in grid:
-            raise GnnprepError(f"--grid {option_name(name)}: given twice; expected each key once")
+            raise OptionError("--grid", f"{option_name(name)}: given twice; expected each key once")
         texts = values.split(",")
         if any(not t.strip() for t in texts):
-            raise GnnprepError(f"--grid {option_name(name)}={values.strip()}: empty value; expected v1,v2,...")
+            raise OptionError("--grid", f"{option_name(name)}={values.strip()}: empty value; expected v1,v2,...")
         parsed = tuple(parse_value(name, t) for t in texts)
         if len(set(parsed)) != len(parsed):
-            raise GnnprepError(f"--grid {option_name(name)}={values.strip()}: a value is repeated")
+            raise OptionError("--grid", f"{option_name(name)}={values.strip()}: a value is repeated")
         grid[name] = parsed
     return tuple(grid.items())
 

@@ -1,6 +1,12 @@
-"""Hops through a HAG on the torch backend (CPU or CUDA, one code path).
+"""The hop backends on torch (CPU or a CUDA device, one code path): rows r0..r1 of H_k = S H_{k-1}.
 
-Jia et al., "Redundancy-Free Computation for Graph Neural Networks" (KDD 2020): a HAG adds
+- :class:`TorchBackend`: ``torch.sparse`` CSR blocks of S with explicit values (the scalings
+  folded in), moved to the device once when S is resident;
+- :class:`TorchHagBackend`: the same through a HAG, as below.
+
+Both implement :class:`gnnprep.precompute.backend.HopBackend`.
+
+Hops through a HAG. Jia et al., "Redundancy-Free Computation for Graph Neural Networks" (KDD 2020): a HAG adds
 aggregation nodes a ∈ VA, each the sum of two inputs, and rewires every node v to an in-list N̂(v)
 over V ∪ VA that covers N(v) exactly (:mod:`gnnprep.hag.structure`). Because the operator factorises,
 
@@ -20,7 +26,7 @@ one hop is computed over Y = [diag(r)X ; H] ((n + |VA|) rows):
    into the values (l[v] on each of v's entries) and the self-loop as an explicit entry (v, v) of
    value λ l[v] (Y[v] is already r[v] x[v]):  out[v] = l[v] (λ y[v] + Σ_{u ∈ N̂(v)} Y[u]).
 
-The numba executor (:class:`gnnprep.precompute.backends.HagBackend`) computes the same sums with
+The numba executor (:class:`gnnprep.precompute.cpu_backends.HagBackend`) computes the same sums with
 h = y₀ + y₁ bit for bit; the product's summation order differs, so the rows agree to float
 tolerance (as the plain torch backend does with the CPU kernel).
 
@@ -35,7 +41,54 @@ import warnings
 
 import numpy as np
 
-from gnnprep.precompute.backends import TorchBackend
+from gnnprep.precompute.hop_graph import HopGraph
+from gnnprep.precompute.operators import Operator
+
+
+class TorchBackend:
+    name = "torch"
+    selects_rows = False
+
+    def begin_hop(self, cur) -> None:
+        pass
+
+    def __init__(self, graph: HopGraph, op: Operator, device: str):
+        import torch
+
+        from gnnprep.sparse.kernels import TorchBlock
+
+        self.torch, self.TorchBlock = torch, TorchBlock
+        self.graph, self.op, self.device = graph, op, torch.device(device)
+        self.cache: dict = {}
+
+    def _block(self, r0, r1):
+        if (r0, r1) in self.cache:
+            return self.cache[(r0, r1)]
+        ip, idx, w = self.graph.block(r0, r1, self.op)
+        blk = self.TorchBlock(ip, idx, w, r0, self.graph.n, self.op.left, self.op.right, self.op.loop, self.device)
+        if self.graph.resident:  # moved to the device once for the whole run
+            self.cache[(r0, r1)] = blk
+        return blk
+
+    def prepare(self, cur: np.ndarray):
+        t = self.torch.from_numpy(cur)
+        if self.device.type == "cuda":
+            t = t.pin_memory().to(self.device, non_blocking=True)
+        return t
+
+    def empty_like(self, cur):
+        return self.torch.empty_like(cur)
+
+    def hop_block(self, r0, r1, cur, nxt):
+        nxt[r0:r1] = self._block(r0, r1).matmul(cur)
+
+    def to_host(self, arr, rows):
+        sel = arr[rows] if isinstance(rows, slice) else arr[self.torch.from_numpy(rows).to(arr.device)]
+        return sel.to("cpu").numpy()
+
+    def sync(self):
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize(self.device)
 
 
 class TorchHagBackend(TorchBackend):

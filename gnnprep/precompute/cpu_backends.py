@@ -1,0 +1,109 @@
+"""The hop backends on the CPU kernels (numba): rows r0..r1 of H_k = S H_{k-1}, one edge block at a time.
+
+- :class:`NumbaBackend`: the fused CSR row kernel with prefetch (:mod:`gnnprep.sparse.row_kernels`):
+  out[v] = l[v] (λ r[v] x[v] + Σ_{u ∈ N(v)} r[u] x[u]), the scalings of S = diag(l)(A + λI)diag(r)
+  fused, each row summed in its stored order, so the output does not depend on the blocking;
+- :class:`HagBackend`: the same rows through a HAG (Jia et al., "Redundancy-Free Computation for
+  Graph Neural Networks", KDD 2020): the aggregation nodes first, level by level, then the rewired
+  in-lists.
+
+Both implement :class:`gnnprep.precompute.backend.HopBackend`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gnnprep.precompute.hop_graph import HopGraph
+from gnnprep.precompute.hop_writer import Gather
+from gnnprep.precompute.operators import Operator
+from gnnprep.sparse import (
+    kernels,  # numba: compiled on first use, loaded from its cache afterwards
+    row_kernels,
+)
+
+
+class NumbaBackend:
+    name = "numba"
+
+    def __init__(self, graph: HopGraph, op: Operator):
+        self.k = kernels
+        self.graph, self.op = graph, op
+        graph.reuse_buffers = True  # a block is consumed before the next one is read
+
+    def begin_hop(self, cur) -> None:
+        pass
+
+    def prepare(self, cur: np.ndarray) -> np.ndarray:
+        if self.graph.ordered:
+            # rows in the computation's order
+            return self.graph.permute_rows(cur, self.graph.spare(cur.shape))
+        return cur
+
+    def empty_like(self, cur):
+        return self.graph.spare(cur.shape)
+
+    def hop_block(self, r0, r1, cur, nxt):
+        ip, idx, w = self.graph.block(r0, r1, self.op)
+        # sum rows: the row kernel with prefetch (gnnprep.sparse.row_kernels: the same bytes)
+        kernel = self.k.spmm_rows_max if self.op.reduce == "max" else row_kernels.spmm_rows
+        kernel(ip, idx, w, r0, self.op.left, self.op.right, self.op.loop, cur, nxt[r0:r1])
+
+    @property
+    def selects_rows(self) -> bool:
+        """Whether :meth:`hop_rows` and :meth:`hop_rows_in_place` can compute chosen rows (sum rows;
+        S resident, or streamed: :mod:`gnnprep.precompute.pruned`)."""
+        return self.op.reduce != "max" and not self.op.restart
+
+    def hop_rows_in_place(self, rows, cur, nxt, r0: int, r1: int):
+        """nxt[v] = row v (computation order) of S·cur for v in ``rows`` (inside the edge block
+        r0..r1-1); other rows untouched."""
+        g = self.graph
+        if g.resident:
+            row_kernels.spmm_rows_in_place(g.indptr, g.indices, g.values(self.op), rows, self.op.left, self.op.right,
+                                           self.op.loop, cur, nxt)
+            return
+        ip, idx, w = g.block(r0, r1, self.op)
+        row_kernels.spmm_listed(ip, idx, w, r0, rows, self.op.left, self.op.right, self.op.loop, cur, nxt)
+
+    def hop_rows(self, rows, cur, out):
+        """out[i] = row rows[i] (computation order; one of the rows given to ``graph.select``) of S·cur."""
+        g = self.graph
+        if g.resident:
+            row_kernels.spmm_selected(g.indptr, g.indices, g.values(self.op), rows, self.op.left, self.op.right,
+                                      self.op.loop, cur, out)
+            return
+        sel, sub_ip, sub_idx, sub_w = g.selected(self.op)
+        row_kernels.spmm_sub(sub_ip, sub_idx, sub_w, sel, np.searchsorted(sel, rows), self.op.left, self.op.right,
+                             self.op.loop, cur, out)
+
+    def to_host(self, arr, rows):
+        # a slice is a view; selected rows are gathered lazily in the writer thread, so at most one
+        # gathered copy exists at a time (the rows are final once their edge block is computed)
+        return arr[rows] if isinstance(rows, slice) else Gather(arr, rows)
+
+    def sync(self):
+        pass
+
+
+class HagBackend(NumbaBackend):
+    """Â·(r ⊙ X) through a HAG (Jia et al.): aggregation nodes first, then the rewired in-lists."""
+
+    name = "hag"
+
+    def __init__(self, graph: HopGraph, op: Operator, hag):
+        super().__init__(graph, op)
+        self.hag = hag
+        self.h = None
+
+    selects_rows = False
+
+    def begin_hop(self, cur) -> None:
+        if self.h is None or self.h.shape[1] != cur.shape[1]:
+            self.h = np.empty((self.hag.num_agg, cur.shape[1]), dtype=np.float32)
+        self.k.hag_prepare(cur, self.op.right, self.hag.inputs, self.hag.level_ptr, self.h)
+
+    def hop_block(self, r0, r1, cur, nxt):
+        ip = self.hag.indptr[r0:r1 + 1]
+        idx = self.hag.indices[ip[0]:ip[-1]]
+        row_kernels.hag_rows(ip, idx, r0, self.op.left, self.op.right, self.op.loop, cur, self.h, nxt[r0:r1])
