@@ -7,7 +7,8 @@ modules loaded by name; hag and hdg are siblings and import neither each other),
 between modules, no module loaded by a name the test cannot read, every artifact format registering
 its reader and describer where it is defined (and ``gnnprep.info`` importing each such module), no
 function in ``gnnprep/precompute/`` over 100 lines, no module reaching into another module's
-``_private`` names, a small top level, and docs/internals.md's "Where things live" listing every module.
+``_private`` names, each artifact layout opened and spelled only by its owner module, a small top level,
+and docs/internals.md's "Where things live" listing every module.
 Each rule is also run on a deliberately broken snippet, so a rule that could never fail fails here.
 """
 
@@ -483,6 +484,185 @@ def test_the_new_rules_fail_on_a_violation():
     assert long_functions("def g():\n    def h():\n" + body.replace("    ", "        "), "m") == [
         "m.g:1: 102 lines (at most 100)", "m.g.h:2: 101 lines (at most 100)"]
     assert long_functions("@a\n@b\ndef f():\n" + body[len("    x = 1\n"):], "gnnprep.precompute.run") == []
+
+
+# -- each artifact layout has one owner module -------------------------------------------------------------
+# owner module -> the top-level groups of the layouts it owns: graph.h5 (the graph store), features.h5,
+# hag.h5, hdg.h5, the ordered CSR copy (its root ``order``); core.artifact opens any artifact, naming no path
+LAYOUT_OWNERS = {
+    "gnnprep.core.artifact": frozenset(),
+    "gnnprep.graph.store": frozenset({"adj", "nodes", "splits", "order"}),
+    "gnnprep.precompute.features": frozenset({"hops", "channels", "splits"}),
+    "gnnprep.hag.file": frozenset({"agg", "adj"}),
+    "gnnprep.hdg.file": frozenset({"levels"}),
+    "gnnprep.precompute.ordered": frozenset({"order"}),
+}
+ARTIFACT_PATH = re.compile(r"^/?(adj|nodes|splits|order|hops|channels|agg|levels)(/|$)")
+# calls whose argument at this position is always an HDF5 path (h5py's creators, core.artifact's reader)
+PATH_ARGUMENT = {"create_dataset": 0, "create_group": 0, "require_dataset": 0, "require_group": 0,
+                 "dataset_or_none": 1, "VirtualSource": 1}
+HANDLE_ATTRIBUTE = "f"   # Artifact's open file (store.f, self.f) and the house's name for an h5py handle
+
+
+def _string_parts(node: ast.AST) -> list[str]:
+    """The literal text of a string constant, or each literal part of an f-string."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.JoinedStr):
+        return [v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str)]
+    return []
+
+
+def _artifact_group(node: ast.AST, bare: bool) -> str | None:
+    """The artifact group a string or f-string names (``adj`` for ``"adj/indptr"``, ``channels`` for
+    ``f"channels/{c}/{k}"``), or None; a bare group name (``"splits"``, no slash) only when ``bare``."""
+    for part in _string_parts(node):
+        m = ARTIFACT_PATH.match(part)
+        if m and (bare or m.group(2) == "/" or part.startswith("/")):
+            return m.group(1)
+    return None
+
+
+def _handle_names(scope: ast.AST) -> set[str]:
+    """Names that hold an HDF5 file or group in ``scope`` (a function, or the module's top level):
+    parameters named ``f`` or annotated with an h5py type, and ``with ... as name`` targets."""
+    names = set()
+    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        a = scope.args
+        names |= {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs
+                  if p.arg == HANDLE_ATTRIBUTE or (p.annotation is not None and "h5py" in ast.unparse(p.annotation))}
+    todo = list(ast.iter_child_nodes(scope))
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            names |= {i.optional_vars.id for i in node.items if isinstance(i.optional_vars, ast.Name)}
+        todo += ast.iter_child_nodes(node)
+    return names
+
+
+def layout_violations(source: str, module: str) -> list[str]:
+    """Places in ``module`` that open an HDF5 file or address an artifact's HDF5 object by a path of a
+    layout the module does not own (:data:`LAYOUT_OWNERS`).
+
+    Opening: a call of ``h5py.File`` (under any alias of h5py, or ``File`` imported from it) outside
+    the owners; ``isinstance(x, h5py.File)`` and the like are no calls and pass.
+
+    Addressing: a string, or a literal part of an f-string, that matches :data:`ARTIFACT_PATH` and
+    is (1) a subscript (``f["adj/indptr"]``, ``hops[f"hops/{k}"]``), (2) the path argument of
+    h5py's ``create_dataset``/``create_group``/``require_dataset``/``require_group`` (or ``name=``),
+    ``h5py.VirtualSource`` or ``dataset_or_none``, (3) the argument of ``.get(...)``, (4) the left
+    side of ``in``/``not in``, or (5) bound to a name: assigned at any depth, an element of a tuple
+    or list a module-level constant holds or a ``for`` loop runs over. A string that is only text
+    (an error message such as ``f"{path}: /adj/indptr is corrupt"``, a docstring, a call argument
+    elsewhere) does not address anything and passes. A bare group name without a slash (``"splits"``,
+    ``"order"``) is also a dict key in many places, so it counts only where it must be an HDF5 name:
+    (2), a whole module-level constant, and (1), (3), (4) on an HDF5 handle: an attribute ``.f``, a
+    parameter named ``f`` or annotated with an h5py type, or a ``with ... as name`` target of the
+    enclosing function (``report["splits"]``, ``cached.get("levels", 0)`` pass)."""
+    tree = ast.parse(source)
+    owned = LAYOUT_OWNERS.get(module)
+    h5py_names, file_names = {"h5py"}, set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            h5py_names |= {a.asname or a.name for a in node.names if a.name == "h5py"}
+        elif isinstance(node, ast.ImportFrom) and node.module == "h5py":
+            file_names |= {a.asname or a.name for a in node.names if a.name == "File"}
+    out = []
+
+    def named(node: ast.AST, how: str, bare: bool) -> None:
+        group = _artifact_group(node, bare)
+        if group is not None and group not in (owned or ()):
+            out.append(f"{module}:{node.lineno}: {how} {ast.unparse(node)} (the {group} group has another owner)")
+
+    def check(node: ast.AST, handles: set[str], top: bool) -> None:
+        def handle(x):
+            return (isinstance(x, ast.Attribute) and x.attr == HANDLE_ATTRIBUTE) or (isinstance(x, ast.Name) and x.id in handles)
+
+        if isinstance(node, ast.Call):
+            fn = node.func
+            opens = (isinstance(fn, ast.Attribute) and fn.attr == "File" and isinstance(fn.value, ast.Name)
+                     and fn.value.id in h5py_names) or (isinstance(fn, ast.Name) and fn.id in file_names)
+            if opens and owned is None:
+                out.append(f"{module}:{node.lineno}: opens an HDF5 file ({ast.unparse(fn)}(...)) outside the layouts' owners")
+            name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else None
+            if name in PATH_ARGUMENT:
+                args = node.args[PATH_ARGUMENT[name]:PATH_ARGUMENT[name] + 1] + [k.value for k in node.keywords if k.arg == "name"]
+                for a in args:
+                    named(a, f"{name}(...) of", True)
+            elif name == "get" and node.args:
+                named(node.args[0], "get(...) of", handle(fn.value))
+        elif isinstance(node, ast.Subscript):
+            named(node.slice, "subscript", handle(node.value))
+        elif isinstance(node, ast.Compare) and isinstance(node.ops[0], (ast.In, ast.NotIn)):
+            named(node.left, "membership test of", handle(node.comparators[0]))
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            named(node.value, "assigns", top)
+            if top and isinstance(node.value, (ast.Tuple, ast.List, ast.Set)):
+                for e in node.value.elts:
+                    named(e, "assigns", False)
+        elif isinstance(node, ast.For) and isinstance(node.iter, (ast.Tuple, ast.List, ast.Set)):
+            for e in node.iter.elts:
+                named(e, "loops over", False)
+
+    def visit(node: ast.AST, handles: set[str], top: bool) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            handles, top = handles | _handle_names(node), False
+        elif isinstance(node, ast.ClassDef):
+            top = False
+        check(node, handles, top)
+        for child in ast.iter_child_nodes(node):
+            visit(child, handles, top)
+
+    visit(tree, _handle_names(tree), True)
+    return out
+
+
+def test_each_artifact_layout_has_one_owner():
+    """Item 1 of issue 31: only the owner of an artifact layout opens HDF5 files and spells its paths
+    (graph.h5: graph.store; features.h5: precompute.features; hag.h5: hag.file; hdg.h5: hdg.file; the
+    ordered CSR copy: precompute.ordered; any artifact, generically: core.artifact); every other
+    module goes through their names and methods (see :func:`layout_violations` for what counts)."""
+    bad = []
+    for path in _library_files():
+        bad += layout_violations(path.read_text(), module_name(path))
+    assert bad == []
+
+
+def test_the_layout_rule_fails_on_a_violation():
+    planted = 'import h5py\n\ndef read(p):\n    with h5py.File(p) as f:\n        return f["hops/3"][:]\n'
+    assert layout_violations(planted, "gnnprep.train.batches") == [
+        "gnnprep.train.batches:4: opens an HDF5 file (h5py.File(...)) outside the layouts' owners",
+        "gnnprep.train.batches:5: subscript 'hops/3' (the hops group has another owner)"]
+    assert layout_violations(planted, "gnnprep.precompute.features") == []
+    # an owner spells only its own layout's paths; core.artifact opens files but names no path
+    assert layout_violations(planted, "gnnprep.graph.store") == [
+        "gnnprep.graph.store:5: subscript 'hops/3' (the hops group has another owner)"]
+    assert layout_violations(planted.replace('f["hops/3"]', 'f["x"]'), "gnnprep.core.artifact") == []
+    channel = 'class Loop:\n    def write(self, c, k, x):\n        self.f[f"channels/{c}/{k}"][:] = x\n'
+    assert layout_violations(channel, "gnnprep.precompute.hop_loop") == [
+        "gnnprep.precompute.hop_loop:3: subscript f'channels/{c}/{k}' (the channels group has another owner)"]
+    message = 'def check(path, ok):\n    if not ok:\n        raise GnnprepError(f"{path}: /adj/indptr is corrupt")\n'
+    assert layout_violations(message, "gnnprep.graph.sources.graphstore") == []
+    # the other ways to open or address, each once
+    assert layout_violations("from h5py import File as H5\nH5('x.h5')\n", "gnnprep.train.loader") == [
+        "gnnprep.train.loader:2: opens an HDF5 file (H5(...)) outside the layouts' owners"]
+    assert layout_violations("import h5py as h\n\ndef f(x):\n    return isinstance(x, h.File)\n", "gnnprep.info") == []
+    ways = ('ORDER = "order"\nNAMES = ("adj/indptr", "x")\n\ndef g(f, h: h5py.Group, grp, d):\n'
+            '    name = f"levels/{d}"\n    a = f.get("splits")\n    b = "nodes/labels" in grp\n    c = "agg" in h\n'
+            '    grp.create_group("channels")\n    for p in ["adj/indices"]:\n        pass\n'
+            '    return dataset_or_none(grp, "nodes", "p"), d["splits"], d.get("levels", 0), "order" in d\n')
+    assert [v.split(": ", 1)[1] for v in layout_violations(ways, "gnnprep.graph.order")] == [
+        "assigns 'order' (the order group has another owner)",
+        "assigns 'adj/indptr' (the adj group has another owner)",
+        "assigns f'levels/{d}' (the levels group has another owner)",
+        "get(...) of 'splits' (the splits group has another owner)",
+        "membership test of 'nodes/labels' (the nodes group has another owner)",
+        "membership test of 'agg' (the agg group has another owner)",
+        "create_group(...) of 'channels' (the channels group has another owner)",
+        "loops over 'adj/indices' (the adj group has another owner)",
+        "dataset_or_none(...) of 'nodes' (the nodes group has another owner)"]
 
 
 def test_the_top_level_is_small():

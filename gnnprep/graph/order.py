@@ -19,6 +19,7 @@ import h5py
 import numpy as np
 
 from gnnprep.core.files import NotRegularFile, TooLarge, open_regular
+from gnnprep.graph.store import INDICES, INDPTR, ORDER_GROUP
 from gnnprep.sparse import order as node_order
 from gnnprep.sparse.order import PROPAGATE_BUFFER, group_by_label, near_share_windows, propagate_labels, row_blocks
 
@@ -42,9 +43,6 @@ def sampled_locality(store, windows: int = 64, width: int = 2048) -> float:
     return total / count / n
 
 
-STORE_GROUP = "order"
-
-
 STORE_KINDS = ("community", "degree", "degree-bucket")   # the orders ingest may keep in the store
 SHARE_KEYS = ("near_share_before", "near_share_after", "prefix_share_before", "prefix_share_after")
 
@@ -52,7 +50,7 @@ SHARE_KEYS = ("near_share_before", "near_share_after", "prefix_share_before", "p
 def write_to_store(f, kind: str, order: np.ndarray, info: dict) -> None:
     """Keep a node order inside a graph store being written: ``/order/<kind>`` (int32 when n fits)
     with its near shares (and prefix shares, for a degree order) and seconds as attributes."""
-    ds = f.require_group(STORE_GROUP).create_dataset(kind, data=order.astype(np.int32 if len(order) < 2**31 else np.int64))
+    ds = f.require_group(ORDER_GROUP).create_dataset(kind, data=order.astype(np.int32 if len(order) < 2**31 else np.int64))
     for k in (*SHARE_KEYS, "seconds"):
         if k in info:
             ds.attrs[k] = info[k]
@@ -61,7 +59,7 @@ def write_to_store(f, kind: str, order: np.ndarray, info: dict) -> None:
 def record_choice(f, kind: str, why: str) -> None:
     """Say in a graph store being written which node order precompute is to use (``kind``: one kept
     under ``/order``, or ``"none"``) and why: the ``chosen`` and ``why`` attributes of ``/order``."""
-    grp = f.require_group(STORE_GROUP)
+    grp = f.require_group(ORDER_GROUP)
     grp.attrs["chosen"] = kind
     grp.attrs["why"] = why
 
@@ -71,7 +69,7 @@ def chosen_order(store) -> tuple[str, str] | None:
     or a kind of ``STORE_KINDS``; None for a store written before the choice was recorded, or with a
     damaged record (then precompute falls back to the community order, as before)."""
     try:
-        grp = store.f.get(STORE_GROUP)
+        grp = store.f.get(ORDER_GROUP)
         if grp is None or isinstance(grp, h5py.Dataset):
             return None
         kind, why = grp.attrs.get("chosen"), grp.attrs.get("why", "")
@@ -239,7 +237,7 @@ def load_from_store(store, kind: str, warn=None) -> tuple[np.ndarray, dict] | No
     ds = _kept(store, kind)
     if ds is None:
         return None
-    where = f"{store.path}: /{STORE_GROUP}/{kind}"
+    where = f"{store.path}: /{ORDER_GROUP}/{kind}"
     try:
         n = store.num_nodes
         if ds.shape != (n,) or ds.dtype.kind not in "iu":
@@ -377,7 +375,7 @@ class IngestOrder:
         self._found = self._kept = None
         inv = np.empty(len(order), dtype=np.int64)
         inv[order] = np.arange(len(order))
-        indices = f["adj/indices"]
+        indices = f[INDICES]
         info = {"near_share_before": round(near_share_windows(indptr, indices, node_order.LOCALITY_WINDOW), 4),
                 "near_share_after": round(near_share_windows(indptr, indices, node_order.LOCALITY_WINDOW, inv), 4),
                 "seconds": round(seconds, 3), "cpu_seconds": round(cpu_seconds, 3)}
@@ -395,7 +393,7 @@ def _degree_candidate(f, kind: str, memory_budget: int) -> tuple[np.ndarray | No
     """A degree order of the CSR just written to ``f`` (from ``/adj/indptr`` alone) and its figures
     (near and prefix shares before/after from evenly spaced windows of ``/adj/indices``, seconds);
     (None, {"error": why}) when its ~48 bytes per node do not fit ``memory_budget``."""
-    indptr_ds, indices = f["adj/indptr"], f["adj/indices"]
+    indptr_ds, indices = f[INDPTR], f[INDICES]
     n = int(indptr_ds.shape[0]) - 1
     if DEGREE_BYTES_PER_NODE * n > memory_budget:
         return None, {"error": f"the {kind} order needs ~{DEGREE_BYTES_PER_NODE * n / 2**30:.1f} GiB, more than "
@@ -426,7 +424,7 @@ def settle(f, mode: str, community: dict | None, memory_budget: int) -> dict | N
     when the community order does not pay (a graph without communities) and kept only when it
     pays; ``none`` records nothing (precompute decides as before). A store of at most
     ``LOCALITY_WINDOW`` nodes gets no order and no record (every gather is near)."""
-    n = int(f["adj/indptr"].shape[0]) - 1
+    n = int(f[INDPTR].shape[0]) - 1
     if mode == "none" or n <= node_order.LOCALITY_WINDOW:
         return None
     candidates = {}

@@ -202,7 +202,7 @@ class GraphStore(Artifact):
 
     def kept_order(self, kind: str) -> h5py.Dataset | None:
         """The node order of ``kind`` kept in the store at ingest (``/order/<kind>``), or None."""
-        ds = self.f.get(f"order/{kind}")
+        ds = self.f.get(order_path(kind))
         return ds if isinstance(ds, h5py.Dataset) else None
 
     def indices(self, start: int = 0, stop: int | None = None) -> np.ndarray:
@@ -391,11 +391,19 @@ class GraphStore(Artifact):
 
 # -- the layout's paths and the writer's side of it: ingest writes graph.h5 through these ------------------
 ADJ_GROUP = "adj"              # group: the CSR ``indptr`` [n+1] and ``indices`` [m] (csr_builder writes them)
+INDPTR = "adj/indptr"          # [n+1] int64 row pointer
+INDICES = "adj/indices"        # [m] int32 or int64 source ids, sorted within each row
 NODES_GROUP = "nodes"          # group of the per-node datasets below
 FEATURES = "nodes/features"    # [n, d] float32 or float16, chunked in tiles (:func:`feature_chunk_shape`)
 LABELS = "nodes/labels"        # [n] int64, -1 where unknown
 NODE_TYPE = "nodes/type"       # [n] int16, heterogeneous graphs only
 SPLITS_GROUP = "splits"        # group: ``train``, ``valid``, ``test``, sorted node ids
+ORDER_GROUP = "order"          # group: node orders kept at ingest (:func:`order_path`); attrs ``chosen``, ``why``
+
+
+def order_path(kind: str) -> str:
+    """The dataset of the node order ``kind`` kept in the store: ``order/<kind>`` [n]."""
+    return f"{ORDER_GROUP}/{kind}"
 
 
 def _no_space(e: BaseException) -> bool:
@@ -563,7 +571,7 @@ def _node_order(f: h5py.File) -> dict | None:
     """The node order ingest chose for the store (``/order`` attrs ``chosen``, ``why``; stores
     written before the choice was recorded: ``/order/community`` when kept) and its figures; None
     where there is none. A damaged record is shown as none recorded (it only ever changes speed)."""
-    grp = f.get("order")
+    grp = f.get(ORDER_GROUP)
     chosen, why = None, None
     if isinstance(grp, h5py.Group):
         try:
@@ -573,7 +581,7 @@ def _node_order(f: h5py.File) -> dict | None:
     if chosen == "none":
         return {"kind": "none", "why": str(why or "")}
     kind = chosen if chosen in ("community", "degree", "degree-bucket") else "community"
-    order = f.get(f"order/{kind}")
+    order = f.get(order_path(kind))
     if not isinstance(order, h5py.Dataset):
         return None
     out = {"kind": kind}

@@ -15,10 +15,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import h5py
 import numpy as np
 
 from gnnprep.core.progress import Progress, no_progress
+from gnnprep.precompute.features import read_scratch, write_scratch
 from gnnprep.precompute.profile import Profile, profile_path
 
 
@@ -118,17 +118,8 @@ def _bandwidths(rng, device: str) -> tuple[int, float, float, float]:
         a = rng.standard_normal((1 << 24,), dtype=np.float32)  # 64 MiB
         path = Path(tmp) / "bw.h5"
 
-        def write():
-            with h5py.File(path, "w") as f:
-                f.create_dataset("a", data=a)
-
-        t_write = _best(write)
-
-        def read():
-            with h5py.File(path, "r") as f:
-                f["a"][:]
-
-        t_read = _best(read)
+        t_write = _best(lambda: write_scratch(path, a))
+        t_read = _best(lambda: read_scratch(path))
     if device.startswith("cuda"):
         import torch
 

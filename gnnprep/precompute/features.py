@@ -5,10 +5,13 @@ operator; ``/channels/<op>/<k>`` for every operator (hard links: no copies; hop 
 every HDG channel; ``/labels`` [r]; ``/splits/{train,valid,test}`` node ids as in the graph store.
 Root attributes: ``hops``, ``operator``, ``operators`` (JSON: operator and HDG channel names),
 ``hdg_channels`` (JSON), ``plan`` (JSON), ``graph_fingerprint``, ``num_classes``, ``rows`` (``all`` or
-``labeled``), ``dtype``, ``num_nodes``, ``num_features``, ``provenance``.
+``labeled``), ``dtype``, ``num_nodes``, ``num_features``, ``normalize_features``, ``provenance``, and
+where they apply ``operator_sources`` (JSON) and ``shards`` (JSON: a sharded artifact's files).
 
 Writers: :func:`create_layout` (every dataset allocated up front, so a resumed run only writes raw
-data) and :func:`write_root`. Readers: :class:`FeatureStore`, which validates what the trainer reads
+data) and :func:`write_root`. Every other module names a dataset through :func:`hop_path` and
+:func:`channel_path` and opens these files through :func:`open_output` and :func:`open_shard`, so
+the layout is spelled here only. Readers: :class:`FeatureStore`, which validates what the trainer reads
 (rows, labels, splits, hop datasets) with one-line errors, and :func:`hop_datasets`, the hop datasets
 on a handle of their own for the trainer's block reads.
 """
@@ -34,12 +37,38 @@ from gnnprep.core.artifact import (
     register_format,
     write_root_attrs,
 )
+from gnnprep.core.directio import ALIGN
 from gnnprep.core.errors import GnnprepError, OptionError
 from gnnprep.graph.store import GraphStore, feature_chunk_rows, split_sizes
 
 FORMAT = "gnnprep.features"
 FORMAT_VERSION = FORMAT_VERSIONS[FORMAT]
 SPLITS = ("train", "valid", "test")
+HOPS = "hops"            # /hops/<k>: the first operator's hops (hard links)
+CHANNELS = "channels"    # /channels/<name>/<k>: every operator's and HDG channel's hops
+
+
+def hop_path(k: int) -> str:
+    """The dataset of hop k of the first operator (a hard link to its channel's)."""
+    return f"{HOPS}/{k}"
+
+
+def channel_path(name: str, k: int) -> str:
+    """The dataset of hop k of the operator or HDG channel ``name``."""
+    return f"{CHANNELS}/{name}/{k}"
+
+
+def open_output(path, resume: bool = False, direct: bool = False) -> h5py.File:
+    """An artifact or shard being written: ``r+`` to continue a partial file, else a new one.
+    ``direct``: every dataset 4 KiB-aligned, since hop rows are written to the file with O_DIRECT
+    (:mod:`gnnprep.core.directio`)."""
+    aligned = {"alignment_threshold": ALIGN, "alignment_interval": ALIGN} if direct else {}
+    return h5py.File(path, "r+" if resume else "w", **aligned)
+
+
+def open_shard(path) -> h5py.File:
+    """A finished shard (hops or HDG channels), read-only: the HDG pass and ``--merge`` read it."""
+    return h5py.File(path, "r")
 
 
 def create_early(group: h5py.Group, name: str, shape: tuple, dtype, chunks: tuple | None) -> h5py.Dataset:
@@ -88,7 +117,7 @@ def _create_hops(f: h5py.File, hops: int, operators: tuple[str, ...], make) -> h
     """``/channels/<op>/<k>`` for every operator and hop, each made by ``make(group, op, k)`` (hop 0
     made once and hard linked into every operator: it is X for all), ``/hops/<k>`` linked to the
     first operator's."""
-    channels = f.create_group("channels")
+    channels = f.create_group(CHANNELS)
     first = operators[0]
     for op in operators:
         g = channels.create_group(op)
@@ -98,7 +127,7 @@ def _create_hops(f: h5py.File, hops: int, operators: tuple[str, ...], make) -> h
             make(g, op, k)
     for op in operators[1:]:
         channels[op]["0"] = channels[first]["0"]
-    hop_group = f.create_group("hops")
+    hop_group = f.create_group(HOPS)
     for k in range(hops + 1):
         hop_group[str(k)] = channels[first][str(k)]
     return channels
@@ -117,25 +146,36 @@ def create_layout(f: h5py.File, store: GraphStore, out_rows: np.ndarray | None, 
     n, d = store.features.shape
     r = n if out_rows is None else len(out_rows)
     channels = _create_hops(f, hops, operators, _allocated((r, d), dtype, _hop_chunks(r, width, c, dtype)))
-    chunks = _hop_chunks(n, width, c, dtype)
-    for ch in hdg_channels:
-        g = channels.create_group(ch)
-        for k in range(hops + 1):
-            create_early(g, str(k), (n, d), dtype, chunks)
+    _create_hdg_channels(channels, hdg_channels, hops, (n, d), dtype, _hop_chunks(n, width, c, dtype))
     _rows_labels_splits(f, store, out_rows)
 
 
+def _create_hdg_channels(channels: h5py.Group, names: tuple[str, ...], hops: int, shape: tuple, dtype: str,
+                         chunks: tuple | None) -> None:
+    """``<name>/<k>`` under ``channels`` for every HDG channel and hop 0..K, allocated early."""
+    for ch in names:
+        g = channels.create_group(ch)
+        for k in range(hops + 1):
+            create_early(g, str(k), shape, dtype, chunks)
+
+
 def write_root(f: h5py.File, provenance: dict, store: GraphStore, hops: int, operators: tuple[str, ...],
-               hdg_channels: tuple[str, ...], plan: dict, rows: str, dtype: str) -> None:
-    """The root attributes of a finished artifact (written last, just before the commit)."""
+               hdg_channels: tuple[str, ...], plan: dict, rows: str, dtype: str, *, normalize_features: str,
+               operator_sources: dict | None = None, shards: list[dict] | None = None) -> None:
+    """The root attributes of a finished artifact (written last, just before the commit), and
+    the optional ones: ``operator_sources`` (JSON, with ``--operator-file`` or ``--hdg-weight``)
+    and ``shards`` (JSON, a sharded artifact's files: :func:`check_shards` reads them)."""
     n, d = store.features.shape
+    extra = {} if operator_sources is None else {"operator_sources": json.dumps(operator_sources)}
+    if shards is not None:
+        extra["shards"] = json.dumps(shards)
     write_root_attrs(f, FORMAT, FORMAT_VERSION, provenance,
                      hops=hops, operator=operators[0],
                      operators=json.dumps(list(operators) + list(hdg_channels)),
                      hdg_channels=json.dumps(list(hdg_channels)),
                      plan=json.dumps(plan), graph_fingerprint=store.fingerprint,
                      num_classes=int(store.attrs.get("num_classes", 0)), rows=rows, dtype=dtype,
-                     num_nodes=n, num_features=d)
+                     num_nodes=n, num_features=d, normalize_features=normalize_features, **extra)
 
 
 class FeatureStore(Artifact):
@@ -187,7 +227,7 @@ class FeatureStore(Artifact):
     def hop_name(self, k: int, operator: str | None = None) -> str:
         """The dataset path of hop k of ``operator`` (None or the first operator: ``hops/k``)."""
         first = self.operators()[0]
-        name = f"hops/{k}" if operator is None or operator == first else f"channels/{operator}/{k}"
+        name = hop_path(k) if operator is None or operator == first else channel_path(operator, k)
         if name not in self.f:
             raise GnnprepError(f"{self.path}: has no /{name}; expected hop {k} of operator {operator or first!r}")
         return name
@@ -331,6 +371,21 @@ def _take(dset: h5py.Dataset, positions: np.ndarray, step: int = 1 << 16) -> np.
     return out
 
 
+# -- a scratch file for ``gnnprep calibrate`` -------------------------------------------------------------
+def write_scratch(path, data: np.ndarray) -> None:
+    """``data`` as the one dataset of a scratch HDF5 file at ``path``: no artifact, the stand-in
+    whose write and read (:func:`read_scratch`) ``gnnprep calibrate`` times for the profile's HDF5
+    bandwidths, which price this module's hop writes and reads (so the h5py handle is opened here)."""
+    with h5py.File(path, "w") as f:
+        f.create_dataset("a", data=data)
+
+
+def read_scratch(path) -> np.ndarray:
+    """The dataset :func:`write_scratch` wrote at ``path``, read whole."""
+    with h5py.File(path, "r") as f:
+        return f["a"][:]
+
+
 # -- artifacts written by several ranks (torchrun; gnnprep.core.distributed) -----------------------------
 SHARD_FORMAT = "gnnprep.features-shard"
 
@@ -353,6 +408,42 @@ def create_shard_layout(f: h5py.File, rows: int, columns: int, hops: int, operat
     the operators, ``/hops/<k>`` links to the first operator's), in ``c`` column blocks of
     ``width`` (one block: contiguous, written with O_DIRECT like a one-process artifact)."""
     _create_hops(f, hops, operators, _allocated((rows, columns), dtype, _hop_chunks(rows, width, c, dtype)))
+
+
+def create_hdg_shard_layout(f: h5py.File, channels: tuple[str, ...], hops: int, rows: int, columns: int, dtype: str,
+                            c: int, width: int) -> None:
+    """Allocate a rank's HDG file: ``/channels/<channel>/<k>`` [rows, columns] for every HDG channel
+    and hop, chunked as a one-process artifact's channels (``c`` column blocks of ``width``)."""
+    _create_hdg_channels(f.create_group(CHANNELS), channels, hops, (rows, columns), dtype,
+                         _hop_chunks(rows, width, c, dtype))
+
+
+def publish_hdg_channels(f: h5py.File, n: int, d: int, hops: int, channels: tuple[str, ...], dtype: str,
+                         shards: list[dict], merge_from: Path | None, c: int, width: int,
+                         row_bytes: int = 64 << 20) -> None:
+    """The published ``/channels/<channel>/<k>`` [n, d] of a sharded run: HDF5 virtual datasets over
+    the ranks' HDG files (relative names, as the hops), or with ``merge_from`` (their folder) copies
+    of them, chunked as a one-process artifact's (``c`` column blocks of ``width``)."""
+    group = f[CHANNELS]
+    for ch in channels:
+        g = group.create_group(ch)
+        for k in range(hops + 1):
+            name = channel_path(ch, k)
+            if merge_from is None:
+                layout = h5py.VirtualLayout(shape=(n, d), dtype=np.dtype(dtype))
+                for s in shards:
+                    c0, c1 = s["columns"]
+                    layout[:, c0:c1] = h5py.VirtualSource(s["file"], name, shape=(n, c1 - c0), dtype=np.dtype(dtype))
+                g.create_virtual_dataset(str(k), layout, fillvalue=np.nan)
+                continue
+            ds = create_early(g, str(k), (n, d), dtype, _hop_chunks(n, width, c, dtype))
+            for s in shards:
+                c0, c1 = s["columns"]
+                with open_shard(merge_from / s["file"]) as src:
+                    a = src[name]
+                    step = max(1, row_bytes // max(1, (c1 - c0) * a.dtype.itemsize))
+                    for p0 in range(0, n, step):
+                        ds[p0:min(n, p0 + step), c0:c1] = a[p0:min(n, p0 + step)]
 
 
 def write_shard_root(f: h5py.File, provenance: dict, shard: dict) -> None:
@@ -401,7 +492,7 @@ def create_virtual_layout(f: h5py.File, store: GraphStore, out_rows: np.ndarray 
         layout = h5py.VirtualLayout(shape=(r, d), dtype=np.dtype(dtype))
         for s in shards:
             c0, c1 = s["columns"]
-            layout[:, c0:c1] = h5py.VirtualSource(s["file"], f"channels/{op}/{k}", shape=(r, c1 - c0),
+            layout[:, c0:c1] = h5py.VirtualSource(s["file"], channel_path(op, k), shape=(r, c1 - c0),
                                                   dtype=np.dtype(dtype))
         g.create_virtual_dataset(str(k), layout, fillvalue=np.nan)
 
@@ -417,10 +508,10 @@ def merge_shards(f: h5py.File, store: GraphStore, out_rows: np.ndarray | None, h
 
     create_layout(f, store, out_rows, hops, operators, dtype, c, width)
     first = operators[0]
-    names = [f"channels/{first}/0"] + [f"channels/{op}/{k}" for op in operators for k in range(1, hops + 1)]
+    names = [channel_path(first, 0)] + [channel_path(op, k) for op in operators for k in range(1, hops + 1)]
     for s in shards:
         c0, c1 = s["columns"]
-        with h5py.File(Path(folder) / s["file"], "r") as src:
+        with open_shard(Path(folder) / s["file"]) as src:
             for name in names:
                 a, b = src[name], f[name]
                 step = max(1, row_bytes // max(1, (c1 - c0) * a.dtype.itemsize))

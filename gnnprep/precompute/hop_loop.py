@@ -15,11 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import h5py
 import numpy as np
 
 from gnnprep.core.artifact import Timer
-from gnnprep.core.directio import ALIGN
 from gnnprep.core.memory import disk_read_bytes, empty_pages
 from gnnprep.core.output import ResumableOutput
 from gnnprep.core.progress import Progress
@@ -129,8 +127,7 @@ class HopRun:
     def execute(self) -> PrecomputeReport:
         config = self.config
         # 4 KiB-aligned datasets: hop rows are written to the file with O_DIRECT (gnnprep.core.directio)
-        self.f = h5py.File(self.out.partial, "r+" if self.out.resumed else "w", alignment_threshold=ALIGN,
-                           alignment_interval=ALIGN)
+        self.f = fa.open_output(self.out.partial, resume=self.out.resumed, direct=True)
         try:
             if not self.out.resumed and self.shard is not None:
                 s0, s1 = self.shard["columns"]
@@ -201,7 +198,7 @@ class HopRun:
         for p0 in range(0, self.r, self.step):
             p1 = min(self.r, p0 + self.step)
             part = x_block[p0:p1] if rows is None else Gather(x_block, rows[p0:p1])
-            self.writer.put(self.f["hops/0"], p0, p1, c0 - self.col0, c1 - self.col0, part)
+            self.writer.put(self.f[fa.hop_path(0)], p0, p1, c0 - self.col0, c1 - self.col0, part)
         self.done.add(("x", j, 0))
         return x_block, (("x", j, 0), self.writer.issued)
 
@@ -211,7 +208,7 @@ class HopRun:
         if todo[0] > 1 and self.job.out_rows is None:
             # resume: the last finished hop of this block is in the artifact
             src = empty_pages((self.n, c1 - c0))
-            src[:] = self.f[f"channels/{name}/{todo[0] - 1}"][:, c0 - self.col0:c1 - self.col0]
+            src[:] = self.f[fa.channel_path(name, todo[0] - 1)][:, c0 - self.col0:c1 - self.col0]
             start_k = todo[0]
         else:
             src = x_block if x_block is not None else self._load_x(c0, c1)
@@ -229,7 +226,7 @@ class HopRun:
         for k in range(start_k, self.config.hops + 1):
             t0, r0 = time.perf_counter(), disk_read_bytes()
             write = (name, j, k) not in self.done
-            ds = self.f[f"channels/{name}/{k}"]
+            ds = self.f[fa.channel_path(name, k)]
             pruned = self.job.out_rows is not None and be.selects_rows
             if be.op.restart:
                 seq = self._diffusion_hop(be, ds, write, cur, nxt, c0, c1)
@@ -419,10 +416,10 @@ class HopRun:
             for j, (c0, c1) in enumerate(self.cols):
                 if ("hdg", j, k) in self.done:
                     continue
-                x = self.f[f"hops/{k}"][:, c0:c1].astype(np.float32, copy=False)
+                x = self.f[fa.hop_path(k)][:, c0:c1].astype(np.float32, copy=False)
                 hdg = self.job.hdg if self.job.hdg_weight is None else self.job.hdg_weight[1]
                 for ch, arr in aggregate(hdg, x, config.hdg_reduce).items():
-                    self.f[f"channels/{ch}/{k}"][:, c0:c1] = arr.astype(config.dtype, copy=False)
+                    self.f[fa.channel_path(ch, k)][:, c0:c1] = arr.astype(config.dtype, copy=False)
                 self.f.flush()
                 self._mark(("hdg", j, k))
 
@@ -433,12 +430,8 @@ class HopRun:
             fa.write_shard_root(self.f, provenance, self.shard)
             return
         fa.write_root(self.f, provenance, self.store, config.hops, tuple(config.operators), job.hdg_channels,
-                      self.plan.to_dict(), config.rows, config.dtype)
-        self.f.attrs["normalize_features"] = config.normalize_features
-        if job.user or job.hdg_weight is not None:
-            import json
-
-            self.f.attrs["operator_sources"] = json.dumps(self.operator_sources())
+                      self.plan.to_dict(), config.rows, config.dtype, normalize_features=config.normalize_features,
+                      operator_sources=self.operator_sources() if job.user or job.hdg_weight is not None else None)
 
     def provenance(self) -> dict:
         """The run's provenance (the artifact's ``provenance`` attribute)."""

@@ -40,7 +40,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import h5py
 import numpy as np
 
 from gnnprep.core import device as devices
@@ -54,7 +53,7 @@ from gnnprep.core.output import (
     refuse_input_as_output,
 )
 from gnnprep.core.progress import Progress, Warn, no_progress, no_warning
-from gnnprep.graph.store import GraphStore, feature_chunk_rows
+from gnnprep.graph.store import GraphStore
 from gnnprep.precompute import features as fa
 from gnnprep.precompute.config import PrecomputeConfig, PrecomputeReport
 from gnnprep.precompute.hop_loop import HopRun, operator_sources
@@ -192,12 +191,6 @@ def _hdg_shard_name(output_name: str, rank: int, ranks: int, key: str) -> str:
     return fa.shard_name(output_name, rank, ranks, hashlib.sha256(f"{key}:hdg".encode()).hexdigest())
 
 
-def _channel_chunks(n: int, width: int, c: int, dtype: str) -> tuple | None:
-    """Chunks of an HDG channel's dataset as a one-process artifact lays them out: one column block
-    contiguous, else chunks one block wide of about 1 MiB."""
-    return None if c == 1 else (min(max(n, 1), feature_chunk_rows(width, np.dtype(dtype).itemsize)), width)
-
-
 def _hdg_shard(store: GraphStore, job, hop_shard: Path, path: Path, shard: dict, graph_path, progress: Progress,
                command: str, stack) -> dict:
     """This rank's HDG channels: ``/channels/<channel>/<k>`` [n, C1 − C0] = HDG_channel(S^k X) over
@@ -226,14 +219,9 @@ def _hdg_shard(store: GraphStore, job, hop_shard: Path, path: Path, shard: dict,
     hdg = job.hdg if job.hdg_weight is None else job.hdg_weight[1]
     resumed, total = len(out.done), len(cols) * (cfg.hops + 1)
     with out.writing(needed):
-        with h5py.File(out.partial, "r+" if out.resumed else "w") as f, h5py.File(hop_shard, "r") as hops:
+        with fa.open_output(out.partial, resume=out.resumed) as f, fa.open_shard(hop_shard) as hops:
             if not out.resumed:
-                group = f.create_group("channels")
-                for ch in channels:
-                    g = group.create_group(ch)
-                    for k in range(cfg.hops + 1):
-                        fa.create_early(g, str(k), (n, s1 - s0), cfg.dtype, _channel_chunks(n, width, len(cols),
-                                                                                           cfg.dtype))
+                fa.create_hdg_shard_layout(f, channels, cfg.hops, n, s1 - s0, cfg.dtype, len(cols), width)
                 f.flush()
             done_units = set(out.done)
             progress("hdg units", len(done_units), total)
@@ -241,9 +229,9 @@ def _hdg_shard(store: GraphStore, job, hop_shard: Path, path: Path, shard: dict,
                 for j, (c0, c1) in enumerate(cols):
                     if ("hdg", j, k) in done_units:
                         continue
-                    x = hops[f"hops/{k}"][:, c0 - s0:c1 - s0].astype(np.float32, copy=False)
+                    x = hops[fa.hop_path(k)][:, c0 - s0:c1 - s0].astype(np.float32, copy=False)
                     for ch, arr in aggregate(hdg, x, cfg.hdg_reduce).items():
-                        f[f"channels/{ch}/{k}"][:, c0 - s0:c1 - s0] = arr.astype(cfg.dtype, copy=False)
+                        f[fa.channel_path(ch, k)][:, c0 - s0:c1 - s0] = arr.astype(cfg.dtype, copy=False)
                     out.mark(("hdg", j, k), f)
                     progress("hdg units", len(out.done), total)
             provenance = {"command": command or "precompute", "hdg": str(cfg.hdg), "hdg_reduce": cfg.hdg_reduce,
@@ -253,39 +241,240 @@ def _hdg_shard(store: GraphStore, job, hop_shard: Path, path: Path, shard: dict,
     return {**entry, "bytes": path.stat().st_size, "resumed_units": resumed}
 
 
-def _hdg_layout(f, n: int, d: int, hops: int, channels: tuple[str, ...], dtype: str, shards: list[dict],
-                merge_from: Path | None, c: int, width: int, row_bytes: int = 64 << 20) -> None:
-    """The published ``/channels/<channel>/<k>`` [n, d]: HDF5 virtual datasets over the ranks' HDG
-    files (relative names, as the hops), or with ``merge_from`` (their folder) copies of them."""
-    group = f["channels"]
-    for ch in channels:
-        g = group.create_group(ch)
-        for k in range(hops + 1):
-            name = f"channels/{ch}/{k}"
-            if merge_from is None:
-                layout = h5py.VirtualLayout(shape=(n, d), dtype=np.dtype(dtype))
-                for s in shards:
-                    c0, c1 = s["columns"]
-                    layout[:, c0:c1] = h5py.VirtualSource(s["file"], name, shape=(n, c1 - c0), dtype=np.dtype(dtype))
-                g.create_virtual_dataset(str(k), layout, fillvalue=np.nan)
-                continue
-            ds = fa.create_early(g, str(k), (n, d), dtype, _channel_chunks(n, width, c, dtype))
-            for s in shards:
-                c0, c1 = s["columns"]
-                with h5py.File(merge_from / s["file"], "r") as src:
-                    a = src[name]
-                    step = max(1, row_bytes // max(1, (c1 - c0) * a.dtype.itemsize))
-                    for p0 in range(0, n, step):
-                        ds[p0:min(n, p0 + step), c0:c1] = a[p0:min(n, p0 + step)]
+class _RankRun:
+    """One rank's run in the phases of a one-process run (:func:`gnnprep.precompute.run.precompute`):
+    :meth:`prepare` (the job, this rank's partial shard) → :meth:`agree` (the column blocks) →
+    :meth:`compute` (this rank's shard) → :meth:`publish` (rank 0) → :meth:`report`. Every phase
+    ends with an exchange of the ranks' outcomes or proposals, the same ones in the same order on
+    every rank, so a failure anywhere is one error everywhere (:meth:`gnnprep.core.distributed.Dist.step`)."""
+
+    def __init__(self, graph_path, output: Path, dist, merge: bool, progress: Progress, command: str, warn: Warn,
+                 t_start: float, stack):
+        self.graph_path, self.output, self.dist, self.merge = graph_path, output, dist, merge
+        self.progress, self.command, self.warn, self.t_start, self.stack = progress, command, warn, t_start, stack
+        self.rank, self.ranks = dist.rank, dist.world
+        self.warnings: list[str] = []
+
+    def say(self, message: str) -> None:
+        self.warnings.append(message)
+        self.warn(message if self.dist.is_root else f"rank {self.rank}: {message}")
+
+    # -- prepare ---------------------------------------------------------------------------------------
+    def prepare(self, config: PrecomputeConfig) -> None:
+        """Every rank's job under its own budget (``--hag auto``: rank 0 decides, building the cached
+        HAG once, and the others use its choice), then this rank's shard opened for resuming."""
+        dist = self.dist
+        if config.hag == "auto":
+            first = dist.step(self._job, config) if dist.is_root else dist.step(lambda: None)
+            chosen = dist.gather(str(first[1].hag_path) if dist.is_root and first[1].hag_path else None)[0]
+            later = dist.step(lambda: None) if dist.is_root else dist.step(self._job, dataclasses.replace(config, hag=chosen))
+            self.store, self.job, self.key = first if dist.is_root else later
+        else:
+            self.store, self.job, self.key = dist.step(self._job, config)
+        self.cfg = self.job.config
+        self.d = self.store.features.shape[1]
+        self.shard_path = self.output.with_name(fa.shard_name(self.output.name, self.rank, self.ranks, self.key))
+        self.shard_key = f"{self.key}-{self.rank}-of-{self.ranks}"
+        self.out, self.done, self.layout = dist.step(self._open_shard)
+
+    def _job(self, config: PrecomputeConfig):
+        """(store, job, run key) of this rank; every operator is checked before anything is written."""
+        config.check()
+        device = _rank_device(config, self.dist)
+        backend = config.backend_for(device)
+        cfg = _rank_config(config, device, self.dist)
+        refuse_input_as_output(self.output, [self.graph_path])
+        check_output_path(self.output)
+        store = self.stack.enter_context(GraphStore(self.graph_path))
+        job = prepare_job(store, cfg, device, backend, warn=self.say)
+        for name in job.config.operators:  # refuse before anything is written
+            if name not in job.user:
+                make_operator(name, np.zeros(1), store.symmetric)
+        return store, job, run_key(store, job)
+
+    def _open_shard(self):
+        """(the resumable shard, its ``shard`` attribute when complete from an earlier run of the
+        same inputs else None, the layout it was written with: width, columns); Nones for a dry run."""
+        if self.cfg.dry_run:
+            return None, None, None
+        done = fa.read_shard_attr(self.shard_path) if self.shard_path.exists() else None
+        done = done if done is not None and done.get("key") == self.shard_key else None
+        out = ResumableOutput(self.shard_path, self.shard_key, [self.graph_path])
+        self.stack.callback(out.close, True)  # an error or interrupt keeps the partial shard (idempotent)
+        stored = json.loads(out.state.get("plan", "{}")) if out.resumed else {}
+        stored = {**stored, "columns": out.state.get("columns")} if done is None else done
+        return out, done, stored
+
+    # -- plan: agree on the column blocks -------------------------------------------------------------
+    def agree(self) -> None:
+        """The column width every rank uses (:func:`_agree_width`), the plan kept to it, and this
+        rank's columns; a partial shard laid out with another width or columns starts afresh."""
+        dist, job, cfg, d, rank, ranks, out = self.dist, self.job, self.cfg, self.d, self.rank, self.ranks, self.out
+        stored_columns, stored = (self.layout or {}).get("columns"), (self.layout or {}).get("width")
+        proposals = dist.gather({"key": self.key, "width": job.plan.width, "stored": stored})
+        if len({p["key"] for p in proposals}) > 1:
+            raise RankFailed(f"{self.output}: the ranks read different inputs (run keys "
+                             f"{', '.join(sorted({p['key'] for p in proposals}))}); every rank needs the same graph "
+                             "store and options (a shared filesystem for multi-node runs)")
+        tile = _x_tile(self.store)
+        self.width = width = _agree_width(proposals, d, ranks, tile)
+        self.c = c = len(column_blocks(d, width))
+        if dist.is_root and cfg.blocks is not None and c > cfg.blocks[2] and not any(p["stored"] for p in proposals):
+            self.say(f"--blocks {','.join(map(str, cfg.blocks))}: {c} column blocks instead of {cfg.blocks[2]}, so "
+                     f"that each of the {ranks} ranks has columns")
+        job.plan = keep_columns(job.plan, job.problem, job.profile, c, width)
+        self.columns = columns = _rank_columns(d, width, rank, ranks, tile)
+        if stored is not None and self.done is None and "columns" not in out.state:
+            stored_columns = _rank_columns(d, stored, rank, ranks)  # a partial shard of the even split (no tiles)
+        moved = stored_columns is not None and (columns is None or list(stored_columns) != list(columns))
+        if (stored is not None and stored != width) or moved:  # laid out otherwise: start this shard afresh
+            self.say(f"{self.shard_path.name}: the job's column width is {width}, this shard's was {stored}; "
+                     "recomputed" if stored != width else f"{self.shard_path.name}: this rank's columns are "
+                     f"{columns}, this shard's were {stored_columns}; recomputed")
+            self.done = None
+            out.discard_partial()
+            out.done, out.resumed, out.state = [], False, {"key": self.shard_key, "done": []}
+
+    def dry_report(self) -> ShardedReport:
+        """A dry run's report: the plan this rank would run, nothing written."""
+        job, cfg = self.job, self.cfg
+        if job.copy is not None:
+            job.copy.close()
+        return ShardedReport(str(self.output), job.plan, cfg.hops, tuple(cfg.operators),
+                             job.problem.out_rows, cfg.dtype, (), 0.0, job.plan.predicted_peak, None,
+                             job.baseline, 0, dry_run=True, hop_entries=tuple(job.problem.hop_entries),
+                             decisions=job.decisions or None, ranks=self.ranks, hag=job.hag_info)
+
+    # -- compute this rank's shard ------------------------------------------------------------------------
+    def compute(self) -> None:
+        """This rank's shard (its hops, then with ``--hdg`` its HDG file); every rank learns every
+        rank's outcome (``infos``) and the shard entries the artifact will list."""
+        job, out, cfg = self.job, self.out, self.cfg
+        out.state["plan"] = json.dumps({k: job.plan.to_dict()[k] for k in ("a", "b", "c", "width")})
+        out.state["columns"] = list(self.columns) if self.columns else None
+        self.hdg_path = self.output.with_name(_hdg_shard_name(self.output.name, self.rank, self.ranks, self.key))
+        self.hop_job = dataclasses.replace(job, hdg=None, hdg_channels=(), hdg_weight=None) \
+            if job.hdg is not None else job
+        infos = self.infos = self.dist.step(self._shard, share=True)
+        self.shards = [{k: i[k] for k in ("file", "rank", "columns", "bytes", "key")} for i in infos if i["file"]]
+        self.hdg_shards = [{**i["hdg"], "rank": i["rank"], "columns": i["columns"]} for i in infos if i["hdg"]]
+        self.plan = {**job.plan.to_dict(), "ranks": self.ranks}
+        self.hop_seconds = tuple(round(max(i["hop_seconds"][k] for i in infos), 4) for k in range(cfg.hops + 1))
+        self.reorder_info = next((i["reorder"] for i in infos if i["reorder"] is not None), None)
+
+    def _shard(self) -> dict:
+        """This rank's outcome: its shard file, columns, bytes, seconds, peak, resumed units, ``skipped``
+        (complete from an earlier run), X bytes read, and its HDG file's entry."""
+        store, job, cfg, out, columns = self.store, self.job, self.cfg, self.out, self.columns
+        info = {"rank": self.rank, "file": None, "columns": list(columns) if columns else None, "key": self.shard_key,
+                "bytes": 0, "seconds": 0.0, "hop_seconds": [0.0] * (cfg.hops + 1), "measured_peak_bytes": None,
+                "resumed_units": 0, "skipped": False, "reorder": None, "x_bytes_read": 0, "x_disk_read_bytes": None,
+                "hdg": None}
+        shard = {"key": self.shard_key, "run_key": self.key, "rank": self.rank, "ranks": self.ranks,
+                 "columns": list(columns or ()), "width": self.width, "c": self.c}
+        if columns is None or self.done is not None:
+            out.close(keep=False)
+            if columns is not None:
+                info.update(file=self.shard_path.name, bytes=self.shard_path.stat().st_size, skipped=True)
+                if job.hdg is not None:
+                    info["hdg"] = self._hdg(shard)
+            return info
+        meter = PeakMeter().start()
+        job.baseline = meter.baseline
+        shard_bytes = fa.disk_bytes(job.problem.out_rows, store.num_nodes, columns[1] - columns[0], cfg.hops,
+                                    len(cfg.operators), cfg.dtype)
+        out.check_room(shard_bytes)
+        try:
+            with out.writing(shard_bytes):
+                report = HopRun(store, out, self.hop_job, _stall_for_tests(self.progress, self.rank), self.command,
+                                self.t_start, shard=shard).execute()
+        except GnnprepError as e:
+            raise _global_column(e, columns[0]) from None
+        info.update(file=self.shard_path.name, bytes=self.shard_path.stat().st_size, seconds=report.seconds,
+                    hop_seconds=list(report.hop_seconds), measured_peak_bytes=meter.above(),
+                    resumed_units=report.resumed_units, reorder=report.reorder,
+                    x_bytes_read=store.feature_bytes_read,
+                    x_disk_read_bytes=None if report.hop_disk_read_bytes is None else report.hop_disk_read_bytes[0])
+        if job.hdg is not None:
+            info["hdg"] = self._hdg(shard)
+            info["measured_peak_bytes"] = meter.above()
+        return info
+
+    def _hdg(self, shard: dict) -> dict:
+        return _hdg_shard(self.store, self.job, self.shard_path, self.hdg_path, shard, self.graph_path, self.progress,
+                          self.command, self.stack)
+
+    # -- publish ----------------------------------------------------------------------------------------
+    def publish(self) -> None:
+        """Rank 0 writes ``output`` over the shards once every rank succeeded; the others wait."""
+        self.dist.step(self._publish)
+
+    def _publish(self) -> None:
+        """The artifact: virtual datasets over the shards, or with ``--merge`` one self-contained
+        file; then the shard files it does not read are removed."""
+        if not self.dist.is_root:
+            return
+        cfg, job, store, merge, output = self.cfg, self.job, self.store, self.merge, self.output
+        provenance = self._provenance()
+        ops = tuple(cfg.operators)
+        with atomic_output(output, [self.graph_path]) as tmp:
+            with fa.open_output(tmp) as f:
+                if merge:
+                    fa.merge_shards(f, store, job.out_rows, cfg.hops, ops, cfg.dtype, self.c, self.width,
+                                    output.parent, self.shards)
+                else:
+                    fa.create_virtual_layout(f, store, job.out_rows, cfg.hops, ops, cfg.dtype, self.shards)
+                if job.hdg is not None:
+                    fa.publish_hdg_channels(f, store.num_nodes, self.d, cfg.hops, job.hdg_channels, cfg.dtype,
+                                            self.hdg_shards, output.parent if merge else None, self.c, self.width)
+                fa.write_root(f, provenance, store, cfg.hops, ops, job.hdg_channels, self.plan, cfg.rows, cfg.dtype,
+                              normalize_features=cfg.normalize_features,
+                              operator_sources=operator_sources(job) if job.user or job.hdg_weight is not None
+                              else None,
+                              shards=None if merge else self.shards + self.hdg_shards)
+        fa.sweep_shards(output, keep=() if merge else {s["file"] for s in self.shards + self.hdg_shards})
+
+    def _provenance(self) -> dict:
+        """The published artifact's provenance: a one-process run's, plus the ranks and their timings."""
+        cfg, job, store = self.cfg, self.job, self.store
+        return {
+            "command": self.command or "precompute",
+            "parameters": {**dataclasses.asdict(cfg), "device": job.device, "backend": job.backend,
+                           "ranks": self.ranks, "merge": self.merge},
+            "inputs": [{"path": str(Path(store.path).absolute()), "graph_fingerprint": store.fingerprint}],
+            "plan": self.plan,
+            "timings": {"hop_seconds": list(self.hop_seconds),
+                        "ranks": [{k: i[k] for k in ("rank", "columns", "seconds", "hop_seconds",
+                                                     "measured_peak_bytes", "resumed_units", "skipped")}
+                                  for i in self.infos]},
+            "reorder": None if self.reorder_info is None else self.reorder_info.to_dict(),
+            **({"operator_sources": operator_sources(job)} if job.user or job.hdg_weight is not None else {}),
+        }
+
+    # -- report -----------------------------------------------------------------------------------------
+    def report(self) -> ShardedReport:
+        """Rank 0's view of the job (every rank returns the same shard entries)."""
+        job, cfg, infos = self.job, self.cfg, self.infos
+        peaks = [i["measured_peak_bytes"] for i in infos if i["measured_peak_bytes"] is not None]
+        return ShardedReport(
+            output=str(self.output), plan=job.plan, hops=cfg.hops, operators=tuple(cfg.operators),
+            rows=job.problem.out_rows, dtype=cfg.dtype, hop_seconds=self.hop_seconds,
+            seconds=round(time.perf_counter() - self.t_start, 3), predicted_peak_bytes=job.plan.predicted_peak,
+            measured_peak_bytes=max(peaks) if peaks else None, baseline_rss_bytes=job.baseline,
+            resumed_units=sum(i["resumed_units"] for i in infos), reorder=self.reorder_info,
+            warnings=tuple(self.warnings), hop_entries=tuple(job.problem.hop_entries), ranks=self.ranks,
+            hag=job.hag_info, shards=tuple({k: v for k, v in i.items() if k != "reorder"} for i in infos),
+            merged=self.merge)
 
 
 def precompute_sharded(graph_path, output, config: PrecomputeConfig, dist, merge: bool = False,
                        progress: Progress = no_progress, command: str = "", warn: Warn = no_warning
                        ) -> PrecomputeReport:
-    """One rank of a torchrun job: plan → agree on the column blocks → this rank's shard →
-    (rank 0, once every rank succeeded) publish ``output``. Each phase ends with an exchange of the
-    ranks' outcomes (:meth:`gnnprep.core.distributed.Dist.step`), so a failure anywhere is the same
-    one-line error on every rank and nothing is published.
+    """One rank of a torchrun job, shaped like a one-process run (:class:`_RankRun`): prepare →
+    agree on the column blocks → this rank's shard → (rank 0, once every rank succeeded) publish
+    ``output`` → report. Each phase ends with an exchange of the ranks' outcomes
+    (:meth:`gnnprep.core.distributed.Dist.step`), so a failure anywhere is the same one-line error
+    on every rank and nothing is published.
 
     ``--hag``: every rank runs its column blocks through the same HAG (an aggregation node's sums
     are per column, so a column's result does not depend on which others are computed with it);
@@ -297,173 +486,12 @@ def precompute_sharded(graph_path, output, config: PrecomputeConfig, dist, merge
 
     t_start = time.perf_counter()
     dist.start()
-    output = Path(output).absolute()
-    rank, ranks = dist.rank, dist.world
-    warnings: list[str] = []
-
-    def say(message: str) -> None:
-        warnings.append(message)
-        warn(message if dist.is_root else f"rank {rank}: {message}")
-
     with ExitStack() as stack:
-        def prepare(config=config):
-            config.check()
-            device = _rank_device(config, dist)
-            backend = config.backend_for(device)
-            cfg = _rank_config(config, device, dist)
-            refuse_input_as_output(output, [graph_path])
-            check_output_path(output)
-            store = stack.enter_context(GraphStore(graph_path))
-            job = prepare_job(store, cfg, device, backend, warn=say)
-            for name in job.config.operators:  # refuse before anything is written
-                if name not in job.user:
-                    make_operator(name, np.zeros(1), store.symmetric)
-            return store, job, run_key(store, job)
-
-        if config.hag == "auto":  # rank 0 decides (and builds the cached HAG once); the others follow
-            first = dist.step(prepare) if dist.is_root else dist.step(lambda: None)
-            chosen = dist.gather(str(first[1].hag_path) if dist.is_root and first[1].hag_path else None)[0]
-            later = dist.step(lambda: None) if dist.is_root else dist.step(prepare, dataclasses.replace(config, hag=chosen))
-            store, job, key = first if dist.is_root else later
-        else:
-            store, job, key = dist.step(prepare)
-        cfg = job.config
-        d = store.features.shape[1]
-        shard_path = output.with_name(fa.shard_name(output.name, rank, ranks, key))
-        shard_key = f"{key}-{rank}-of-{ranks}"
-
-        def open_shard():
-            if cfg.dry_run:
-                return None, None, None
-            done = fa.read_shard_attr(shard_path) if shard_path.exists() else None
-            done = done if done is not None and done.get("key") == shard_key else None
-            out = ResumableOutput(shard_path, shard_key, [graph_path])
-            stack.callback(out.close, True)  # an error or interrupt keeps the partial shard (idempotent)
-            stored = json.loads(out.state.get("plan", "{}")) if out.resumed else {}
-            stored = {**stored, "columns": out.state.get("columns")} if done is None else done
-            return out, done, stored
-
-        out, done, stored = dist.step(open_shard)
-        stored_columns, stored = (stored or {}).get("columns"), (stored or {}).get("width")
-        proposals = dist.gather({"key": key, "width": job.plan.width, "stored": stored})
-        if len({p["key"] for p in proposals}) > 1:
-            raise RankFailed(f"{output}: the ranks read different inputs (run keys "
-                             f"{', '.join(sorted({p['key'] for p in proposals}))}); every rank needs the same graph "
-                             "store and options (a shared filesystem for multi-node runs)")
-        tile = _x_tile(store)
-        width = _agree_width(proposals, d, ranks, tile)
-        c = len(column_blocks(d, width))
-        if dist.is_root and cfg.blocks is not None and c > cfg.blocks[2] and not any(p["stored"] for p in proposals):
-            say(f"--blocks {','.join(map(str, cfg.blocks))}: {c} column blocks instead of {cfg.blocks[2]}, so "
-                f"that each of the {ranks} ranks has columns")
-        job.plan = keep_columns(job.plan, job.problem, job.profile, c, width)
-        columns = _rank_columns(d, width, rank, ranks, tile)
-        if stored is not None and done is None and "columns" not in out.state:
-            stored_columns = _rank_columns(d, stored, rank, ranks)  # a partial shard of the even split (no tiles)
-        moved = stored_columns is not None and (columns is None or list(stored_columns) != list(columns))
-        if (stored is not None and stored != width) or moved:  # laid out otherwise: start this shard afresh
-            say(f"{shard_path.name}: the job's column width is {width}, this shard's was {stored}; recomputed"
-                if stored != width else f"{shard_path.name}: this rank's columns are {columns}, this shard's were "
-                f"{stored_columns}; recomputed")
-            done = None
-            out.discard_partial()
-            out.done, out.resumed, out.state = [], False, {"key": shard_key, "done": []}
-        if cfg.dry_run:
-            if job.copy is not None:
-                job.copy.close()
-            return ShardedReport(str(output), job.plan, cfg.hops, tuple(cfg.operators),
-                                 job.problem.out_rows, cfg.dtype, (), 0.0, job.plan.predicted_peak, None,
-                                 job.baseline, 0, dry_run=True, hop_entries=tuple(job.problem.hop_entries),
-                                 decisions=job.decisions or None, ranks=ranks, hag=job.hag_info)
-        out.state["plan"] = json.dumps({k: job.plan.to_dict()[k] for k in ("a", "b", "c", "width")})
-        out.state["columns"] = list(columns) if columns else None
-        hdg_path = output.with_name(_hdg_shard_name(output.name, rank, ranks, key))
-        hop_job = dataclasses.replace(job, hdg=None, hdg_channels=(), hdg_weight=None) if job.hdg is not None else job
-
-        def compute() -> dict:
-            info = {"rank": rank, "file": None, "columns": list(columns) if columns else None, "key": shard_key,
-                    "bytes": 0, "seconds": 0.0, "hop_seconds": [0.0] * (cfg.hops + 1), "measured_peak_bytes": None,
-                    "resumed_units": 0, "skipped": False, "reorder": None, "x_bytes_read": 0, "x_disk_read_bytes": None,
-                    "hdg": None}
-            shard = {"key": shard_key, "run_key": key, "rank": rank, "ranks": ranks, "columns": list(columns or ()),
-                     "width": width, "c": c}
-            if columns is None or done is not None:
-                out.close(keep=False)
-                if columns is not None:
-                    info.update(file=shard_path.name, bytes=shard_path.stat().st_size, skipped=True)
-                    if job.hdg is not None:
-                        info["hdg"] = _hdg_shard(store, job, shard_path, hdg_path, shard, graph_path, progress,
-                                                 command, stack)
-                return info
-            meter = PeakMeter().start()
-            job.baseline = meter.baseline
-            shard_bytes = fa.disk_bytes(job.problem.out_rows, store.num_nodes, columns[1] - columns[0], cfg.hops,
-                                        len(cfg.operators), cfg.dtype)
-            out.check_room(shard_bytes)
-            try:
-                with out.writing(shard_bytes):
-                    report = HopRun(store, out, hop_job, _stall_for_tests(progress, rank), command, t_start,
-                                    shard=shard).execute()
-            except GnnprepError as e:
-                raise _global_column(e, columns[0]) from None
-            info.update(file=shard_path.name, bytes=shard_path.stat().st_size, seconds=report.seconds,
-                        hop_seconds=list(report.hop_seconds), measured_peak_bytes=meter.above(),
-                        resumed_units=report.resumed_units, reorder=report.reorder,
-                        x_bytes_read=store.feature_bytes_read,
-                        x_disk_read_bytes=None if report.hop_disk_read_bytes is None else report.hop_disk_read_bytes[0])
-            if job.hdg is not None:
-                info["hdg"] = _hdg_shard(store, job, shard_path, hdg_path, shard, graph_path, progress, command, stack)
-                info["measured_peak_bytes"] = meter.above()
-            return info
-
-        infos = dist.step(compute, share=True)
-        shards = [{k: i[k] for k in ("file", "rank", "columns", "bytes", "key")} for i in infos if i["file"]]
-        hdg_shards = [{**i["hdg"], "rank": i["rank"], "columns": i["columns"]} for i in infos if i["hdg"]]
-        plan = {**job.plan.to_dict(), "ranks": ranks}
-        hop_seconds = tuple(round(max(i["hop_seconds"][k] for i in infos), 4) for k in range(cfg.hops + 1))
-        reorder_info = next((i["reorder"] for i in infos if i["reorder"] is not None), None)
-
-        def publish() -> None:
-            if not dist.is_root:
-                return
-            provenance = {
-                "command": command or "precompute",
-                "parameters": {**dataclasses.asdict(cfg), "device": job.device, "backend": job.backend,
-                               "ranks": ranks, "merge": merge},
-                "inputs": [{"path": str(Path(store.path).absolute()), "graph_fingerprint": store.fingerprint}],
-                "plan": plan,
-                "timings": {"hop_seconds": list(hop_seconds),
-                            "ranks": [{k: i[k] for k in ("rank", "columns", "seconds", "hop_seconds",
-                                                         "measured_peak_bytes", "resumed_units", "skipped")}
-                                      for i in infos]},
-                "reorder": None if reorder_info is None else reorder_info.to_dict(),
-                **({"operator_sources": operator_sources(job)} if job.user or job.hdg_weight is not None else {}),
-            }
-            ops = tuple(cfg.operators)
-            with atomic_output(output, [graph_path]) as tmp:
-                with h5py.File(tmp, "w") as f:
-                    if merge:
-                        fa.merge_shards(f, store, job.out_rows, cfg.hops, ops, cfg.dtype, c, width, output.parent,
-                                        shards)
-                    else:
-                        fa.create_virtual_layout(f, store, job.out_rows, cfg.hops, ops, cfg.dtype, shards)
-                    if job.hdg is not None:
-                        _hdg_layout(f, store.num_nodes, d, cfg.hops, job.hdg_channels, cfg.dtype, hdg_shards,
-                                    output.parent if merge else None, c, width)
-                    fa.write_root(f, provenance, store, cfg.hops, ops, job.hdg_channels, plan, cfg.rows, cfg.dtype)
-                    f.attrs["normalize_features"] = cfg.normalize_features
-                    if job.user or job.hdg_weight is not None:
-                        f.attrs["operator_sources"] = json.dumps(operator_sources(job))
-                    if not merge:
-                        f.attrs["shards"] = json.dumps(shards + hdg_shards)
-            fa.sweep_shards(output, keep=() if merge else {s["file"] for s in shards + hdg_shards})
-
-        dist.step(publish)
-    peaks = [i["measured_peak_bytes"] for i in infos if i["measured_peak_bytes"] is not None]
-    return ShardedReport(
-        output=str(output), plan=job.plan, hops=cfg.hops, operators=tuple(cfg.operators), rows=job.problem.out_rows,
-        dtype=cfg.dtype, hop_seconds=hop_seconds, seconds=round(time.perf_counter() - t_start, 3),
-        predicted_peak_bytes=job.plan.predicted_peak, measured_peak_bytes=max(peaks) if peaks else None,
-        baseline_rss_bytes=job.baseline, resumed_units=sum(i["resumed_units"] for i in infos), reorder=reorder_info,
-        warnings=tuple(warnings), hop_entries=tuple(job.problem.hop_entries), ranks=ranks, hag=job.hag_info,
-        shards=tuple({k: v for k, v in i.items() if k != "reorder"} for i in infos), merged=merge)
+        run = _RankRun(graph_path, Path(output).absolute(), dist, merge, progress, command, warn, t_start, stack)
+        run.prepare(config)
+        run.agree()
+        if run.cfg.dry_run:
+            return run.dry_report()
+        run.compute()
+        run.publish()
+    return run.report()

@@ -23,6 +23,7 @@ import numpy as np
 
 from gnnprep.core.errors import GnnprepError
 from gnnprep.graph.sources.base import MAX_CLASSES
+from gnnprep.graph.store import FEATURES, INDICES, INDPTR, LABELS, SPLITS_GROUP
 
 NONE = "none"
 FINGERPRINT_ATTRS = ("features_fingerprint", "labels_fingerprint", "splits_fingerprint")
@@ -72,11 +73,11 @@ def dataset_fingerprint(ds: h5py.Dataset | None, block_bytes: int = 64 << 20) ->
 def add_missing_fingerprints(f: h5py.File, block_bytes: int) -> None:
     """Keep the fingerprints a store carries; compute those it lacks (stores from older versions)."""
     if "features_fingerprint" not in f.attrs:
-        f.attrs["features_fingerprint"] = dataset_fingerprint(f.get("nodes/features"), block_bytes)
+        f.attrs["features_fingerprint"] = dataset_fingerprint(f.get(FEATURES), block_bytes)
     if "labels_fingerprint" not in f.attrs:
-        f.attrs["labels_fingerprint"] = dataset_fingerprint(f.get("nodes/labels"), block_bytes)
+        f.attrs["labels_fingerprint"] = dataset_fingerprint(f.get(LABELS), block_bytes)
     if "splits_fingerprint" not in f.attrs:
-        grp = f.get("splits")
+        grp = f.get(SPLITS_GROUP)
         f.attrs["splits_fingerprint"] = splits_fingerprint({k: grp[k][:] for k in grp} if grp is not None else {})
 
 
@@ -128,7 +129,7 @@ def _rows_of(ip: np.ndarray, e0: int, e1: int) -> np.ndarray:
 
 
 def _check_adjacency(path: Path, f: h5py.File, n: int, m: int, block: int) -> None:
-    ip_ds, ix_ds = f["adj/indptr"], f["adj/indices"]
+    ip_ds, ix_ds = f[INDPTR], f[INDICES]
     for name, ds in (("indptr", ip_ds), ("indices", ix_ds)):
         if ds.ndim != 1 or ds.dtype.kind not in "iu":
             raise _corrupt(path, f"/adj/{name} is {ds.dtype} of shape {ds.shape}; expected 1-D integers")
@@ -149,9 +150,9 @@ def _check_adjacency(path: Path, f: h5py.File, n: int, m: int, block: int) -> No
 
 
 def _check_labels(path: Path, f: h5py.File, n: int, block: int) -> None:
-    if "nodes/labels" not in f:
+    if LABELS not in f:
         return
-    lab = f["nodes/labels"]
+    lab = f[LABELS]
     if lab.shape != (n,) or lab.dtype.kind not in "iu":
         raise _corrupt(path, f"/nodes/labels is {lab.dtype} of shape {lab.shape}; expected integers of shape [{n}]")
     for s in range(0, n, block):
