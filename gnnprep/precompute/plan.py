@@ -674,3 +674,54 @@ def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num
     raise OptionError("--memory-budget", f"{format_size(budget)} is too small to aggregate through this HAG "
                                          f"({num_agg:,} aggregation nodes): even one column needs about "
                                          f"{format_size(make(d, 'auto').predicted_peak)}; run without --hag")
+
+
+# -- column blocks among the ranks of a torchrun job (gnnprep.precompute.sharded) --------------------------
+def rank_ranges(d: int, width: int, ranks: int, tile: int = 1) -> list[tuple[int, int] | None]:
+    """Every rank's contiguous share [C0, C1) of the column blocks of ``width`` (None: none).
+
+    No rank gets more than ⌈c/P⌉ of the c blocks (the passes over S the slowest rank makes), and
+    among the splits that keep that, each boundary between two ranks is put on a start of an X
+    tile (``tile`` columns, one HDF5 chunk column of /nodes/features) where one is in reach, the
+    nearest to the even split r·c/P: a rank then reads only its own tiles of X, none twice over
+    the ranks. With fewer blocks than ranks, the even split (some ranks get none)."""
+    blocks = column_blocks(d, width)
+    c = len(blocks)
+    if c < ranks:
+        cuts = [r * c // ranks for r in range(ranks + 1)]
+    else:
+        cap = math.ceil(c / ranks)
+        cuts = [0]
+        for r in range(1, ranks):
+            lo, hi = max(cuts[-1] + 1, c - (ranks - r) * cap), min(cuts[-1] + cap, c - (ranks - r))
+            even = r * c // ranks
+            aligned = [b for b in range(lo, hi + 1) if blocks[b][0] % max(1, tile) == 0]
+            cuts.append(min(aligned, key=lambda b: (abs(b - even), b)) if aligned else min(hi, max(lo, even)))
+        cuts.append(c)
+    return [(blocks[lo][0], blocks[hi - 1][1]) if hi > lo else None for lo, hi in zip(cuts, cuts[1:])]
+
+
+def rank_columns(d: int, width: int, rank: int, ranks: int, tile: int = 1) -> tuple[int, int] | None:
+    """Rank ``rank``'s contiguous share [C0, C1) of the column blocks of ``width`` (None: none)."""
+    return rank_ranges(d, width, ranks, tile)[rank]
+
+
+def tile_width(width: int, d: int, ranks: int, tile: int) -> int:
+    """``width`` rounded down to whole X tiles (a multiple of ``tile``) when that gives no rank more
+    column blocks than ``width`` does (narrower blocks fit every rank's budget too), else ``width``:
+    block boundaries on tile boundaries, so that no tile is read by two ranks or two blocks."""
+    if tile <= 1 or width <= tile or width % tile == 0:
+        return width
+    w = width - width % tile
+    per_rank = lambda v: math.ceil(math.ceil(d / v) / ranks)  # noqa: E731
+    return w if per_rank(w) <= per_rank(width) else width
+
+
+def agree_width(proposals: list[dict], d: int, ranks: int, tile: int = 1) -> int:
+    """The column width every rank uses: a resumed job's (its shards were laid out with it), else
+    the narrowest any rank's own plan chose (it fits every rank's budget), at most ⌈d/P⌉ so that
+    every rank gets columns, on whole X tiles where that costs no rank a block (:func:`tile_width`)."""
+    stored = [p["stored"] for p in proposals if p["stored"]]
+    if stored:
+        return int(stored[0])
+    return tile_width(max(1, min([p["width"] for p in proposals] + [math.ceil(max(d, 1) / ranks)])), d, ranks, tile)

@@ -58,7 +58,7 @@ from gnnprep.precompute import features as fa
 from gnnprep.precompute.config import PrecomputeConfig, PrecomputeReport
 from gnnprep.precompute.hop_loop import HopRun, operator_sources
 from gnnprep.precompute.operators import make_operator
-from gnnprep.precompute.plan import column_blocks, keep_columns
+from gnnprep.precompute.plan import agree_width, column_blocks, keep_columns, rank_columns
 from gnnprep.precompute.run import prepare_job, run_key
 
 
@@ -103,60 +103,10 @@ def _rank_config(config: PrecomputeConfig, device: str, dist) -> PrecomputeConfi
     return dataclasses.replace(config, memory_budget=max(1, devices.default_budget(device) // max(1, sharing)))
 
 
-def _rank_ranges(d: int, width: int, ranks: int, tile: int = 1) -> list[tuple[int, int] | None]:
-    """Every rank's contiguous share [C0, C1) of the column blocks of ``width`` (None: none).
-
-    No rank gets more than ⌈c/P⌉ of the c blocks (the passes over S the slowest rank makes), and
-    among the splits that keep that, each boundary between two ranks is put on a start of an X
-    tile (``tile`` columns, one HDF5 chunk column of /nodes/features) where one is in reach, the
-    nearest to the even split r·c/P: a rank then reads only its own tiles of X, none twice over
-    the ranks. With fewer blocks than ranks, the even split (some ranks get none)."""
-    blocks = column_blocks(d, width)
-    c = len(blocks)
-    if c < ranks:
-        cuts = [r * c // ranks for r in range(ranks + 1)]
-    else:
-        cap = math.ceil(c / ranks)
-        cuts = [0]
-        for r in range(1, ranks):
-            lo, hi = max(cuts[-1] + 1, c - (ranks - r) * cap), min(cuts[-1] + cap, c - (ranks - r))
-            even = r * c // ranks
-            aligned = [b for b in range(lo, hi + 1) if blocks[b][0] % max(1, tile) == 0]
-            cuts.append(min(aligned, key=lambda b: (abs(b - even), b)) if aligned else min(hi, max(lo, even)))
-        cuts.append(c)
-    return [(blocks[lo][0], blocks[hi - 1][1]) if hi > lo else None for lo, hi in zip(cuts, cuts[1:])]
-
-
-def _rank_columns(d: int, width: int, rank: int, ranks: int, tile: int = 1) -> tuple[int, int] | None:
-    """Rank ``rank``'s contiguous share [C0, C1) of the column blocks of ``width`` (None: none)."""
-    return _rank_ranges(d, width, ranks, tile)[rank]
-
-
-def _tile_width(width: int, d: int, ranks: int, tile: int) -> int:
-    """``width`` rounded down to whole X tiles (a multiple of ``tile``) when that gives no rank more
-    column blocks than ``width`` does (narrower blocks fit every rank's budget too), else ``width``:
-    block boundaries on tile boundaries, so that no tile is read by two ranks or two blocks."""
-    if tile <= 1 or width <= tile or width % tile == 0:
-        return width
-    w = width - width % tile
-    per_rank = lambda v: math.ceil(math.ceil(d / v) / ranks)  # noqa: E731
-    return w if per_rank(w) <= per_rank(width) else width
-
-
 def _x_tile(store: GraphStore) -> int:
     """Columns of one HDF5 chunk of /nodes/features (1: not chunked, any column boundary will do)."""
     chunks = store.features.chunks
     return int(chunks[1]) if chunks is not None else 1
-
-
-def _agree_width(proposals: list[dict], d: int, ranks: int, tile: int = 1) -> int:
-    """The column width every rank uses: a resumed job's (its shards were laid out with it), else
-    the narrowest any rank's own plan chose (it fits every rank's budget), at most ⌈d/P⌉ so that
-    every rank gets columns, on whole X tiles where that costs no rank a block (:func:`_tile_width`)."""
-    stored = [p["stored"] for p in proposals if p["stored"]]
-    if stored:
-        return int(stored[0])
-    return _tile_width(max(1, min([p["width"] for p in proposals] + [math.ceil(max(d, 1) / ranks)])), d, ranks, tile)
 
 
 _COLUMN = re.compile(r"^(hop \S+(?: of \S+)?: row \d+, column )(\d+)( is .*)$", re.S)
@@ -307,7 +257,7 @@ class _RankRun:
 
     # -- plan: agree on the column blocks -------------------------------------------------------------
     def agree(self) -> None:
-        """The column width every rank uses (:func:`_agree_width`), the plan kept to it, and this
+        """The column width every rank uses (:func:`gnnprep.precompute.plan.agree_width`), the plan kept to it, and this
         rank's columns; a partial shard laid out with another width or columns starts afresh."""
         dist, job, cfg, d, rank, ranks, out = self.dist, self.job, self.cfg, self.d, self.rank, self.ranks, self.out
         stored_columns, stored = (self.layout or {}).get("columns"), (self.layout or {}).get("width")
@@ -317,15 +267,15 @@ class _RankRun:
                              f"{', '.join(sorted({p['key'] for p in proposals}))}); every rank needs the same graph "
                              "store and options (a shared filesystem for multi-node runs)")
         tile = _x_tile(self.store)
-        self.width = width = _agree_width(proposals, d, ranks, tile)
+        self.width = width = agree_width(proposals, d, ranks, tile)
         self.c = c = len(column_blocks(d, width))
         if dist.is_root and cfg.blocks is not None and c > cfg.blocks[2] and not any(p["stored"] for p in proposals):
             self.say(f"--blocks {','.join(map(str, cfg.blocks))}: {c} column blocks instead of {cfg.blocks[2]}, so "
                      f"that each of the {ranks} ranks has columns")
         job.plan = keep_columns(job.plan, job.problem, job.profile, c, width)
-        self.columns = columns = _rank_columns(d, width, rank, ranks, tile)
+        self.columns = columns = rank_columns(d, width, rank, ranks, tile)
         if stored is not None and self.done is None and "columns" not in out.state:
-            stored_columns = _rank_columns(d, stored, rank, ranks)  # a partial shard of the even split (no tiles)
+            stored_columns = rank_columns(d, stored, rank, ranks)  # a partial shard of the even split (no tiles)
         moved = stored_columns is not None and (columns is None or list(stored_columns) != list(columns))
         if (stored is not None and stored != width) or moved:  # laid out otherwise: start this shard afresh
             self.say(f"{self.shard_path.name}: the job's column width is {width}, this shard's was {stored}; "

@@ -340,7 +340,9 @@ def test_settle_makes_one_error_for_every_rank():
 
 
 def test_rank_columns_fall_on_x_tiles_without_giving_a_rank_more_blocks():
-    from gnnprep.precompute.sharded import _agree_width, _rank_ranges, _tile_width
+    from gnnprep.precompute.plan import agree_width as _agree_width
+    from gnnprep.precompute.plan import rank_ranges as _rank_ranges
+    from gnnprep.precompute.plan import tile_width as _tile_width
 
     # the width rounds down to whole tiles when no rank gets more blocks: 43 (3 blocks) -> 32 (4)
     assert _tile_width(43, 128, 2, 16) == 32 and _rank_ranges(128, 32, 2, 16) == [(0, 64), (64, 128)]
