@@ -1,7 +1,55 @@
-"""``python -m gnnprep`` (how torchrun starts every rank: ``torchrun ... -m gnnprep ...``); the
-same entry point as the ``gnnprep`` script (a rank that has left its process group cleanly skips
-the interpreter's teardown of torch there: :func:`gnnprep.core.distributed.exit_now`)."""
+"""The ``gnnprep`` command's entry point: the ``gnnprep`` script (``[project.scripts]`` in
+pyproject.toml names :func:`main`) and ``python -m gnnprep`` (how torchrun starts every rank:
+``torchrun ... -m gnnprep ...``). A rank that has left its process group cleanly skips the
+interpreter's teardown of torch there: :func:`gnnprep.core.distributed.exit_now`.
 
-from gnnprep.cli import main
+The first SIGINT/SIGTERM is honoured from the first instant gnnprep's code runs (issue 32, line
+13): importing the command line (click, numpy, h5py and every command's module) takes ~0.15 s, and
+before :func:`gnnprep.cli.main` installs its handlers a SIGTERM killed the process by the signal
+(exit -15) and a SIGINT printed a KeyboardInterrupt traceback. So this module imports nothing but
+``os`` and ``signal`` (the ``gnnprep`` package's own ``__init__`` is all that runs before
+it), and :func:`main`'s first statements install handlers that end the process at once with the
+documented status (130) and one ``Error:`` line. Nothing has been read or written yet, so there is
+nothing to remove. :func:`gnnprep.cli.main` then replaces them with the command's own (which remove
+temporary files and keep resumable outputs). What cannot be covered is the interpreter's own start
+before this module runs (~20-40 ms: Python's initialisation, ``site``, the package's
+``__init__``)."""
 
-main()
+import os
+import signal
+
+EXIT_INTERRUPTED = 130   # docs/cli.md: "130 when interrupted (SIGINT/SIGTERM)"
+_LINE = b"Error: interrupted; no output was written\n"
+
+
+def _interrupted_at_start(signum, frame):
+    """SIGINT/SIGTERM before the command line's handlers are installed: one line, exit 130, no
+    traceback (``os._exit``: an exception raised here would surface inside some module's import)."""
+    try:
+        os.write(2, _LINE)
+    except OSError:
+        pass
+    os._exit(EXIT_INTERRUPTED)
+
+
+_interrupted_at_start.gnnprep_start_handler = True   # how gnnprep.cli.main knows it may replace it
+
+
+def install_start_handlers() -> None:
+    """The start-up handlers (main thread only). SIGINT only where Python's own handler is in place:
+    a command started with SIGINT ignored (``nohup``, a background job of a shell) keeps it ignored."""
+    signal.signal(signal.SIGTERM, _interrupted_at_start)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _interrupted_at_start)
+
+
+def main():
+    """Install the start-up handlers, then import and run the command line."""
+    install_start_handlers()
+    from gnnprep.cli import main as cli_main
+
+    return cli_main()
+
+
+if __name__ == "__main__":
+    main()

@@ -18,9 +18,21 @@ from gnnprep.core.errors import GnnprepError, Interrupted
 
 
 class _Group(click.Group):
+    def make_context(self, info_name, args, parent=None, **extra):
+        # a signal while the command line is parsed: exit 130 like one during the command (click would
+        # turn a KeyboardInterrupt here into "Aborted!" and exit 1)
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except (KeyboardInterrupt, Interrupted):
+            click.echo("Error: interrupted; no output was written", err=True)
+            raise click.exceptions.Exit(130) from None
+
     def invoke(self, ctx):
         try:
-            return super().invoke(ctx)
+            try:
+                return super().invoke(ctx)
+            finally:
+                _command_returned()
         except click.BadParameter as e:
             # a bad option value: exit 2 with one "Error: Invalid value for ..." line (no usage block,
             # which stays for missing options and unknown commands)
@@ -51,6 +63,14 @@ _finished = False   # True once the command has returned: a signal is then only 
 _late: list[int] = []  # signals recorded after that
 
 
+def _command_returned() -> None:
+    """The command has returned (or raised): from now on a signal is only recorded, so one that
+    arrives while click finishes (its error report, its exit) cannot turn into click's "Aborted!"
+    and exit 1; :func:`main` settles the status (a success becomes 130)."""
+    global _finished
+    _finished = True
+
+
 def _on_signal(signum, frame):
     """SIGTERM raises Interrupted and SIGINT KeyboardInterrupt while the command runs (exit 130,
     temporary files removed, resumable outputs kept); after it, the signal is only recorded."""
@@ -66,15 +86,38 @@ def _interrupts_recorded(previous):
     """A ``sys.unraisablehook``: an Interrupted or KeyboardInterrupt raised by the signal handler where
     Python cannot propagate it (inside a weakref callback or a ``__del__`` run by the garbage
     collector) is recorded as a signal that arrived, not printed as "Exception ignored ... Traceback":
-    the command then runs on to its end and exits 130 like any signal at its end. Anything else goes
-    to ``previous``."""
+    the command exits 130 at its end like any signal there. While the command runs it is also
+    delivered again a moment later (:func:`_deliver_again`), outside the callback, so the first
+    signal is honoured at once: recorded only, a command waiting on a hanging user function would
+    never reach its end (issue 32, line 13). Anything else goes to ``previous``."""
     def hook(unraisable):
         if isinstance(unraisable.exc_value, (KeyboardInterrupt, Interrupted)):
-            _late.append(signal.SIGINT if isinstance(unraisable.exc_value, KeyboardInterrupt) else signal.SIGTERM)
+            signum = signal.SIGINT if isinstance(unraisable.exc_value, KeyboardInterrupt) else signal.SIGTERM
+            _late.append(signum)
+            if not _finished and signal.getsignal(signum) is _on_signal:
+                _deliver_again(signum)
             return
         previous(unraisable)
 
     return hook
+
+
+def _deliver_again(signum, delay: float = 0.02) -> None:
+    """Send ``signum`` to the main thread again in ``delay`` seconds (from a daemon thread: sent from
+    here, its handler would run inside the callback still under way; a real signal, so a blocking
+    call the main thread is in returns for it). Should it land in another callback, that one
+    delivers it again in turn."""
+    import threading
+    import time
+
+    main = threading.main_thread().ident
+
+    def later():
+        time.sleep(delay)
+        if not _finished:
+            signal.pthread_kill(main, signum)
+
+    threading.Thread(target=later, daemon=True, name="gnnprep-redeliver").start()
 
 
 def _ignore_from_now() -> bool:
@@ -122,7 +165,10 @@ def main() -> None:
     _late.clear()
     sys.unraisablehook = _interrupts_recorded(sys.unraisablehook)
     signal.signal(signal.SIGTERM, _on_signal)
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # (not when started with it ignored)
+    # SIGINT: not when started with it ignored; the entry point's start-up handler (gnnprep.__main__,
+    # which covers the imports) is replaced like Python's own
+    current = signal.getsignal(signal.SIGINT)
+    if current is signal.default_int_handler or getattr(current, "gnnprep_start_handler", False):
         signal.signal(signal.SIGINT, _on_signal)
     code, late = 1, False
     try:
@@ -178,6 +224,7 @@ from .hag import hag  # noqa: E402
 from .hdg import hdg  # noqa: E402
 from .info import info  # noqa: E402
 from .ingest import ingest  # noqa: E402
+from .plan import plan  # noqa: E402
 from .precompute import precompute  # noqa: E402
 from .train import train  # noqa: E402
 from .tune import tune  # noqa: E402
@@ -185,6 +232,7 @@ from .tune import tune  # noqa: E402
 cli.add_command(ingest)
 cli.add_command(info)
 cli.add_command(precompute)
+cli.add_command(plan)
 cli.add_command(calibrate)
 cli.add_command(hag)
 cli.add_command(hdg)

@@ -123,33 +123,60 @@ def check_self_contained(f: h5py.File, path, shards: set[str] = frozenset()) -> 
     """GnnprepError unless the file reads only itself: no external link, no dataset in external raw
     storage, and no virtual dataset whose source is another file, except ``shards`` (plain names
     beside it: a sharded features artifact's). An artifact received from someone else could
-    otherwise make a command read any file (``/etc/passwd``, ``/proc/self/environ``) into its output."""
-    stack = [("", f)]
+    otherwise make a command read any file (``/etc/passwd``, ``/proc/self/environ``) into its output.
+
+    Every object is looked at once, by its address in the file (a group or dataset hard linked
+    under several names, as the hops are, is checked once), and a group hard linked into itself or
+    into one of its subgroups is a GnnprepError: no gnnprep writer makes such a cycle, and a walk
+    of the tree (this one, or any reader's) would never end."""
+    open_groups = {_address(f): "/"}   # the groups on the path being walked: a link to one is a cycle
+    done: set[int] = set()
+    stack = [("", iter(f), f, _address(f))]
     while stack:
-        prefix, group = stack.pop()
-        for name in group:
-            where = f"{prefix}/{name}"
-            link = group.get(name, getlink=True)
-            if isinstance(link, h5py.ExternalLink):
-                raise GnnprepError(f"{path}: {where} is an external link to {link.filename}:{link.path}; "
-                                   "expected data stored in the file itself")
-            if isinstance(link, h5py.SoftLink):
-                continue  # names another object of this file, checked where it lives
-            obj = group.get(name)
-            if isinstance(obj, h5py.Group):
-                stack.append((where, obj))
-            elif isinstance(obj, h5py.Dataset):
-                if obj.external:
-                    raise GnnprepError(f"{path}: {where} is stored outside the file (external storage in "
-                                       f"{obj.external[0][0]!r}); expected data stored in the file itself")
-                if obj.is_virtual:
-                    for src in obj.virtual_sources():
-                        name_ = src.file_name
-                        if name_ == "." or name_ in shards:
-                            continue
-                        raise GnnprepError(f"{path}: {where} is a virtual dataset reading {name_!r}; expected "
-                                           "data in the file itself or in the shards its 'shards' attribute lists "
-                                           "beside it")
+        prefix, names, group, group_address = stack[-1]
+        name = next(names, None)
+        if name is None:
+            stack.pop()
+            del open_groups[group_address]
+            done.add(group_address)
+            continue
+        where = f"{prefix}/{name}"
+        link = group.get(name, getlink=True)
+        if isinstance(link, h5py.ExternalLink):
+            raise GnnprepError(f"{path}: {where} is an external link to {link.filename}:{link.path}; "
+                               "expected data stored in the file itself")
+        if not isinstance(link, h5py.HardLink):
+            continue  # a soft link names another object of this file, checked where it lives
+        obj = group.get(name)
+        address = _address(obj)
+        if address in open_groups:
+            raise GnnprepError(f"{path}: {where} is a hard link to the group {open_groups[address]} that holds "
+                               "it (a cycle); expected a tree of groups (the file is damaged or was edited)")
+        if address in done:
+            continue  # a hard link to an object already checked
+        if isinstance(obj, h5py.Group):
+            open_groups[address] = where
+            stack.append((where, iter(obj), obj, address))
+            continue
+        done.add(address)
+        if isinstance(obj, h5py.Dataset):
+            if obj.external:
+                raise GnnprepError(f"{path}: {where} is stored outside the file (external storage in "
+                                   f"{obj.external[0][0]!r}); expected data stored in the file itself")
+            if obj.is_virtual:
+                for src in obj.virtual_sources():
+                    name_ = src.file_name
+                    if name_ == "." or name_ in shards:
+                        continue
+                    raise GnnprepError(f"{path}: {where} is a virtual dataset reading {name_!r}; expected "
+                                       "data in the file itself or in the shards its 'shards' attribute lists "
+                                       "beside it")
+
+
+def _address(obj) -> int:
+    """Where the object header of ``obj`` (a group or dataset) lives in its file: one number per
+    object, whatever the name or how many hard links lead to it."""
+    return h5py.h5o.get_info(obj.id).addr
 
 
 _REQUIRED = object()

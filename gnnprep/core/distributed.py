@@ -16,7 +16,12 @@ Design choices (issue 15):
   GPU: NCCL would need a CUDA tensor per exchange and a current device per rank, and gains nothing
   for a few hundred bytes (the GPU ranks still compute on ``cuda:<LOCAL_RANK>``).
 - Timeout: ranks wait for each other at the end of their shards, and shards need not take equally
-  long, so the group's timeout is long (7 days; ``GNNPREP_DIST_TIMEOUT`` seconds overrides it). A
+  long, so the group's timeout is long (7 days; ``GNNPREP_DIST_TIMEOUT`` seconds overrides it).
+  Joining the group is bounded apart (60 s; ``GNNPREP_DIST_INIT_TIMEOUT``): the ranks start within
+  seconds of each other, and a peer killed at start-up would otherwise keep the others waiting in
+  the handshake for the 7 days. On success the ranks say goodbye before leaving
+  (:meth:`Dist.close`), so an agent never waits in torch's exit barrier for an agent whose rank
+  was killed at the end. A
   rank that dies is noticed by torchrun's agent, which stops the others (SIGTERM, then SIGKILL) and
   exits nonzero; gloo also reports a closed peer connection at once.
 - A node that dies: torchrun's agent notices its own ranks only. When a whole node's agent is
@@ -56,6 +61,8 @@ from gnnprep.core.errors import GnnprepError, Interrupted
 
 TIMEOUT_ENV = "GNNPREP_DIST_TIMEOUT"
 DEFAULT_TIMEOUT_S = 7 * 24 * 3600
+INIT_TIMEOUT_ENV = "GNNPREP_DIST_INIT_TIMEOUT"
+DEFAULT_INIT_TIMEOUT_S = 60   # joining the group: every rank starts within seconds of the others
 _left_cleanly = False  # set once this process destroyed its process group without an error
 
 
@@ -78,16 +85,16 @@ def _int_env(environ, name: str, default: int | None = None) -> int:
     return value
 
 
-def _timeout_s(environ) -> int:
-    text = environ.get(TIMEOUT_ENV)
+def _timeout_s(environ, name: str = TIMEOUT_ENV, default: int = DEFAULT_TIMEOUT_S) -> int:
+    text = environ.get(name)
     if text is None:
-        return DEFAULT_TIMEOUT_S
+        return default
     try:
         value = int(float(text))
-    except ValueError:
+    except (ValueError, OverflowError):
         value = 0
     if value <= 0:
-        raise GnnprepError(f"{TIMEOUT_ENV}={text!r}: expected a positive number of seconds")
+        raise GnnprepError(f"{name}={text!r}: expected a positive number of seconds")
     return value
 
 
@@ -107,6 +114,7 @@ class Dist:
     local_rank: int = 0
     local_world: int = 1
     timeout_s: int = DEFAULT_TIMEOUT_S
+    init_timeout_s: int = DEFAULT_INIT_TIMEOUT_S
 
     @staticmethod
     def from_env(environ=None) -> "Dist | None":
@@ -122,7 +130,8 @@ class Dist:
             raise GnnprepError(f"RANK={rank} with WORLD_SIZE={world}: expected a rank below the world size")
         local_rank = _int_env(environ, "LOCAL_RANK", 0)
         local_world = max(1, _int_env(environ, "LOCAL_WORLD_SIZE", 1))
-        return Dist(rank, world, local_rank, local_world, _timeout_s(environ))
+        return Dist(rank, world, local_rank, local_world, _timeout_s(environ),
+                    _timeout_s(environ, INIT_TIMEOUT_ENV, DEFAULT_INIT_TIMEOUT_S))
 
     @property
     def is_root(self) -> bool:
@@ -139,19 +148,39 @@ class Dist:
         if td.is_initialized():
             return
         die_with_parent()
+        joining = min(self.init_timeout_s, self.timeout_s)
         try:
+            # the handshake waits at most `joining`: a peer killed at start-up (its agent then exits
+            # without it) left this rank waiting in it for the group's timeout (7 days; issue 32)
             td.init_process_group(backend, rank=self.rank, world_size=self.world,
-                                  timeout=timedelta(seconds=self.timeout_s))
+                                  timeout=timedelta(seconds=joining))
         except Exception as e:  # noqa: BLE001 (the rendezvous reports many kinds)
             raise GnnprepError(f"rank {self.rank} of {self.world}: could not join the torch.distributed process "
-                               f"group ({_describe(e)}); start the job with torchrun") from None
+                               f"group within {joining} s ({_describe(e)}; {INIT_TIMEOUT_ENV} sets the limit); "
+                               "another rank failed or was stopped, or start the job with torchrun") from None
+        _lengthen(td, self.timeout_s)
 
     def close(self) -> None:
-        """Leave the process group (once; a no-op when it was never joined)."""
+        """Leave the process group (once; a no-op when it was never joined).
+
+        On success (no exception being handled) every rank first says goodbye to the others (one
+        small exchange): a rank that exits 0 makes its torchrun agent wait in torch's exit barrier
+        for the other agents (up to 300 s, not settable through torchrun), and an agent whose rank
+        was killed never comes. So a peer lost this late is an error here (exit 1: the agent then
+        skips the barrier and exits at once), and once the goodbye has passed every rank is at its
+        last step, so the agents reach the barrier together (issue 32, line 12)."""
         global _left_cleanly
+        import sys
+
         import torch.distributed as td
 
         if td.is_initialized():
+            if sys.exc_info()[0] is None:
+                try:
+                    td.all_gather_object([None] * self.world, "bye")
+                except Exception as e:  # noqa: BLE001 (a peer gone: gloo reports the closed connection)
+                    raise GnnprepError(f"rank {self.rank} of {self.world}: lost contact with the other ranks as the "
+                                       f"job ended ({_describe(e)}); another rank failed or was stopped") from None
             try:
                 td.destroy_process_group()
             except Exception:  # noqa: BLE001 (a peer already gone: nothing left to release)
@@ -222,6 +251,20 @@ class Dist:
             raise error  # a bug: its traceback on the rank where it happened
         r, text = failed[0]
         raise RankFailed(f"{text} (rank {r} of {self.world})") from None
+
+
+def _lengthen(td, seconds: int) -> None:
+    """The group's collectives (and its store) wait ``seconds`` from now on; the handshake had a
+    shorter limit. Best effort (a private torch function): where it is missing, the collectives keep
+    the handshake's limit, which then also bounds how long a rank waits for the slowest one."""
+    try:
+        td.distributed_c10d._set_pg_timeout(timedelta(seconds=seconds))
+    except Exception:  # noqa: BLE001 (another torch version)
+        pass
+    try:
+        td.distributed_c10d._get_default_store().set_timeout(timedelta(seconds=seconds))
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def die_with_parent() -> bool:

@@ -25,5 +25,28 @@ class OptionError(GnnprepError):
         return type(self), (self.option, self.message, self.sep)
 
 
+class ArgumentError(GnnprepError, ValueError, TypeError):
+    """A GnnprepError about one argument of a Python API call (``nodes``, ``hops``,
+    ``memory_budget``, ...): ``argument`` names it and ``message`` says what is wrong and what was
+    expected. Also a ValueError and a TypeError, so code that catches what Python itself raises for
+    a bad argument catches it too. Never a silent coercion: a float where an integer is expected is
+    refused, not truncated. ``str()`` is one line, ``"<where>: <argument>: <message>"`` (where:
+    the file the call reads, when there is one)."""
+
+    def __init__(self, argument: str, message: str, where: str | None = None):
+        super().__init__(f"{where}: {argument}: {message}" if where else f"{argument}: {message}")
+        self.argument, self.message, self.where = argument, message, where
+
+    def __reduce__(self):
+        return type(self), (self.argument, self.message, self.where)
+
+
+def shown(value) -> str:
+    """``value`` as an ArgumentError message shows what it got: a short repr and its type."""
+    text = repr(value)
+    text = text if len(text) <= 40 else text[:37] + "..."
+    return f"{text} ({type(value).__name__})"
+
+
 class Interrupted(BaseException):
     """Raised in the main thread on SIGTERM so that ``finally`` blocks remove temporary files."""

@@ -131,6 +131,27 @@ def _check_inferred_nodes(largest: int, budget: int, where: Path) -> None:
                            f"{format_size(budget)}; renumber the ids to 0..n-1 (or raise --memory-budget)")
 
 
+DECLARED_NODES_FLOOR = 1 << 25   # nodes a declared count may always have (a row pointer of 256 MiB, ~1 s)
+NODES_PER_ENTRY = 64             # beyond this many nodes per entry, nearly every node would be isolated
+
+
+def _check_declared_nodes(source: GraphSource, n: int, entries: int, budget: int) -> None:
+    """A node count declared by a file or an option (a .mtx size line, a save_npz 'shape',
+    --num-nodes) costs O(n) work and disk whatever the entries are: 3e9 nodes with one entry is
+    24 GB of row pointer and minutes. Refuse it up front when it is far beyond what the entries can
+    use (more than ``NODES_PER_ENTRY`` per entry, above ``DECLARED_NODES_FLOOR``) and its row pointer
+    needs more than 1/8 of the memory budget; a larger budget is how to ask for such a graph."""
+    pointer = 8 * (n + 1)
+    if n <= max(DECLARED_NODES_FLOOR, NODES_PER_ENTRY * entries) or pointer <= budget // 8:
+        return
+    raise GnnprepError(f"{source.nodes_from or source.path} declares {n:,} nodes for {entries:,} "
+                       f"entr{'y' if entries == 1 else 'ies'} (at most "
+                       f"{min(n, 2 * entries):,} of them can have an edge); the row pointer alone would be "
+                       f"{format_size(pointer)} (8 bytes a node), more than 1/8 of the memory budget "
+                       f"{format_size(budget)}; expected a node count near the ids the entries use (or a "
+                       f"--memory-budget of at least {format_size(8 * pointer)})")
+
+
 def _spill_and_count(source: GraphSource, work: Path, chunk: int, budget: int,
                      progress: Progress) -> tuple[Path, int, int]:
     """Write edges as int64 pairs to a spill file; return (path, edges, largest id)."""
@@ -282,6 +303,9 @@ def _build_adjacency(f: h5py.File, source: GraphSource, work: Path, output: Path
         source.expected_edges = count
         edges = _replay(spill, chunk)
     n = int(source.num_nodes)
+    declared = edges is None
+    if declared and source.expected_edges is not None:
+        _check_declared_nodes(source, n, source.expected_edges, budget)
     _check_disk(output, work, source, n, symmetrize)
     builder = CSRBuilder(n, work, budget, symmetrize, source.expected_edges)
     with timer("bucket_edges"):
@@ -291,6 +315,8 @@ def _build_adjacency(f: h5py.File, source: GraphSource, work: Path, output: Path
                 builder.add(src, dst)
                 done += len(src)
                 progress("edges", done, source.expected_edges)
+            if declared:
+                _check_declared_nodes(source, n, done, budget)   # the entries read (a text file declares none)
         except BaseException:
             builder.close_spills(check=False)  # no write left in flight when the work folder goes
             raise
@@ -455,15 +481,16 @@ def from_arrays(edge_index, x=None, y=None, splits=None, num_nodes: int | None =
     are accepted; torch, PyG and DGL are never imported. The store equals that of ``gnnprep ingest`` on
     an edge-list file with the lines ``u v`` and the same ``--features``/``--labels``/``--splits``
     (symmetrised unless ``directed``). Arrays are read in chunks, so ``memory_budget`` bounds what
-    ingest holds beyond the arrays themselves. Bad input raises :class:`GnnprepError` naming the
-    argument and position (``edge_index[1] entry 7``, ``x row 3``).
+    ingest holds beyond the arrays themselves. Bad input raises :class:`~gnnprep.core.errors.ArgumentError`
+    (a GnnprepError that is also a ValueError/TypeError) naming the argument and position (``edge_index[1] entry 7``, ``x row 3``).
 
     The public name is ``gnnprep.graph.from_arrays`` (and ``gnnprep.from_arrays``): ingest is a stage of
     the ``graph`` package; ``gnnprep.ingest.from_arrays`` also works, through the deprecated alias of
     this module.
     """
-    from gnnprep.graph.sources.arrays import ArraySource
+    from gnnprep.graph.sources.arrays import ArraySource, check_options
 
+    check_options(directed=directed, memory_budget=memory_budget, order=order, tmp_dir=tmp_dir, name=name)
     budget = parse_budget(memory_budget) if isinstance(memory_budget, str) else memory_budget
     source = ArraySource(edge_index, x=x, y=y, splits=splits, num_nodes=num_nodes, name=name)
     config = IngestConfig(directed=directed, memory_budget=budget, tmp_dir=tmp_dir, order=order)

@@ -90,6 +90,40 @@ def _stored_bytes(feats: h5py.Dataset, s: int, e: int, c0: int, c1: int) -> int:
     return rows * tiles * cw * item
 
 
+# what each dataset of a store may hold: (dtype kinds, largest itemsize, what to say)
+_STORED_KINDS = {
+    "adj/indptr": ("iu", 8, "an integer row pointer"),
+    "adj/indices": ("iu", 8, "integer node ids (int32 or int64)"),
+    "adj/weights": ("f", 8, "float edge weights"),
+    "nodes/features": ("f", 8, "float features (float32 or float16)"),
+    "nodes/labels": ("iu", 8, "integer class ids"),
+}
+
+
+def check_stored_kinds(f: h5py.File, path: Path) -> None:
+    """On open: every array a store reader uses is a dataset of the kind it reads (ids that are
+    floats holding NaN, complex numbers or object references are refused here, not met as a raw
+    exception or silently cast later) and readable here: an HDF5 filter it needs that this HDF5
+    build lacks (a compression plugin) is named in one line rather than failing at the first read."""
+    for name, (kinds, widest, what) in _STORED_KINDS.items():
+        ds = f.get(name)
+        if ds is None:
+            continue
+        if not isinstance(ds, h5py.Dataset):
+            raise GnnprepError(f"{path}: /{name} is a {type(ds).__name__.lower()}; expected a dataset of {what}")
+        if ds.dtype.kind not in kinds or ds.dtype.itemsize > widest:
+            raise GnnprepError(f"{path}: /{name} is {ds.dtype} of shape {ds.shape}; expected {what} (the file is "
+                               "corrupt or not written by gnnprep)")
+        plist = ds.id.get_create_plist()
+        for i in range(plist.get_nfilters()):
+            code, _, _, label = plist.get_filter(i)
+            if not h5py.h5z.filter_avail(code):
+                label = label.decode(errors="replace") if isinstance(label, bytes) else str(label)
+                raise GnnprepError(f"{path}: /{name} needs the HDF5 filter {label or 'unnamed'!r} (id {code}), which "
+                                   "this HDF5 does not have; install its plugin (hdf5plugin) or rewrite the dataset "
+                                   "without it")
+
+
 class GraphStore(Artifact):
     """Read access to a graph store. Arrays are read lazily, in row blocks where they scale."""
 
@@ -101,6 +135,11 @@ class GraphStore(Artifact):
             if name not in self.f:
                 self.f.close()
                 raise GnnprepError(f"{self.path}: missing dataset /{name}; the graph store is incomplete")
+        try:
+            check_stored_kinds(self.f, self.path)
+        except BaseException:
+            self.f.close()
+            raise
         for name in ("num_nodes", "num_edges"):
             value = self.f.attrs.get(name)
             if not isinstance(value, (int, np.integer)) or value < 0:
@@ -257,6 +296,27 @@ class GraphStore(Artifact):
             raise GnnprepError(f"{self.path}: /nodes/features is {x.dtype} of shape {x.shape}; expected floats of "
                                f"shape [{self.num_nodes}, d] (the file is corrupt)")
         return x
+
+    def check_features_written(self) -> None:
+        """GnnprepError unless every part of ``/nodes/features`` was written: HDF5 reads a chunk that
+        was never written as zeros, so a store declaring [n, 10**8] in a file of 1 MiB would be
+        computed on for hours (issue 32). Ingest writes every chunk; counting them is O(chunks)
+        in HDF5's index, without reading data."""
+        x = self.features
+        if x is None or x.size == 0:
+            return
+        if x.chunks is None:
+            if x.id.get_storage_size() < x.nbytes:
+                raise GnnprepError(f"{self.path}: /nodes/features declares {x.nbytes:,} bytes but stores "
+                                   f"{x.id.get_storage_size():,} (never written: a damaged or partial store; ingest it again)")
+            return
+        want = 1
+        for size, chunk in zip(x.shape, x.chunks):
+            want *= -(-size // chunk)
+        have = x.id.get_num_chunks()
+        if have < want:
+            raise GnnprepError(f"{self.path}: /nodes/features has {have:,} of its {want:,} chunks written (the rest "
+                               f"would read as zeros: a damaged or partial store; ingest it again)")
 
     def feature_columns(self, c0: int, c1: int) -> np.ndarray:
         """X[:, c0:c1] as float32, read in small row steps (no large temporaries) and checked finite.

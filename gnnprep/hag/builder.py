@@ -10,6 +10,8 @@ from numbers import Integral
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from gnnprep.core.errors import GnnprepError, OptionError
 from gnnprep.core.progress import Progress, no_progress
 from gnnprep.core.record import Record
@@ -149,11 +151,44 @@ def build(graph: str | Path | GraphStore, output, config: HagConfig = HagConfig(
                      transfer_ratio=round(s["transfers_graph"] / max(1, s["transfers_hag"]), 4))
 
 
+CHECK_ENTRIES = 1 << 22  # stored entries read at a time while a HAG is checked against the graph
+
+
 def load_for(path, store: GraphStore) -> Hag:
     """The HAG at ``path`` for aggregating over ``store``: refused when it was built for another
-    graph, or when the store is weighted (a HAG sums unweighted neighbour rows)."""
+    graph, when the store is weighted (a HAG sums unweighted neighbour rows), or when it is not
+    equivalent to the store's graph (:func:`check_covers`: the fingerprint attribute alone can be
+    forged or stale, and an edit that keeps every id in range would give silently wrong hops)."""
     h, attrs = read_hag(path)
     store.check_built_for(path, "HAG", attrs.get("graph_fingerprint"), h.num_nodes)
     if store.weighted:
         raise GnnprepError(f"{path}: --hag needs an unweighted graph store")
+    check_covers(h, store, path)
     return h
+
+
+def check_covers(h: Hag, store: GraphStore, path, block_entries: int = CHECK_ENTRIES) -> None:
+    """GnnprepError naming the first row v where cover(v) ≠ N(v) (Jia et al.'s equivalence), checked
+    as |cover(v)| = deg(v) and a salted multiset hash per row (:class:`gnnprep.hag.cover_check.CoverCheck`):
+    O(|Ê| + |VA|) over the HAG, one pass over the stored ids in row blocks of ``block_entries``
+    (never all of S in memory)."""
+    from gnnprep.hag.cover_check import CoverCheck
+    from gnnprep.sparse.order import row_blocks
+
+    if len(h.indptr) != store.num_nodes + 1:
+        raise GnnprepError(f"{path}: /adj/indptr has {len(h.indptr)} entries; expected {store.num_nodes + 1}, one per "
+                           f"node of {store.path} and one more")
+    check = CoverCheck(h)
+    indptr = store.indptr()
+    blocks = row_blocks(indptr, 0, store.num_nodes, max(1, block_entries))
+    longest = max((int(indptr[r1] - indptr[r0]) for r0, r1 in blocks), default=0)
+    buf = np.empty(longest, dtype=store.index_dtype)
+    for r0, r1 in blocks:
+        idx = store.read_indices(int(indptr[r0]), int(indptr[r1]), buf)
+        bad = check.mismatch(r0, indptr[r0:r1 + 1], idx)
+        if bad is not None:
+            v, got, deg = bad
+            what = f"{got} nodes; expected its {deg} neighbours" if got != deg else \
+                f"{got} nodes, not the {deg} neighbours it has"
+            raise GnnprepError(f"{path}: node {v}'s in-list covers {what} in {store.path} (cover(v) = N(v) fails: "
+                               "the HAG was built for another graph, or edited)")

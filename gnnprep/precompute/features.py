@@ -38,7 +38,7 @@ from gnnprep.core.artifact import (
     write_root_attrs,
 )
 from gnnprep.core.directio import ALIGN
-from gnnprep.core.errors import GnnprepError, OptionError
+from gnnprep.core.errors import ArgumentError, GnnprepError, OptionError, shown
 from gnnprep.graph.store import GraphStore, feature_chunk_rows, split_sizes
 
 FORMAT = "gnnprep.features"
@@ -179,9 +179,23 @@ def write_root(f: h5py.File, provenance: dict, store: GraphStore, hops: int, ope
 
 
 class FeatureStore(Artifact):
-    """Read access to a features artifact; hop datasets are read lazily (row blocks)."""
+    """Read access to a features artifact; hop datasets are read lazily (row blocks).
+
+    A sharded artifact (torchrun) is checked as it is opened (:func:`check_shards`): every shard it
+    lists present beside it, the one it was published with, reading only itself, and holding every
+    dataset its virtual datasets map; else a GnnprepError naming the shard (HDF5 would read a
+    missing shard's columns as NaN, and an edited one's from wherever it points). ``shards``: what
+    :func:`check_shards` returned (None: not sharded)."""
 
     FORMAT = FORMAT
+
+    def __init__(self, path):
+        super().__init__(path)
+        try:
+            self.shards = check_shards(self.f, self.path)
+        except BaseException:
+            self.f.close()
+            raise
 
     def _int_attr(self, name: str, default: int | None = None) -> int:
         value = self.f.attrs.get(name, default)
@@ -285,41 +299,135 @@ class FeatureStore(Artifact):
         return {name: self.f["splits"][name][:].astype(np.int64) for name in SPLITS if name in self.f["splits"]}
 
     def positions(self, nodes) -> np.ndarray:
-        """Positions in the stored rows of ``nodes``: a split name (``train``, ``valid``, ``test``) or
-        node ids (original ids; any order, repeats allowed); a GnnprepError names the first id that
-        is not a stored row."""
+        """Positions in the stored rows of ``nodes``: a split name (``train``, ``valid``, ``test``),
+        node ids (original ids, integers of any integer dtype; any order, repeats allowed; a scalar
+        or a 1-D sequence) or a boolean mask with one entry per node of the graph (``num_nodes``,
+        PyG's ``train_mask``). Anything else (floats, a 2-D array, strings, ...) is an
+        :class:`~gnnprep.core.errors.ArgumentError` naming ``nodes``, as is the first id that is
+        not a stored row."""
         rows = self.rows
         if isinstance(nodes, str):
             if nodes not in self.splits:
-                raise GnnprepError(f"{self.path}: has no split {nodes!r}; it has {', '.join(self.splits) or 'none'}")
+                raise ArgumentError("nodes", f"this file has no split {nodes!r}; it has "
+                                    f"{', '.join(self.splits) or 'none'}", self.path)
             nodes = self.splits[nodes]
-        ids = np.asarray(nodes, dtype=np.int64).reshape(-1)
+        ids = self._node_ids(nodes)
         pos = np.searchsorted(rows, ids)
         bad = (pos >= len(rows)) | (rows[np.minimum(pos, len(rows) - 1)] != ids) if len(rows) else np.ones(len(ids), bool)
         if bad.any():
-            raise GnnprepError(f"{self.path}: node {int(ids[np.argmax(bad)])} is not a stored row "
-                               f"({len(rows):,} rows stored; precompute --rows all stores every node)")
+            raise ArgumentError("nodes", f"node {int(ids[np.argmax(bad)])} is not a stored row "
+                                f"({len(rows):,} rows stored; precompute --rows all stores every node)", self.path)
         return pos
 
+    def _node_ids(self, nodes) -> np.ndarray:
+        """``nodes`` (ids or a boolean mask; see :meth:`positions`) as int64 node ids, never coerced."""
+        expected = (f"expected a split name, integer node ids or a boolean mask of {self._num_nodes():,} "
+                    "nodes")
+        if nodes is None or isinstance(nodes, (bytes, bytearray, dict, set, frozenset)):
+            raise ArgumentError("nodes", f"is {shown(nodes)}; {expected}", self.path)
+        if isinstance(nodes, (bool, np.bool_)):
+            raise ArgumentError("nodes", f"is the boolean {nodes}; {expected}", self.path)
+        try:
+            a = np.asarray(nodes)
+        except (TypeError, ValueError, OverflowError, RuntimeError) as e:
+            raise ArgumentError("nodes", f"cannot be read as node ids ({_first_line(e)}); {expected}", self.path) from None
+        except MemoryError:
+            raise ArgumentError("nodes", f"does not fit in memory as an array; {expected}", self.path) from None
+        if a.ndim > 1:
+            raise ArgumentError("nodes", f"is an array of shape {a.shape}; {expected} (1-D)", self.path)
+        if a.dtype == np.bool_:
+            n = self._num_nodes()
+            if a.ndim != 1 or len(a) != n:
+                raise ArgumentError("nodes", f"is a boolean mask of {a.size:,} entries; a mask needs one per node "
+                                    f"of the graph ({n:,})", self.path)
+            return np.flatnonzero(a).astype(np.int64)
+        if a.size == 0 and a.dtype.kind in "iuf":
+            return np.zeros(0, dtype=np.int64)    # [] (numpy reads an empty list as float64)
+        if a.dtype.kind == "f":
+            raise ArgumentError("nodes", f"holds floats (such as {a.reshape(-1)[0].item()!r}); expected integer node ids (a float "
+                                "is never truncated to an id)", self.path)
+        if a.dtype.kind not in "iu":
+            raise ArgumentError("nodes", f"is {shown(nodes)} of dtype {a.dtype}; {expected}", self.path)
+        if a.dtype.kind == "u" and a.size and a.max() > np.iinfo(np.int64).max:
+            raise ArgumentError("nodes", f"node {int(a.max())} is not a stored row (beyond any node id)", self.path)
+        return a.astype(np.int64).reshape(-1)
+
+    def _num_nodes(self) -> int:
+        """The graph's node count (root attribute ``num_nodes``; the stored rows where it is absent)."""
+        v = self.f.attrs.get("num_nodes")
+        if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) and v >= 0:
+            return int(v)
+        return len(self.f["rows"]) if "rows" in self.f else 0
+
+    def _hop_list(self, hops) -> list[int]:
+        """``hops`` (None: 0..K; an integer or a 1-D sequence of integers, each in 0..K) as a list."""
+        K = self.hops
+        if hops is None:
+            return list(range(K + 1))
+        expected = f"expected a hop number or a list of hop numbers in 0..{K}"
+        if isinstance(hops, (bool, np.bool_, str, bytes, dict, set, frozenset)):
+            raise ArgumentError("hops", f"is {shown(hops)}; {expected}", self.path)
+        try:
+            a = np.asarray(hops)
+        except (TypeError, ValueError, OverflowError, RuntimeError, MemoryError) as e:
+            raise ArgumentError("hops", f"cannot be read as hop numbers ({_first_line(e)}); {expected}",
+                                self.path) from None
+        if a.ndim > 1:
+            raise ArgumentError("hops", f"is an array of shape {a.shape}; {expected}", self.path)
+        if a.size == 0:
+            raise ArgumentError("hops", f"is empty; {expected}", self.path)
+        if a.dtype.kind not in "iu":
+            first = a.reshape(-1)[0] if a.size else None
+            what = f"holds {first.item() if isinstance(first, np.generic) else first!r}" if a.size else f"is {shown(hops)}"
+            note = " (a float is never truncated)" if a.dtype.kind == "f" else ""
+            raise ArgumentError("hops", f"{what} ({a.dtype}); {expected}{note}", self.path)
+        for k in a.reshape(-1).tolist():
+            if not 0 <= k <= K:
+                raise ArgumentError("hops", f"hop {k}: expected 0..{K} (the hops this file holds)", self.path)
+        return [int(k) for k in a.reshape(-1)]
+
+    def _operator_list(self, operators) -> list[str]:
+        """``operators`` (None: the first; a name; a list or tuple of names) as names this file holds."""
+        names = self.operators()
+        if operators is None:
+            return [names[0]]
+        expected = f"expected an operator name or a list of them ({', '.join(names)})"
+        if isinstance(operators, str):
+            ops = [operators]
+        elif isinstance(operators, (list, tuple)) or (isinstance(operators, np.ndarray) and operators.ndim == 1):
+            ops = list(operators)
+            if not ops:
+                raise ArgumentError("operators", f"is empty; {expected}", self.path)
+        else:
+            raise ArgumentError("operators", f"is {shown(operators)}; {expected}", self.path)
+        for op in ops:
+            if not isinstance(op, str):
+                raise ArgumentError("operators", f"holds {shown(op)}; {expected}", self.path)
+            if op not in names:
+                raise ArgumentError("operators", f"{op!r} is not an operator or channel of this file; it has "
+                                    f"{', '.join(names)}", self.path)
+        return [str(op) for op in ops]
+
     def read(self, nodes, hops=None, operators=None) -> np.ndarray | list[np.ndarray]:
-        """The hops of ``nodes`` (a split name or original node ids) as float32/16 numpy arrays:
-        [len(nodes), len(hops), d] — hop k of node v is S^k X restricted to v's row — for one
-        operator (default: the first), a list of such arrays, one per operator, for several.
-        ``hops``: hop numbers (default 0..K). Rows are read in sorted blocks, never the whole
-        dataset."""
-        ops = [self.operators()[0]] if operators is None else \
-            ([operators] if isinstance(operators, str) else list(operators))
-        ks = list(range(self.hops + 1)) if hops is None else [int(k) for k in np.atleast_1d(hops)]
-        for k in ks:
-            if not 0 <= k <= self.hops:
-                raise GnnprepError(f"{self.path}: hop {k}: expected 0..{self.hops}")
+        """The hops of ``nodes`` (a split name, original node ids or a boolean mask over the graph's
+        nodes: :meth:`positions`) as float32/16 numpy arrays: [len(nodes), len(hops), d] — hop k
+        of node v is S^k X restricted to v's row — for one operator (default: the first), a list of
+        such arrays, one per operator, for several. ``hops``: hop numbers (an integer or a list,
+        each in 0..K; default 0..K). Rows are read in sorted blocks, never the whole dataset. A bad
+        argument is an :class:`~gnnprep.core.errors.ArgumentError` naming it."""
+        ops = self._operator_list(operators)
+        ks = self._hop_list(hops)
         pos = self.positions(nodes)
-        order = np.argsort(pos, kind="stable")
-        uniq, back = np.unique(pos[order], return_inverse=True)
         out = []
+        shapes = []
         for op in ops:
             names = [self.hop_name(k, op) for k in ks]
-            d, dtype = self.hop_shape(names, len(self.f["rows"]))
+            shapes.append((names, *self.hop_shape(names, len(self.f["rows"]))))
+        need = sum(len(pos) * len(ks) * d * np.dtype(dt).itemsize for _, d, dt in shapes)
+        _check_fits("nodes", need, len(pos), self.path)
+        order = np.argsort(pos, kind="stable")
+        uniq, back = np.unique(pos[order], return_inverse=True)
+        for names, d, dtype in shapes:
             a = np.empty((len(pos), len(ks), d), dtype=dtype)
             for j, name in enumerate(names):
                 a[order, j] = _take(self.f[name], uniq)[back]
@@ -327,12 +435,15 @@ class FeatureStore(Artifact):
         return out[0] if operators is None or isinstance(operators, str) else out
 
     def labels_of(self, nodes) -> np.ndarray:
-        """The class of each of ``nodes`` (a split name or original node ids; −1: unlabeled)."""
+        """The class of each of ``nodes`` (a split name, original node ids or a boolean mask, as for
+        :meth:`read`; −1: unlabeled)."""
         pos = self.positions(nodes)
+        labels = self.labels()
+        _check_fits("nodes", 8 * len(pos), len(pos), self.path)
         order = np.argsort(pos, kind="stable")
         uniq, back = np.unique(pos[order], return_inverse=True)
         out = np.empty(len(pos), dtype=np.int64)
-        out[order] = _take(self.labels(), uniq)[back]
+        out[order] = _take(labels, uniq)[back]
         return out
 
     def hop_shape(self, names: list[str], rows: int) -> tuple[int, np.dtype]:
@@ -345,6 +456,20 @@ class FeatureStore(Artifact):
             raise GnnprepError(f"{self.path}: hop datasets have dtype {', '.join(map(str, dtypes))}; "
                                "expected float32 or float16")
         return next(iter(shapes))[1], next(iter(dtypes))
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
+def _check_fits(argument: str, nbytes: int, rows: int, path) -> None:
+    """ArgumentError naming ``argument`` when a result of ``nbytes`` (``rows`` rows) cannot fit the
+    memory free now (a MemoryError, or the kernel's OOM killer, otherwise)."""
+    from gnnprep.core.sizes import available_ram, format_size
+
+    if nbytes > (1 << 26) and nbytes > available_ram():
+        raise ArgumentError(argument, f"reading {rows:,} rows needs {format_size(nbytes)}, more than the "
+                            f"{format_size(available_ram())} of memory free; read fewer rows at a time", path)
 
 
 @contextmanager
@@ -549,7 +674,41 @@ def check_shards(f: h5py.File, path) -> list[dict] | None:
         with h5py.File(p, "r") as shard:
             check_self_contained(shard, p)   # a shard, too, reads only itself
         out.append({**s, "present": True, "bytes_on_disk": size})
+    _check_virtual_sources(f, path, folder, {s["file"] for s in out})
     return out
+
+
+def _check_virtual_sources(f: h5py.File, path, folder: Path, files: set[str]) -> None:
+    """GnnprepError unless every source of every virtual dataset of ``f`` that reads a shard in
+    ``files`` is a dataset of that shard with the virtual dataset's dtype and the mapped shape:
+    HDF5 reads a source it cannot find as the fill value (NaN), never as an error. (Sources in
+    other files were refused by :func:`~gnnprep.core.artifact.check_self_contained`.)"""
+    names: list[str] = []
+    f.visititems(lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset) and obj.is_virtual else None)
+    handles: dict[str, h5py.File] = {}
+    try:
+        for name in names:
+            ds = f[name]
+            for src in ds.virtual_sources():
+                if src.file_name not in files:
+                    continue
+                if src.file_name not in handles:
+                    handles[src.file_name] = h5py.File(folder / src.file_name, "r")
+                obj = handles[src.file_name].get(src.dset_name)
+                if not isinstance(obj, h5py.Dataset):
+                    raise GnnprepError(f"{path}: shard {src.file_name} has no dataset {src.dset_name}, which /{name} "
+                                       "reads; expected the shard this artifact was published with (its columns "
+                                       "would read as NaN)")
+                # the block of the virtual dataset it maps (gnnprep maps a whole source dataset to a block)
+                lo, hi = src.vspace.get_select_bounds() if src.vspace.get_select_npoints() else ((0,), (-1,))
+                want = tuple(int(b) - int(a) + 1 for a, b in zip(lo, hi))
+                if (src.vspace.get_select_npoints() and obj.shape != want) or obj.dtype != ds.dtype:
+                    raise GnnprepError(f"{path}: shard {src.file_name} has {src.dset_name} of shape {obj.shape} "
+                                       f"({obj.dtype}); /{name} reads it as {want} ({ds.dtype}): expected the shard "
+                                       "this artifact was published with")
+    finally:
+        for h in handles.values():
+            h.close()
 
 
 SHARD_FILE = re.compile(r"^(.*\.shard-\d+-of-\d+-[0-9a-f]+\.h5)(.*)$")
@@ -601,7 +760,7 @@ def describe(path: Path) -> dict:
         prov = json_attr(f.attrs, "provenance", path, dict, {}, "attribute")
         seconds = prov.get("timings", {}).get("hop_seconds") if isinstance(prov.get("timings"), dict) else None
         order = prov.get("reorder")
-        shards = check_shards(f, path)  # a sharded artifact (torchrun): every shard present, or one error
+        shards = fs.shards  # a sharded artifact (torchrun): every shard present (checked as it was opened)
         operators = json_attr(f.attrs, "operators", path, list, [str(attr_value(f.attrs.get("operator", "sym")))], "attribute")
         return {
             "file": str(path),

@@ -130,7 +130,7 @@ class OrderSetup:
         del order, known
         copy = None
         if done["written"]:
-            copy = ordered.open_copy(self.store, kind)
+            copy = ordered.open_copy(self.store, kind, warn=ordered.quiet)
             if copy is None:
                 done["reason"] = "the copy just written did not validate"
         done["seconds"] = round(time.perf_counter() - t0, 3)
@@ -140,47 +140,66 @@ class OrderSetup:
     def _ordered_copy(self, copy) -> None:
         """The thread's work when S is read from the ordered copy: open it (or take the one the
         planner opened), else write it; without one, relabel in memory (S resident) or go on in the
-        stored order."""
+        stored order. A copy read whole here (S resident) that fails its checksums is said once,
+        and written again (before any hop)."""
         from gnnprep.precompute import ordered
 
         try:
             t0 = time.perf_counter()
             report = {"path": str(ordered.copy_path(self.store.path, self.kind)), "built": False}
-            where = "copy"
-            if copy is None:
-                copy = ordered.open_copy(self.store, self.kind)
-            if copy is None:
-                written = self._write_copy(report, t0)
-                if written is None:
+            for attempt in (0, 1):
+                where = "copy"
+                if copy is None:  # (the planner said already if it was damaged)
+                    copy = ordered.open_copy(self.store, self.kind, warn=ordered.quiet)
+                if copy is None:
+                    written = self._write_copy(report, t0)
+                    if written is None:
+                        return
+                    copy, where = written
+                self.copy_report = report
+                if copy is None:
+                    self._without_copy()
                     return
-                copy, where = written
-            self.copy_report = report
-            if copy is None:
-                if self.resident:  # relabel in memory instead (the order found or loaded again)
-                    from gnnprep.graph import order as kept_order
-
-                    self.weights = self.store.stored_weights() if self.weighted else None
-                    if self.weighted or not kept_order.known(self.store, self.kind):
-                        self.indices = self._load_indices()
-                    self._find_order()
+                info = {**copy.info, "kind": self.kind, "cached": True, "seconds": round(time.perf_counter() - t0, 3),
+                        "found_in": where if where != "found" else "precompute"}
+                if "seconds" in copy.info:
+                    info["found_seconds"] = copy.info["seconds"]
+                if not self._pays(info):
+                    report["reason"] = "the order does not bring neighbours closer"
+                    copy.close()
+                    self._found = FoundOrder(info=info, from_copy=True)
                     return
-                self._found = FoundOrder(from_copy=True)
+                csr = None
+                if self.resident:
+                    try:  # read whole, so checked whole (ids and checksums) before any hop
+                        csr = (copy.read_indices(0, copy.m), copy.read_weights(0, copy.m) if self.weighted else None)
+                    except ordered.DamagedCopyError as e:
+                        copy.close()
+                        copy = None
+                        if attempt == 0:
+                            ordered.say(self.warn, f"{e.path}: damaged ordered copy ({e.reason}); ignored, it is "
+                                                   "written again")
+                            continue
+                        report.update(built=False, reason=f"the copy just written did not validate ({e.reason})")
+                        self._without_copy()
+                        return
+                self._found = FoundOrder(info=info, copy=copy, csr=csr, from_copy=True)
                 return
-            info = {**copy.info, "kind": self.kind, "cached": True, "seconds": round(time.perf_counter() - t0, 3),
-                    "found_in": where if where != "found" else "precompute"}
-            if "seconds" in copy.info:
-                info["found_seconds"] = copy.info["seconds"]
-            if not self._pays(info):
-                report["reason"] = "the order does not bring neighbours closer"
-                copy.close()
-                self._found = FoundOrder(info=info, from_copy=True)
-                return
-            csr = None
-            if self.resident:
-                csr = (copy.read_indices(0, copy.m), copy.read_weights(0, copy.m) if self.weighted else None)
-            self._found = FoundOrder(info=info, copy=copy, csr=csr, from_copy=True)
         except BaseException as e:  # noqa: BLE001 - raised in the caller's thread by result()
             self._found = e
+
+    def _without_copy(self) -> None:
+        """No ordered copy could be had: relabel in memory (S resident: the order found or loaded
+        again), or go on in the stored order."""
+        if self.resident:
+            from gnnprep.graph import order as kept_order
+
+            self.weights = self.store.stored_weights() if self.weighted else None
+            if self.weighted or not kept_order.known(self.store, self.kind):
+                self.indices = self._load_indices()
+            self._find_order()
+            return
+        self._found = FoundOrder(from_copy=True)
 
     def _find_order(self) -> None:
         """The thread's work with S resident: load the kept order (or find it), then relabel the CSR."""

@@ -239,11 +239,20 @@ def x_read_rate(p: Problem, prof: Profile, b: int, c: int) -> float:
     return prof.cold_tile_read_bytes_per_s if cold else prof.read_bytes_per_s
 
 
+LISTED_BLOCKS = 4096  # above this many column blocks the kernel term counts equal widths instead of listing them
+
+
 def predict_seconds(p: Problem, prof: Profile, b: int, c: int) -> float:
     n, d, K = p.num_nodes, p.num_features, p.hops
     w = math.ceil(d / c) if d else 0
-    widths = _widths(d, w)
-    compute = _passes(p) * sum(prof.spmm_seconds(e, n, wj) for e in _hop_entries(p, b) for wj in widths)
+    blocks = (d // w + (1 if d % w else 0)) if w else 0
+    if blocks * max(1, K) <= LISTED_BLOCKS:  # (terms: blocks per hop, K hops)
+        widths = _widths(d, w)
+        compute = _passes(p) * sum(prof.spmm_seconds(e, n, wj) for e in _hop_entries(p, b) for wj in widths)
+    else:  # equal widths counted, not listed (a tiny file may declare millions of columns)
+        widths = range(blocks)  # only its length is used below
+        compute = _passes(p) * sum((d // w) * prof.spmm_seconds(e, n, w) + (prof.spmm_seconds(e, n, d % w) if d % w else 0)
+                                   for e in _hop_entries(p, b))
     reads = s_reads(p, b, len(widths))
     reread = prof.read_bytes_per_s if s_rereads_from_disk(p, b, len(widths)) else prof.reread_bytes_per_s
     stream = _s_bytes(p) / prof.read_bytes_per_s + max(0, reads - 1) * _s_bytes(p) / reread
@@ -314,8 +323,8 @@ def keep_columns(plan: Plan, p: Problem, prof: Profile, c: int, width: int) -> P
 
 def _column_counts(d: int) -> list[int]:
     """The column-block counts the planners try (powers and small multiples, and every divisor)."""
-    return sorted({c for c in {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, d} |
-                   {math.ceil(d / w) for w in range(1, d + 1) if d % w == 0} if c <= d})
+    divisors = {q for w in range(1, math.isqrt(d) + 1) if d % w == 0 for q in (w, d // w)}  # O(√d)
+    return sorted({c for c in {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, d} | divisors if c <= d})
 
 
 ORDER_CHUNK = 1 << 20         # the order read in chunks of 1M ids (int64) to gather X's rows
@@ -376,7 +385,12 @@ def _ordered(plan: Plan, p: Problem, prof: Profile) -> tuple[Plan, bool]:
     no per-node bookkeeping beyond the stored rows' new ids."""
     n, d = p.num_nodes, p.num_features
     widths = _widths(d, plan.width)
-    kernel = _passes(p) * sum(prof.spmm_seconds(e, n, wj) for e in _hop_entries(p, plan.b) for wj in widths)
+    if len(widths) * max(1, p.hops) <= LISTED_BLOCKS:
+        kernel = _passes(p) * sum(prof.spmm_seconds(e, n, wj) for e in _hop_entries(p, plan.b) for wj in widths)
+    else:  # equal widths counted, as in predict_seconds (many column blocks, many hops)
+        w = plan.width
+        kernel = _passes(p) * sum((d // w) * prof.spmm_seconds(e, n, w) + (prof.spmm_seconds(e, n, d % w) if d % w else 0)
+                                  for e in _hop_entries(p, plan.b))
     gain = kernel * (1 - prof.reorder_speedup)
     # X's column blocks gathered into the order, once each
     permute = sum(n * wj * 4 for wj in widths) / prof.gather_bytes_per_s

@@ -176,7 +176,7 @@ def _pruning(job: Job) -> str:
     return f"used ({how}): {what}" + (f"; not for {', '.join(skipped)} (max or diffusion)" if skipped else "")
 
 
-def _copy_state(store: GraphStore, kind: str, known: bool, reserve: int, problem: Problem):
+def _copy_state(store: GraphStore, kind: str, known: bool, reserve: int, problem: Problem, warn=None):
     """(state, the ordered copy opened or None, why none can be had): state "present" (a valid
     copy of this graph beside the store), "build" (an order is known and the folder has room to
     write the copy), "find" (community order: found out of core first), or ""."""
@@ -185,7 +185,7 @@ def _copy_state(store: GraphStore, kind: str, known: bool, reserve: int, problem
 
     from gnnprep.precompute import ordered
 
-    copy = ordered.open_copy(store, kind)
+    copy = ordered.open_copy(store, kind, warn)  # a damaged one is said here (once), then rewritten
     if copy is not None:
         return "present", copy, ""
     folder = Path(store.path).absolute().parent
@@ -268,7 +268,7 @@ def _plan_order(job: Job, store: GraphStore, problem: Problem, profile, budget: 
     gain = kept_order.stored_gain(store, kind)
     mode = order_mode(config.reorder, chosen_none, gain)
     state, copy, copy_why = ("", None, "") if mode == "none" else \
-        _copy_state(store, kind, known, job.reserve_bytes, problem)
+        _copy_state(store, kind, known, job.reserve_bytes, problem, job.warn)
     ordered_problem = dataclasses.replace(problem, order_known=known, ordered_copy=state)
     job.plan, why = plan_order(job.plan, ordered_problem, profile, kept_order.sampled_locality(store), kind=kind,
                                mode=mode, requested=config.reorder, budget=budget, chosen_none=chosen_none,
@@ -296,6 +296,7 @@ def prepare_job(store: GraphStore, config: PrecomputeConfig, device: str, backen
     ignored); None: a Python warning (``ProfileWarning``, ``DamagedOrderWarning``)."""
     if store.features is None:
         raise GnnprepError(f"{store.path}: the graph store has no /nodes/features to propagate")
+    store.check_features_written()
     out_rows = fa.select_rows(store, config.rows)
     budget = config.memory_budget or devices.default_budget(device)
     user, user_degrees = _user_operators(store, config, backend)

@@ -49,6 +49,7 @@ per-edge message tensor exists at any point.
 
 from __future__ import annotations
 
+import dis
 import hashlib
 import inspect
 import json
@@ -75,6 +76,7 @@ PROBES = 1024          # distinct degree values probed per side (a quantile samp
 WEIGHT_PROBES = 64     # distinct weights probed
 RTOL = 1e-5            # separability tolerance (relative to the largest coefficient compared)
 CHUNK = 1 << 20        # entries (or nodes) per call of the user's function
+WAKE_S = 0.05          # the longest the main thread waits on the worker threads between looks at signals
 MAX_FILE_BYTES = 16 << 20   # an operator file is a short Python file; a device or a huge file is refused unread
 
 
@@ -138,7 +140,13 @@ def user_code(where: str, path: str) -> Iterator[None]:
     try:
         with stdout_to_stderr() if threading.current_thread() is threading.main_thread() else nullcontext():
             yield
-    except (GnnprepError, KeyboardInterrupt, Interrupted):
+    except (KeyboardInterrupt, Interrupted) as e:
+        if not _raised_by_user(e):
+            raise  # a signal: an interrupt
+        raise GnnprepError(f"{where} raised {type(e).__name__}{': ' + str(e) if str(e) else ''}"
+                           f"{_user_line(e, path)}; expected it to return (an operator's exception is its "
+                           "error, not an interrupt)") from None
+    except GnnprepError:
         raise
     except SystemExit as e:
         raise GnnprepError(f"{where} called sys.exit({e.code!r}){_user_line(e, path)}; expected it to return "
@@ -148,6 +156,33 @@ def user_code(where: str, path: str) -> Iterator[None]:
                            "(an operator file must not end the process)") from None
     except BaseException as e:  # noqa: BLE001 - the user's code: any failure becomes one line
         raise GnnprepError(f"{where} raised {type(e).__name__}: {e}{_user_line(e, path)}") from None
+
+
+_RAISE = dis.opmap["RAISE_VARARGS"]
+
+
+def _raised_by_user(e: BaseException) -> bool:
+    """Whether ``e`` (KeyboardInterrupt or Interrupted) was raised by the user's code (issue 32, line
+    18) rather than by a signal. Signal handlers run on the main thread only, so in another thread it
+    is always the user's. On the main thread: a signal's exception comes from the handler (its frame
+    is the innermost, when it is a Python function: gnnprep's own, which raises) or appears where
+    Python checks for signals (a call, a loop's jump, a blocking call: Python's C handler), never at
+    a ``raise`` statement of another function; the user's ``raise KeyboardInterrupt`` is one."""
+    if threading.current_thread() is not threading.main_thread():
+        return True
+    tb = e.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    import signal
+
+    handlers = {getattr(signal.getsignal(s), "__code__", None) for s in (signal.SIGINT, signal.SIGTERM)}
+    if code in handlers:
+        return False
+    raw = code.co_code
+    return 0 <= tb.tb_lasti < len(raw) and raw[tb.tb_lasti] == _RAISE
 
 
 class UserExit(BaseException):
@@ -197,8 +232,11 @@ def run_parts(work, parts, threads: int) -> None:
     numpy releases the GIL); the first exception a part raises is raised here as soon as it is
     raised (the other threads take no new part).
 
-    The main thread waits on an event, which a signal interrupts: SIGTERM/SIGINT (Interrupted,
-    KeyboardInterrupt) leave at once, the threads take no new part, and one still inside a hanging
+    The main thread waits on an event in steps of ``WAKE_S`` seconds: a signal that the kernel hands
+    to another thread (a process-directed signal may go to any thread that does not block it, the
+    workers and numpy's and numba's included) sets Python's flag but does not interrupt this
+    thread's wait, and an unbounded wait swallowed it (issue 32, line 13). So SIGTERM/SIGINT
+    (Interrupted, KeyboardInterrupt) leave at once, the threads take no new part, and one still inside a hanging
     user function is not waited for: daemon threads never hold up the exit. (A ThreadPoolExecutor's
     threads are joined by its ``with`` and again at interpreter exit: a hanging function swallowed
     the first signal that way.)"""
@@ -231,7 +269,8 @@ def run_parts(work, parts, threads: int) -> None:
     try:
         for i in range(n):
             threading.Thread(target=worker, daemon=True, name=f"gnnprep-values-{i}").start()
-        finished.wait()
+        while not finished.wait(WAKE_S):
+            pass  # (a signal delivered to another thread is only seen once this thread runs Python again)
     finally:
         stop.set()  # an interrupt or an error: nothing more starts; a part under way ends on its own
     if errors:

@@ -202,3 +202,32 @@ def test_a_killed_node_fails_both_then_the_rerun_resumes(tmp_path):
     assert report["resumed_units"] >= 2
     same_bytes(ref, outdir / "f.h5")
     assert sorted(p.name for p in outdir.iterdir()) == sorted(["f.h5"] + [s["file"] for s in report["shards"]])
+
+
+@pytest.mark.parametrize("node", [1])
+def test_a_rank_killed_at_start_up_ends_both_nodes_within_seconds(tmp_path, node):
+    """Issue 32, line 12: one node's rank SIGKILLed as it starts (before the process group is
+    joined): its agent fails at once, and the other node's rank, which waited in the handshake for
+    the group's 7-day timeout, gives up after GNNPREP_DIST_INIT_TIMEOUT (5 s here; 60 s by default),
+    so both agents exit nonzero within seconds and nothing is published."""
+    store, outdir = stand(tmp_path)
+    procs = launch(tmp_path, ["precompute", store, "-o", outdir / "f.h5", *HOPS],
+                   env={"GNNPREP_DIST_INIT_TIMEOUT": "5"})
+    try:
+        deadline, worker = time.time() + 90, None
+        while time.time() < deadline and worker is None and all(p.poll() is None for p in procs):
+            worker = rank_pid(procs[node].pid)
+            time.sleep(0.01)
+        assert worker is not None, [p.poll() for p in procs]
+        os.kill(worker, signal.SIGKILL)
+        t0 = time.time()
+        results = finish(procs, timeout=60)
+        took = time.time() - t0
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert took < 25, (took, [r[2][-800:] for r in results])
+    assert all(code != 0 for code, _, _ in results), [(r[0], r[2][-800:]) for r in results]
+    assert not (outdir / "f.h5").exists()

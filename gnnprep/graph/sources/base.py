@@ -215,10 +215,13 @@ def read_id_file(path: Path, n: int, nodes_from: str, offset: int = 0) -> np.nda
     from gnnprep.graph.sources.textio import TableReader
 
     if path.suffix == ".npy":
+        if path.stat().st_size == 0:   # np.load raises EOFError, which click takes for an abort
+            raise GnnprepError(f"{path}: empty file (0 bytes); expected a .npy array of node ids")
         try:
             ids = np.load(path, allow_pickle=False).reshape(-1)
-        except ValueError as e:
-            raise GnnprepError(f"{path}: not a valid .npy array ({e})") from None
+        except (ValueError, EOFError, OSError) as e:
+            raise GnnprepError(f"{path}: not a valid .npy array ({str(e).splitlines()[0] if str(e) else type(e).__name__})") \
+                from None
         if ids.dtype.kind not in "iu":
             raise GnnprepError(f"{path}: dtype {ids.dtype}; expected integer node ids")
         check_ids(ids, n, nodes_from, lambda i: f"{path} entry {i}")

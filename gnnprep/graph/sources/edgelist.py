@@ -12,6 +12,7 @@ from typing import Iterator
 import numpy as np
 
 from gnnprep.core.errors import GnnprepError, OptionError
+from gnnprep.core.files import NotRegularFile, open_regular
 from gnnprep.graph.sources.base import (
     SPLIT_NAMES,
     GraphSource,
@@ -49,23 +50,83 @@ def npz_member(z: NpzReader, preferred: tuple[str, ...], what: str) -> str:
                        f"array, or one named {' or '.join(preferred)}, holding {what}")
 
 
-def _load_array(path: Path, what: str, preferred: tuple[str, ...] = ()) -> np.ndarray:
-    """Memory-map a .npy (or read the member of a small .npz chosen by :func:`npz_member`)."""
-    if not path.is_file():
+class NpzRows:
+    """The member of an .npz chosen by :func:`npz_member`, streamed in row blocks (never read whole:
+    a compressed member of a few KiB may inflate to GiBs). Offers what the sources use of an array:
+    ``shape``, ``ndim``, ``dtype``, ``len`` and :func:`row_blocks`."""
+
+    WHOLE = 16 << 20   # a Fortran-ordered member (it cannot be streamed by rows) is read whole up to this
+
+    def __init__(self, path: Path, what: str, preferred: tuple[str, ...]):
+        self.path = path
+        with NpzReader(path) as z:
+            self.key = npz_member(z, preferred, what)
+            info = z.members[self.key]
+            self.shape, self.dtype = info.shape, info.dtype
+            self.ndim = len(self.shape)
+            self._whole = None
+            if info.fortran_order and self.ndim > 1:
+                self._whole = z.load_small(self.key, self.WHOLE)
+
+    def __len__(self) -> int:
+        return self.shape[0] if self.shape else 1
+
+    def blocks(self, chunk_rows: int) -> Iterator[np.ndarray]:
+        if self._whole is not None:
+            yield from (self._whole[s:s + chunk_rows] for s in range(0, len(self), chunk_rows))
+            return
+        with NpzReader(self.path) as z:
+            yield from z.iter_rows(self.key, chunk_rows)
+
+
+def row_blocks(a, chunk_rows: int) -> Iterator[tuple[int, np.ndarray]]:
+    """(first row, block) of a memory-mapped .npy or an :class:`NpzRows`."""
+    if isinstance(a, NpzRows):
+        s = 0
+        for block in a.blocks(chunk_rows):
+            yield s, block
+            s += len(block)
+        return
+    for s in range(0, a.shape[0], chunk_rows):
+        yield s, np.asarray(a[s:s + chunk_rows])
+
+
+def load_npy(path: Path, what: str) -> np.ndarray:
+    """Memory-map a .npy file, refusing one line for what is not a regular file with a NumPy header
+    (a pipe, a folder, a device, an empty file) rather than blocking, reading forever or raising."""
+    try:
+        with open_regular(path, 1 << 62) as fh:
+            magic = fh.read(6)
+    except FileNotFoundError:
+        raise GnnprepError(f"{path}: no such file ({what})") from None
+    except NotRegularFile:
+        raise GnnprepError(f"{path}: not a regular file (a folder, pipe or device); {what} must be a .npy "
+                           "array file") from None
+    except OSError as e:
+        raise GnnprepError(f"{path}: cannot read ({e.strerror or e}); {what} must be a readable .npy array") from None
+    if not magic:
+        raise GnnprepError(f"{path}: empty file (0 bytes); {what} must be a .npy array")
+    if magic != b"\x93NUMPY":
+        raise GnnprepError(f"{path}: not a .npy array (no NumPy header); {what} must be a .npy or .npz array")
+    try:
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError, EOFError) as e:
+        raise GnnprepError(f"{path}: not a valid .npy array ({str(e).splitlines()[0] if str(e) else type(e).__name__})") \
+            from None
+
+
+def _load_array(path: Path, what: str, preferred: tuple[str, ...] = ()):
+    """Memory-map a .npy (or stream the member of an .npz chosen by :func:`npz_member`)."""
+    if not path.exists() and not path.is_symlink():
         raise GnnprepError(f"{path}: no such file ({what})")
     name = path.name.lower()
     if name.endswith(".npz"):
-        with NpzReader(path) as z:
-            return z.load_small(npz_member(z, preferred, what))
+        if not path.is_file():
+            raise GnnprepError(f"{path}: not a regular file (a folder, pipe or device); {what} must be an .npz file")
+        return NpzRows(path, what, preferred)
     if not name.endswith(".npy"):
         raise GnnprepError(f"{path}: {what} must be a .npy or .npz array")
-    with open(path, "rb") as fh:
-        if fh.read(6) != b"\x93NUMPY":
-            raise GnnprepError(f"{path}: not a .npy array (no NumPy header); {what} must be a .npy or .npz array")
-    try:
-        return np.load(path, mmap_mode="r", allow_pickle=False)
-    except (ValueError, OSError) as e:
-        raise GnnprepError(f"{path}: not a valid .npy array ({str(e).splitlines()[0]})") from None
+    return load_npy(path, what)
 
 
 class EdgeListSource(GraphSource):
@@ -172,17 +233,14 @@ class EdgeListSource(GraphSource):
         f = self._features
         if f is None:
             return
-        for s in range(0, f.shape[0], chunk_rows):
-            yield cast_features(np.asarray(f[s:s + chunk_rows]), self.feature_dtype,
-                                lambda i, s=s: f"{self.feature_path} row {s + i}")
+        for s, block in row_blocks(f, chunk_rows):
+            yield cast_features(block, self.feature_dtype, lambda i, s=s: f"{self.feature_path} row {s + i}")
 
     def labels(self, chunk_rows: int) -> Iterator[np.ndarray]:
         if self._labels_path is None:
             return
-        lab = self._labels
-        for s in range(0, len(lab), chunk_rows):
-            yield labels_from_float(np.asarray(lab[s:s + chunk_rows]),
-                                    lambda i, s=s: f"{self._labels_path} entry {s + i}")
+        for s, block in row_blocks(self._labels, chunk_rows):
+            yield labels_from_float(block, lambda i, s=s: f"{self._labels_path} entry {s + i}")
 
     def splits(self) -> dict[str, np.ndarray]:
         out = {}

@@ -28,15 +28,37 @@ from typing import Iterator
 import numpy as np
 
 from gnnprep.core.errors import GnnprepError
+from gnnprep.core.files import NotRegularFile, open_regular
 from gnnprep.graph.sources.base import MAX_CLASSES, GraphSource, cast_features, check_ids
+from gnnprep.graph.sources.edgelist import load_npy
 from gnnprep.graph.sources.scipynpz import SparseNpz
 
 ADJ = "adj_full.npz"
 ROLES = {"tr": "train", "va": "valid", "te": "test"}
 BLOCK = 8 * 1024**2
 MAX_ITEM = 1024**3   # the longest one "key": value item read (a role list of ~100M ids)
+_NODE_KEY = re.compile(r"[0-9]{1,18}")
 _OPEN = re.compile(rb"\s*\{\s*(\})?")
 _ITEM = re.compile(rb'\s*"([^"\\\n]*)"\s*:\s*(?:(-?\d+)|\[([^\[\]{}"]*)\])\s*(,|\})')
+
+
+def _present(path: Path) -> bool:
+    """Whether an optional file of the layout is there. Present means anything at that name (a
+    folder, a pipe, a device, a dangling link too): it is then read or refused with one line, never
+    taken for absent (a ``feats.npy`` that cannot be read must not become 'no features')."""
+    if not path.exists() and not path.is_symlink():
+        return False
+    if path.name.endswith(".json"):
+        try:
+            open_regular(path, 1 << 62).close()
+        except FileNotFoundError:
+            raise GnnprepError(f"{path}: a link to nothing; expected a JSON file (or no {path.name})") from None
+        except NotRegularFile:
+            raise GnnprepError(f"{path}: not a regular file (a folder, pipe or device); expected a JSON file "
+                               f"(or no {path.name})") from None
+        except OSError as e:
+            raise GnnprepError(f"{path}: cannot read ({e.strerror or e}); expected a readable JSON file") from None
+    return True
 
 
 def graphsaint_folder(path: Path) -> Path | None:
@@ -126,20 +148,45 @@ def _int_list(text: bytes, path: Path, where: str) -> np.ndarray:
                            "expected a list of integers") from None
 
 
-def read_class_map(path: Path, n: int, nodes_from: str) -> tuple[np.ndarray, int]:
+class SparseLabels:
+    """Class ids of the nodes a class map names, sorted by node; every other node is unknown (-1).
+    Held in memory proportional to the map, not to the node count the adjacency declares."""
+
+    def __init__(self, nodes: list[int], classes: list[int], n: int):
+        self.n = n
+        self.nodes = np.asarray(nodes, dtype=np.int64)
+        self.classes = np.asarray(classes, dtype=np.int64)
+        order = np.argsort(self.nodes, kind="stable")
+        self.nodes, self.classes = self.nodes[order], self.classes[order]
+
+    def __len__(self) -> int:
+        return self.n
+
+    def duplicate(self) -> int | None:
+        same = np.flatnonzero(self.nodes[1:] == self.nodes[:-1])
+        return int(self.nodes[same[0]]) if len(same) else None
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        start, stop, _ = rows.indices(self.n)
+        out = np.full(max(0, stop - start), -1, dtype=np.int64)
+        a, b = np.searchsorted(self.nodes, [start, stop])
+        out[self.nodes[a:b] - start] = self.classes[a:b]
+        return out
+
+
+def read_class_map(path: Path, n: int, nodes_from: str) -> tuple[SparseLabels, int]:
     """Class id per node (-1 unknown) from ``class_map.json``; return (labels, nodes not in the map)."""
-    labels = np.full(n, -2, dtype=np.int64)
+    nodes: list[int] = []
+    classes: list[int] = []
     width = None
     expected = '"<node id>": <class id> or "<node id>": [0/1, ...]'
     for key, value, items in json_items(path, expected):
-        if not key.isdigit():
+        if not _NODE_KEY.fullmatch(key):   # ASCII digits only: str.isdigit() takes '²' and int() then fails
             raise GnnprepError(f"{path}: key {key[:24]!r} is not a node id; expected keys \"0\" .. \"{n - 1}\"")
         node = int(key)
         where = f"entry for node {node}"
         if node >= n:
             raise GnnprepError(f"{path}: {where}: node id {node} is beyond the node count {n} (from {nodes_from})")
-        if labels[node] != -2:
-            raise GnnprepError(f"{path}: {where}: node {node} appears twice; expected one class per node")
         if value is not None:
             if width:
                 raise GnnprepError(f"{path}: {where}: a class id after multi-hot lists; expected one kind of value")
@@ -147,7 +194,8 @@ def read_class_map(path: Path, n: int, nodes_from: str) -> tuple[np.ndarray, int
             if value < -1 or value >= MAX_CLASSES:
                 raise GnnprepError(f"{path}: {where}: class {value}; expected a class id in [0, {MAX_CLASSES}) "
                                    "(or -1 for unknown)")
-            labels[node] = value
+            nodes.append(node)
+            classes.append(value)
             continue
         hot = _int_list(items, path, where)
         if width == 0:
@@ -165,10 +213,13 @@ def read_class_map(path: Path, n: int, nodes_from: str) -> tuple[np.ndarray, int
             raise GnnprepError(f"{path}: {where}: {ones} classes set; multi-label class maps (Yelp, "
                                "AmazonProducts, PPI) are not supported, the store holds one class per node "
                                "(move class_map.json away to ingest the graph and features without labels)")
-        labels[node] = int(np.argmax(hot)) if ones else -1
-    missing = labels == -2
-    labels[missing] = -1
-    return labels, int(missing.sum())
+        nodes.append(node)
+        classes.append(int(np.argmax(hot)) if ones else -1)
+    labels = SparseLabels(nodes, classes, n)
+    twice = labels.duplicate()
+    if twice is not None:
+        raise GnnprepError(f"{path}: entry for node {twice}: node {twice} appears twice; expected one class per node")
+    return labels, n - len(labels.nodes)
 
 
 def read_roles(path: Path, n: int, nodes_from: str) -> tuple[dict[str, np.ndarray], list[str]]:
@@ -204,11 +255,8 @@ class GraphSaintSource(GraphSource):
         self.expected_edges = self.matrix.nnz
         self._feats = None
         feats = folder / "feats.npy"
-        if feats.is_file():
-            try:
-                self._feats = np.load(feats, mmap_mode="r", allow_pickle=False)
-            except (ValueError, OSError) as e:
-                raise GnnprepError(f"{feats}: not a valid .npy array ({str(e).splitlines()[0]})") from None
+        if _present(feats):
+            self._feats = load_npy(feats, "feats.npy (the node features)")
             f = self._feats
             if f.ndim != 2 or f.dtype.kind not in "biuf":
                 raise GnnprepError(f"{feats}: {f.dtype} array of shape {f.shape}; expected numeric [num_nodes, "
@@ -220,14 +268,14 @@ class GraphSaintSource(GraphSource):
             self.features_from = str(feats)
         self._labels = None
         class_map = folder / "class_map.json"
-        if class_map.is_file():
+        if _present(class_map):
             self._labels, missing = read_class_map(class_map, n, self.nodes_from)
             self.labels_from = str(class_map)
             if missing:
                 self.warnings.append(f"{class_map}: {missing} of {n} nodes have no class; stored as unknown (-1)")
         self._splits: dict[str, np.ndarray] = {}
         role = folder / "role.json"
-        if role.is_file():
+        if _present(role):
             self._splits, ignored = read_roles(role, n, self.nodes_from)
             self.splits_from = str(role)
             if ignored:

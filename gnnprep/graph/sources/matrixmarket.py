@@ -18,6 +18,8 @@ exactly as for an edge list.
 
 from __future__ import annotations
 
+import re
+import zlib
 from pathlib import Path
 from typing import Iterator
 
@@ -32,12 +34,20 @@ SYMMETRIES = ("general", "symmetric")
 BANNER = "%%MatrixMarket"
 EXPECTED_HEADER = "%%MatrixMarket matrix coordinate <pattern|integer|real> <general|symmetric>"
 _MAX_LINE = 1 << 20
+_SIZE = re.compile(r"[0-9]{1,19}")
 _EXACT_FLOAT = 2**53   # indices read as float64 (field real) are exact below this
 
 
 def is_matrix_market(path: Path) -> bool:
     name = path.name.lower()
     return name.endswith(".mtx") or name.endswith(".mtx.gz")
+
+
+def _whole_line(path: Path, raw: bytes, line_no: int) -> None:
+    """Refuse a header or size line that ``readline`` cut at the length limit (never held whole)."""
+    if len(raw) >= _MAX_LINE and not raw.endswith(b"\n"):
+        raise GnnprepError(f"{path} line {line_no}: a line longer than {_MAX_LINE // 1024**2} MiB; expected "
+                           f"{'the header' if line_no == 1 else 'the size line'} (a short line)")
 
 
 def _show(line: str, limit: int = 80) -> str:
@@ -51,8 +61,10 @@ def read_preamble(path: Path) -> tuple[str, str, int, int, int, int]:
     line_no = 0
     try:
         with open_text(path) as f:
-            head = f.readline(_MAX_LINE).decode("utf-8", "replace")
+            raw = f.readline(_MAX_LINE)
             line_no = 1
+            _whole_line(path, raw, line_no)
+            head = raw.decode("utf-8", "replace")
             tokens = head.split()
             if not tokens or tokens[0].lower() != BANNER.lower():
                 raise GnnprepError(f"{path} line 1: expected the header '{EXPECTED_HEADER}', found {_show(head)}")
@@ -80,13 +92,15 @@ def read_preamble(path: Path) -> tuple[str, str, int, int, int, int]:
                     while not raw.endswith(b"\n") and raw:   # the rest of a very long comment line
                         raw = f.readline(_MAX_LINE)
                     continue
+                _whole_line(path, raw, line_no)
                 break
-    except (EOFError, OSError) as e:
+    except (EOFError, OSError, zlib.error) as e:
         if isinstance(e, GnnprepError):
             raise
         raise GnnprepError(f"{path}: truncated or corrupt data after line {line_no} ({e})") from None
     parts = s.split()
-    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+    # ASCII digits only (str.isdigit() takes '³' and '３'), at most 19 of them (int64)
+    if len(parts) != 3 or not all(_SIZE.fullmatch(p) for p in parts):
         raise GnnprepError(f"{path} line {line_no}: expected the size line 'rows cols nnz' (three non-negative "
                            f"integers), found {_show(s)}")
     rows, cols, nnz = (int(p) for p in parts)

@@ -16,6 +16,7 @@ corrupt member fails as it does through zipfile.
 
 from __future__ import annotations
 
+import io
 import os
 import struct
 import zipfile
@@ -44,15 +45,33 @@ class MemberInfo:
     data_offset: int  # bytes from the start of the decompressed member to the array payload
 
 
+MAX_HEADER = 1 << 16     # bytes of a .npy header (numpy writes < 200; its own limit is 10,000 characters)
+MAX_SMALL = 1 << 20      # bytes of a member read whole by :meth:`NpzReader.load_small`
+
+
 def _read_header(path: Path, fh, key: str) -> tuple[tuple[int, ...], np.dtype, bool, int]:
+    """Shape, dtype, order and payload offset of a member's .npy header. The header's length field
+    is checked before the header is read: numpy reads as many bytes as it says (up to 4 GiB from a
+    few compressed bytes) before it applies its own limit."""
     try:
         version = npy_format.read_magic(fh)
+        size = 2 if version == (1, 0) else 4
+        raw = fh.read(size)
+        if len(raw) != size:
+            raise ValueError("EOF reading the array header length")
+        length = int.from_bytes(raw, "little")
+        if length > MAX_HEADER:
+            raise GnnprepError(f"{path}: member {key!r} has a .npy header of {length:,} bytes; expected at most "
+                               f"{MAX_HEADER:,} (numpy writes a few hundred)")
+        header = io.BytesIO(raw + fh.read(length))
         if version == (1, 0):
-            shape, fortran, dtype = npy_format.read_array_header_1_0(fh)
+            shape, fortran, dtype = npy_format.read_array_header_1_0(header)
         else:
-            shape, fortran, dtype = npy_format.read_array_header_2_0(fh)
-    except ValueError as e:
-        raise GnnprepError(f"{path}: member {key!r} is not a valid .npy array ({e})") from None
+            shape, fortran, dtype = npy_format.read_array_header_2_0(header)
+    except (ValueError, EOFError) as e:
+        if isinstance(e, GnnprepError):
+            raise
+        raise GnnprepError(f"{path}: member {key!r} is not a valid .npy array ({str(e).splitlines()[0]})") from None
     if dtype.hasobject:
         raise GnnprepError(f"{path}: member {key!r} holds Python objects; expected a numeric array")
     return shape, dtype, fortran, fh.tell()
@@ -187,6 +206,14 @@ class NpzReader:
                     shape, dtype, fortran, off = _read_header(self.path, fh, key)
             except (zipfile.BadZipFile, EOFError, OSError) as e:  # zipfile reads a small member whole
                 raise GnnprepError(f"{self.path}: member {name!r} is corrupt ({e})") from None
+            payload = int(np.prod(shape, dtype=object)) * dtype.itemsize
+            listed = self.zf.getinfo(name).file_size
+            if listed < off + payload:
+                # the .npy header declares more than the zip directory says the member holds (a
+                # truncated member, or a header inflated to drive a huge read): refused before reading
+                raise GnnprepError(f"{self.path}: member {name!r} is {listed:,} bytes in the zip directory, but "
+                                   f"its .npy header declares a {dtype} array of shape {tuple(shape)} "
+                                   f"({off + payload:,} bytes); expected the member to hold its array")
             self.members[key] = MemberInfo(name, tuple(shape), dtype, fortran, off)
 
     def _open(self, name: str):
@@ -227,8 +254,14 @@ class NpzReader:
             raise GnnprepError(f"{self.path}: missing array {key!r} (found: {', '.join(sorted(self.members)) or 'none'})")
         return self.members[key]
 
-    def load_small(self, key: str) -> np.ndarray:
+    def load_small(self, key: str, max_bytes: int = MAX_SMALL) -> np.ndarray:
+        """A member read whole: one meant to be small (a name, a shape, a count). One whose header
+        declares more than ``max_bytes`` is refused before it is read."""
         info = self.require(key)
+        nbytes = int(np.prod(info.shape, dtype=object)) * info.dtype.itemsize
+        if nbytes > max_bytes:
+            raise GnnprepError(f"{self.path}: member {key!r} is a {info.dtype} array of shape {info.shape} "
+                               f"({nbytes:,} bytes); expected a small array (at most {max_bytes:,} bytes)")
         with self._open(info.name) as fh:
             fh.seek(info.data_offset)
             return self._read_exact(fh, info, int(np.prod(info.shape, dtype=np.int64))).reshape(

@@ -22,9 +22,10 @@ import numpy as np
 from gnnprep.core.errors import GnnprepError
 
 BLOCK_BYTES = 32 * 1024**2
-_INT_TOKEN = re.compile(r"([+-]?)(\d+)(\.0*)?")
+MAX_LINE = 1 << 20   # the longest text line read across blocks (a row of numbers is far shorter)
+_INT_TOKEN = re.compile(r"([+-]?)([0-9]+)(\.0*)?")   # ASCII digits only (\d also takes '３' and '²')
 _DIGITS_INT64 = 19  # 2**63 - 1 has 19 digits
-_NUMERIC = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^[+-]?(nan|inf|infinity)$", re.I)
+_NUMERIC = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^[+-]?(nan|inf|infinity)$", re.I | re.A)
 
 
 def block_bytes_for(chunk_edges: int) -> int:
@@ -33,7 +34,8 @@ def block_bytes_for(chunk_edges: int) -> int:
 
 
 def open_text(path: Path):
-    """Binary stream of a text file, transparently gunzipped by name or magic bytes."""
+    """Binary stream of a text file, gunzipped when its first bytes are gzip's magic (whatever its
+    name says: a gzip file named ``.mtx`` is read, a plain one named ``.mtx.gz`` too)."""
     with open(path, "rb") as f:
         magic = f.read(2)
     if magic == b"\x1f\x8b":
@@ -66,15 +68,36 @@ def _blocks(path: Path, block_bytes: int) -> Iterator[tuple[int, bytes]]:
                 data = rest + data
                 cut = data.rfind(b"\n")
                 if cut < 0:
+                    if len(data) > MAX_LINE:   # never held whole: a line (or a gzip bomb) of GiBs
+                        raise GnnprepError(f"{path} line {line_no}: a line longer than {MAX_LINE // 1024**2} MiB; "
+                                           "expected short text lines (one row of numbers each)")
                     rest = data
                     continue
                 block, rest = data[: cut + 1], data[cut + 1:]
+                _refuse_long_line(path, line_no, block)
                 yield line_no, block
                 line_no += block.count(b"\n")
     except (EOFError, zlib.error, gzip.BadGzipFile) as e:
         raise GnnprepError(f"{path}: truncated or corrupt gzip data after line {line_no - 1} ({e})") from None
     if rest:
+        _refuse_long_line(path, line_no, rest)
         yield line_no, rest + b"\n"
+
+
+def _refuse_long_line(path: Path, line_no: int, block: bytes) -> None:
+    """Refuse a line longer than MAX_LINE in ``block`` (whose first line is ``line_no``), wherever it
+    falls against the block cuts. A line that long must hold a whole window of MAX_LINE / 2 bytes
+    with no newline, so only such windows are looked at closely: ~2 memchr calls per MiB."""
+    half = MAX_LINE // 2
+    for w in range(0, len(block) - half + 1, half):
+        if block.find(b"\n", w, w + half) >= 0:
+            continue
+        start = block.rfind(b"\n", 0, w) + 1
+        end = block.find(b"\n", w + half)
+        if (end if end >= 0 else len(block)) - start > MAX_LINE:
+            line = line_no + block.count(b"\n", 0, start)
+            raise GnnprepError(f"{path} line {line}: a line longer than "
+                               f"{MAX_LINE // 1024**2} MiB; expected short text lines (one row of numbers each)")
 
 
 def _looks_numeric(tok: str) -> bool:
@@ -143,6 +166,8 @@ class TableReader:
                 self._check_int(line_no, tok)
                 continue
             try:
+                if not tok.isascii():
+                    raise ValueError(tok)
                 v = float(tok)
             except ValueError:
                 self._fail(line_no, f"{_show(tok)!r} is not a number")
