@@ -13,10 +13,7 @@ Modules that moved when the stages became packages still import under their old 
 """
 
 import importlib
-import importlib.abc
-import importlib.util
 import sys
-import warnings
 
 from gnnprep.core.version import __version__  # noqa: F401 - the package's version, defined in core
 
@@ -41,7 +38,7 @@ MOVED = {
 }
 
 
-class _MovedModule(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+class _MovedModule:  # a MetaPathFinder and Loader by protocol (importlib.abc costs ~18 ms at start-up)
     """``import gnnprep.<old>`` gives the module at its new path (the same object, so a patch of
     one is a patch of the other) and warns once."""
 
@@ -49,10 +46,14 @@ class _MovedModule(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         old = fullname[len(__name__) + 1:] if fullname.startswith(__name__ + ".") else None
         if old not in MOVED:
             return None
+        import importlib.util
+
         return importlib.util.spec_from_loader(fullname, self)
 
     def create_module(self, spec):
         new = f"{__name__}.{MOVED[spec.name[len(__name__) + 1:]]}"
+        import warnings
+
         warnings.warn(f"{spec.name} is now {new}; the old name goes in the next release", DeprecationWarning,
                       stacklevel=2)
         module = importlib.import_module(new)
