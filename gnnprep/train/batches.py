@@ -19,6 +19,7 @@ allocated), then picks one of the two loaders by ``--memory-budget``.
 
 from __future__ import annotations
 
+import os
 import queue
 import re
 import threading
@@ -51,10 +52,76 @@ def block_rows(dset: h5py.Dataset) -> int:
     return max(64, BLOCK_BYTES // row_bytes)
 
 
-def read_rows(dsets: list[h5py.Dataset], positions: np.ndarray, out: np.ndarray, step: int) -> None:
-    """out[i, v] = dsets[v][positions[i]] for sorted positions, reading aligned blocks of ``step`` rows."""
+class FileGuard:
+    """The files a loader reads (the features artifact, and its shards), as they were when it was
+    opened: device, inode, size and mtime_ns. HDF5 reads a chunk beyond a file's new end (truncated
+    after it was opened) as zeros, never as an error, and a file replaced under its path is another
+    file's data at the next epoch's open: :meth:`check` (one ``os.stat`` per file, run after every
+    row block is read) refuses both before the rows are handed out."""
+
+    def __init__(self, paths):
+        self.paths = [str(p) for p in paths]
+        self.opened = [os.stat(p) for p in self.paths]
+
+    def check(self) -> None:
+        """GnnprepError naming the first file that is no longer the one opened."""
+        for path, was in zip(self.paths, self.opened):
+            try:
+                now = os.stat(path)
+            except OSError as e:
+                raise _changed(path, f"it can no longer be read: {e.strerror or type(e).__name__}") from None
+            if (now.st_dev, now.st_ino) != (was.st_dev, was.st_ino):
+                raise _changed(path, "another file was put in its place")
+            if now.st_size != was.st_size:
+                raise _changed(path, f"{was.st_size:,} bytes when opened, {now.st_size:,} now")
+            if now.st_mtime_ns != was.st_mtime_ns:
+                raise _changed(path, f"written to after it was opened: mtime_ns {was.st_mtime_ns} "
+                                     f"then, {now.st_mtime_ns} now")
+
+    def explain(self, e: BaseException, what: str | None = None) -> BaseException:
+        """The error to raise for ``e``, raised while the guarded files were read: the change, when a
+        file changed (h5py's OSError or KeyError are its symptoms); else, where ``what`` names the
+        h5py read that raised (so ``e`` can only be h5py's), a one-line GnnprepError for its
+        OSError, KeyError or RuntimeError on an unchanged file; else ``e`` itself."""
+        if isinstance(e, GnnprepError) or not isinstance(e, Exception):
+            return e
+        try:
+            self.check()
+        except GnnprepError as changed:
+            return changed
+        if what is not None and isinstance(e, (OSError, KeyError, RuntimeError)):
+            text = str(e).splitlines()[0] if str(e) else type(e).__name__
+            return GnnprepError(f"{self.paths[0]}: cannot read {what} ({text}); expected a readable features "
+                                "artifact (the file is damaged)")
+        return e
+
+
+def _changed(path: str, detail: str) -> GnnprepError:
+    return GnnprepError(f"{path}: the file changed or was truncated while it was read ({detail}); "
+                        "expected it to stay as it was opened")
+
+
+def read_rows(dsets: list[h5py.Dataset], positions: np.ndarray, out: np.ndarray, step: int,
+              guard: FileGuard | None = None) -> None:
+    """out[i, v] = dsets[v][positions[i]] for sorted positions, reading aligned blocks of ``step`` rows.
+    ``guard``: checked after every block (a file truncated or replaced meanwhile reads as zeros or
+    fails inside h5py: either is the guard's one-line GnnprepError)."""
     if len(positions) == 0:
         return
+    if guard is None:
+        _read_blocks(dsets, positions, out, step, None)
+        check_finite_rows(dsets, positions, out)
+        return
+    try:
+        _read_blocks(dsets, positions, out, step, guard)
+    except Exception as e:  # noqa: BLE001 - h5py's errors on a changed or damaged file become one line
+        raise guard.explain(e, f"{', '.join(d.name for d in dsets)} rows {int(positions[0])}..{int(positions[-1])}") \
+            from None
+    check_finite_rows(dsets, positions, out)
+
+
+def _read_blocks(dsets: list[h5py.Dataset], positions: np.ndarray, out: np.ndarray, step: int,
+                 guard: FileGuard | None) -> None:
     blocks = positions // step
     cuts = np.flatnonzero(np.diff(blocks)) + 1
     starts = np.concatenate([[0], cuts])
@@ -71,7 +138,8 @@ def read_rows(dsets: list[h5py.Dataset], positions: np.ndarray, out: np.ndarray,
                 buf = np.empty((max(step, hi - lo),) + d.shape[1:], dtype=d.dtype)
             d.read_direct(buf, np.s_[lo:hi], np.s_[0:hi - lo])
             out[s:e, v] = buf[pos - lo]
-    check_finite_rows(dsets, positions, out)
+        if guard is not None:
+            guard.check()   # after the block's reads: what was read is what the file held when opened
 
 
 def check_finite_rows(dsets: list[h5py.Dataset], positions: np.ndarray, out: np.ndarray) -> None:
@@ -156,17 +224,23 @@ class InMemoryBatches:
 
     @classmethod
     def load(cls, path, datasets: list[str], positions: np.ndarray, labels: np.ndarray, device: torch.device,
-             progress=None) -> "InMemoryBatches":
-        with hop_datasets(path, datasets) as dsets:
-            d = dsets[0].shape[1]
-            out = np.empty((len(positions), len(dsets), d), dtype=dsets[0].dtype)
-            step = block_rows(dsets[0])
-            # in slices of blocks so the progress callback advances
-            per = max(1, 64 * step)
-            for s in range(0, len(positions), per):
-                read_rows(dsets, positions[s:s + per], out[s:s + per], step)
-                if progress is not None:
-                    progress("load features", min(s + per, len(positions)), len(positions))
+             progress=None, guard: FileGuard | None = None) -> "InMemoryBatches":
+        """``guard``: the files as :func:`open_data` validated them (default: as they are now)."""
+        guard = FileGuard([path]) if guard is None else guard
+        try:
+            guard.check()
+            with hop_datasets(path, datasets) as dsets:
+                d = dsets[0].shape[1]
+                out = np.empty((len(positions), len(dsets), d), dtype=dsets[0].dtype)
+                step = block_rows(dsets[0])
+                # in slices of blocks so the progress callback advances
+                per = max(1, 64 * step)
+                for s in range(0, len(positions), per):
+                    read_rows(dsets, positions[s:s + per], out[s:s + per], step, guard)
+                    if progress is not None:
+                        progress("load features", min(s + per, len(positions)), len(positions))
+        except Exception as e:  # noqa: BLE001 - h5py's errors on a changed or damaged file become one line
+            raise guard.explain(e) from None
         data = torch.from_numpy(out)
         if device.type == "cuda" and data.nbytes < 0.5 * torch.cuda.mem_get_info(device)[0]:
             data = data.to(device)
@@ -202,7 +276,10 @@ class StreamingBatches:
     streaming = True
 
     def __init__(self, path, datasets: list[str], positions: np.ndarray, labels: np.ndarray, device: torch.device,
-                 window_rows: int, prefetch: int = 2):
+                 window_rows: int, prefetch: int = 2, guard: FileGuard | None = None):
+        """``guard``: the files as :func:`open_data` validated them (default: as they are now); every
+        epoch's reads check it, so a file truncated or replaced after that is an error, never zeros."""
+        self.guard = FileGuard([path]) if guard is None else guard
         self.path = path
         self.datasets = datasets
         self.positions = positions          # file positions of the held row indices (sorted)
@@ -235,20 +312,21 @@ class StreamingBatches:
 
     def _reader(self, windows, shuffle, seeds, q: queue.Queue, stop: threading.Event) -> None:
         try:
+            self.guard.check()   # each epoch opens the path again: it must still be the file opened
             with hop_datasets(self.path, self.datasets) as dsets:
                 d = dsets[0].shape[1]
                 for w, seed in zip(windows, seeds):
                     if stop.is_set():
                         return
                     x = np.empty((len(w), len(dsets), d), dtype=dsets[0].dtype)
-                    read_rows(dsets, self.positions[w], x, self.step)
+                    read_rows(dsets, self.positions[w], x, self.step, self.guard)
                     y = self.labels[w]
                     if shuffle:
                         p = np.random.default_rng(seed).permutation(len(w))
                         x, y = x[p], y[p]
                     _put(q, _host_batch(x, y, self.device), stop)
         except BaseException as e:  # noqa: BLE001 - handed to the consumer, which re-raises it in the main thread
-            q.put(e)
+            q.put(self.guard.explain(e))
             return
         q.put(None)
 
@@ -339,18 +417,19 @@ class StreamingBatches:
         """Reads each group of held-row indices (in stream order) in file order, then puts the rows
         back in stream order."""
         try:
+            self.guard.check()   # each epoch opens the path again: it must still be the file opened
             with hop_datasets(self.path, self.datasets) as dsets:
                 for rows in picked:
                     if stop.is_set():
                         return
                     srt = np.argsort(rows, kind="stable")
                     x = np.empty((len(rows),) + self.row_shape, dtype=dsets[0].dtype)
-                    read_rows(dsets, self.positions[rows[srt]], x, self.step)
+                    read_rows(dsets, self.positions[rows[srt]], x, self.step, self.guard)
                     xs = np.empty_like(x)
                     xs[srt] = x
                     _put(q, _host_batch(xs, self.labels[rows], self.device), stop)
         except BaseException as e:  # noqa: BLE001 - handed to the consumer, which re-raises it in the main thread
-            q.put(e)
+            q.put(self.guard.explain(e))
             return
         q.put(None)
 
@@ -467,7 +546,10 @@ def open_data(path, config: TrainConfig, progress=None, device=None, budget_shar
     ``batch_size · world``; a rank holds only its share of each)."""
     path = Path(path)
     with FeatureStore(path) as store:
-        check_shards(store.f, path)   # a sharded artifact reads a missing shard's columns as NaN
+        shards = check_shards(store.f, path)   # a sharded artifact reads a missing shard's columns as NaN
+        # the files as validated here: every later read checks they are still these (never zeros
+        # read from a file truncated, or another file's rows from one replaced, after this)
+        guard = FileGuard([path, *(path.absolute().parent / s["file"] for s in shards or ())])
         rows = store.rows
         labels_all = store.labels()
         K_file = store.hops
@@ -500,10 +582,10 @@ def open_data(path, config: TrainConfig, progress=None, device=None, budget_shar
     splits = {name: np.searchsorted(held, pos) for name, pos in positions.items()}
     labels = labels.astype(np.int64)
     if feature_bytes <= budget:
-        loader = InMemoryBatches.load(path, datasets, held, labels, device, progress)
+        loader = InMemoryBatches.load(path, datasets, held, labels, device, progress, guard)
     else:
         window = window_rows_for(budget, row_bytes, config.batch_size * world, config.prefetch)
-        loader = StreamingBatches(path, datasets, held, labels, device, window, config.prefetch)
+        loader = StreamingBatches(path, datasets, held, labels, device, window, config.prefetch, guard)
     return Data(loader=loader, splits=splits, spec=spec, views=model_views, fingerprint=fingerprint,
                 evaluator=evaluator, feature_bytes=feature_bytes, budget=budget, config=config, regime=regime,
                 defaults=defaults)

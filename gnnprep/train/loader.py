@@ -93,6 +93,12 @@ def loader(path, split: str = "train", hops: int | None = None, operators=None, 
     A bad argument (a float for an integer, ``memory_budget=0``, a string for ``shuffle``, hops
     beyond the file's, an unknown split or operator) is a
     :class:`~gnnprep.core.errors.ArgumentError` naming it, never coerced.
+
+    The file must stay as it was opened while the loader lives: a streamed epoch over a file
+    truncated, rewritten or replaced after this call (HDF5 would read the lost chunks as zeros) is
+    a :class:`~gnnprep.core.errors.GnnprepError` ("the file changed or was truncated while it was
+    read") at the first row block read after the change, never zeros
+    (:class:`gnnprep.train.batches.FileGuard`).
     """
     from gnnprep.train.batches import open_data
     from gnnprep.train.config import TrainConfig
