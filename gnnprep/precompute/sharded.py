@@ -135,6 +135,19 @@ def _stall_for_tests(progress: Progress, rank: int) -> Progress:
     return stalled
 
 
+def _stall_published_for_tests(rank: int) -> None:
+    """``GNNPREP_TEST_STALL_PUBLISHED=r:s:FILE``: rank r creates FILE, then sleeps s seconds, once the
+    artifact is published and every rank has passed the publish step, just before the ranks'
+    goodbye (tests kill a rank or an agent there)."""
+    spec = os.environ.get("GNNPREP_TEST_STALL_PUBLISHED")
+    if not spec:
+        return
+    r, seconds, marker = spec.split(":", 2)
+    if int(r) == rank:
+        Path(marker).touch()
+        time.sleep(float(seconds))
+
+
 def _hdg_shard_name(output_name: str, rank: int, ranks: int, key: str) -> str:
     """The file of rank r's HDG channels: a shard name (so that publishing sweeps old ones like
     any shard) with a key of its own."""
@@ -444,4 +457,5 @@ def precompute_sharded(graph_path, output, config: PrecomputeConfig, dist, merge
             return run.dry_report()
         run.compute()
         run.publish()
+    _stall_published_for_tests(dist.rank)
     return run.report()
