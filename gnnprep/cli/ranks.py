@@ -25,6 +25,28 @@ def silent(dist) -> bool:
     return dist is not None and not dist.is_root
 
 
+SILENT_EXIT_WAIT = 10.0   # seconds a silent rank waits for rank 0 to speak and exit first
+
+
+def exit_silently(code: int):
+    """Leave a rank other than 0 with the job's exit ``code``, without a word — after rank 0 has had
+    time to print the job's one line. torchrun stops every other rank as soon as one exits, so a
+    silent rank leaving first could cut rank 0 off before it spoke (seen under load: rank 0 then
+    said only "interrupted"). So this rank waits up to SILENT_EXIT_WAIT; rank 0 exits first and
+    torchrun's SIGTERM (or a SIGINT) then ends this rank at once with ``code``, quietly."""
+    import os
+    import signal
+    import time
+
+    def leave(signum, frame):
+        os._exit(code)
+
+    signal.signal(signal.SIGTERM, leave)
+    signal.signal(signal.SIGINT, leave)
+    time.sleep(SILENT_EXIT_WAIT)
+    raise click.exceptions.Exit(code)
+
+
 def other_rank() -> bool:
     """True in a torchrun process other than rank 0 (a broken torchrun environment: False, so the
     error is printed)."""
@@ -42,7 +64,7 @@ class RankCommand(click.Command):
             return super().parse_args(ctx, args)
         except click.UsageError:
             if other_rank():
-                raise click.exceptions.Exit(2) from None
+                exit_silently(2)
             raise
 
 
@@ -64,6 +86,6 @@ def rank_job(dist, start: bool = False):
     except RankFailed:
         dist.close()
         if silent(dist):  # the same error on every rank; rank 0 prints it
-            raise click.exceptions.Exit(1) from None
+            exit_silently(1)
         raise
     dist.close()

@@ -104,14 +104,14 @@ def train(model, features, run_dir, hops, operators, hidden, layers, dropout, in
     except GnnprepError as e:
         if isinstance(e, OptionError):  # an option's value (alone or with another's): a usage error, one line
             if ranks.silent(dist):
-                raise click.exceptions.Exit(2) from None
+                ranks.exit_silently(2)
             raise click.BadParameter(e.message, param_hint=f"'{e.option}'") from None
         if ranks.silent(dist):
-            raise click.exceptions.Exit(1) from None
+            ranks.exit_silently(1)
         raise
     if dist is not None and run_dir is None:
         if ranks.silent(dist):
-            raise click.exceptions.Exit(1)
+            ranks.exit_silently(1)
         raise GnnprepError("-o RUN_DIR is required under torchrun (every rank must name the same run folder)")
     progress = Progress(quiet or ranks.silent(dist))  # one set of bars: rank 0's
     try:
