@@ -28,22 +28,22 @@ def _leaf(u, salt):
     return z ^ (z >> np.uint64(31))
 
 
+@njit(inline="always")
+def _cover(x, n, salt, count, hsum):
+    """(|cover(x)|, its hash) of an input x: a graph node (one leaf) or an aggregation node."""
+    if x < n:
+        return 1, _leaf(x, salt)
+    return count[x - n], hsum[x - n]
+
+
 @njit(nogil=True, cache=True)
 def _agg_covers(n, inputs, salt, count, hsum):
     """|cover(a)| and the hash of cover(a) for every aggregation node, bottom-up (topological ids)."""
     for i in range(len(inputs)):
-        c = 0
-        s = np.uint64(0)
-        for k in range(2):
-            x = inputs[i, k]
-            if x < n:
-                c += 1
-                s += _leaf(x, salt)
-            else:
-                c += count[x - n]
-                s += hsum[x - n]
-        count[i] = c
-        hsum[i] = s
+        c0, s0 = _cover(inputs[i, 0], n, salt, count, hsum)
+        c1, s1 = _cover(inputs[i, 1], n, salt, count, hsum)
+        count[i] = c0 + c1
+        hsum[i] = s0 + s1
 
 
 @njit(parallel=True, nogil=True, cache=True)
@@ -54,13 +54,9 @@ def _row_covers(indptr, indices, n, count, hsum, salt, r0, out_c, out_s):
         c = 0
         s = np.uint64(0)
         for p in range(indptr[v], indptr[v + 1]):
-            x = indices[p]
-            if x < n:
-                c += 1
-                s += _leaf(x, salt)
-            else:
-                c += count[x - n]
-                s += hsum[x - n]
+            cx, sx = _cover(indices[p], n, salt, count, hsum)
+            c += cx
+            s += sx
         out_c[i] = c
         out_s[i] = s
 

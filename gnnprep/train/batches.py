@@ -35,7 +35,7 @@ from gnnprep.core import device as devices
 from gnnprep.core.artifact import file_fingerprint
 from gnnprep.core.errors import GnnprepError, OptionError
 from gnnprep.core.sizes import available_ram, format_size
-from gnnprep.precompute.features import FeatureStore, check_shards, hop_datasets
+from gnnprep.precompute.features import FeatureStore, hop_datasets
 from gnnprep.train.config import MAX_CLASSES, TrainConfig
 from gnnprep.train.models import ModelSpec, training_bytes, views
 from gnnprep.train.regimes import resolve
@@ -546,7 +546,7 @@ def open_data(path, config: TrainConfig, progress=None, device=None, budget_shar
     ``batch_size · world``; a rank holds only its share of each)."""
     path = Path(path)
     with FeatureStore(path) as store:
-        shards = check_shards(store.f, path)   # a sharded artifact reads a missing shard's columns as NaN
+        shards = store.shards   # checked as the store opened (a missing shard would read as NaN)
         # the files as validated here: every later read checks they are still these (never zeros
         # read from a file truncated, or another file's rows from one replaced, after this)
         guard = FileGuard([path, *(path.absolute().parent / s["file"] for s in shards or ())])
