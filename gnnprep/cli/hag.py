@@ -36,22 +36,26 @@ def parse_capacity(text: str) -> int | float | str:
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="HAG artifact to write.")
 @click.option("--capacity", default="0.25", show_default=True, callback=parsed_by(parse_capacity),
               help="Aggregation nodes allowed: N, a fraction of |V|, or all.")
-@click.option("--method", type=click.Choice(["rounds", "exact"]), default="rounds", show_default=True)
+@click.option("--method", type=click.Choice(["stream", "rounds", "exact"]), default="stream", show_default=True,
+              help="stream: lazy greedy over S in row blocks within the budget (resumable); exact: Jia et al.'s "
+                   "Algorithm 3 (small graphs); rounds: the earlier in-memory approximation.")
 @click.option("--aggregate", type=click.Choice(["set", "sequential"]), default="set", show_default=True,
               help="set (sum, mean, max: any order) or sequential (prefix sharing in the stored neighbour order).")
 @click.option("--window", type=click.IntRange(min=1, max=MAX_WINDOW), default=None,
-              help=f"rounds: candidate window (default 16, fitted to the budget; at most {MAX_WINDOW}, and never more "
+              help=f"stream, rounds: candidate window (default 16; at most {MAX_WINDOW}, and never more "
                    "than the largest in-degree).")
-@click.option("--max-depth", type=click.IntRange(min=1), default=16, show_default=True, help="rounds: deepest aggregation level.")
+@click.option("--max-depth", type=click.IntRange(min=1), default=16, show_default=True, help="stream, rounds: deepest aggregation level.")
 @click.option("--min-share", type=click.IntRange(min=2), default=2, show_default=True,
-              help="rounds: destinations a pair must be shared by (2 as in the paper; 3-4 make fewer aggregation "
+              help="stream, rounds: destinations a pair must be shared by (2 as in the paper; 3-4 make fewer aggregation "
                    "nodes that each save more memory traffic, which is what precompute --hag feels).")
 @budget_option("Memory for the search (default: half the free RAM).")
 @click.option("--cache-dir", default=None, help="Where a dataset spec is ingested to (default: beside the source).")
+@click.option("--dry-run", is_flag=True, help="Print the streamed search's blocks, peak memory and predicted time "
+                                             "from the store's sizes; search nothing.")
 @json_option
 @quiet_option
-def hag(dataset, output, capacity, method, aggregate, window, max_depth, min_share, memory_budget, cache_dir, as_json,
-        quiet):
+def hag(dataset, output, capacity, method, aggregate, window, max_depth, min_share, memory_budget, cache_dir, dry_run,
+        as_json, quiet):
     """Build a redundancy-free aggregation graph (HAG) for DATASET."""
     from gnnprep.core.output import refuse_input_as_output
     from gnnprep.graph.ingest import IngestConfig, ensure_graph_store
@@ -64,6 +68,17 @@ def hag(dataset, output, capacity, method, aggregate, window, max_depth, min_sha
     progress = Progress(quiet)
     try:
         store_path = ensure_graph_store(dataset, IngestConfig(source=SourceOptions()), cache_dir, progress)
+        if dry_run:
+            from gnnprep.hag.builder import dry_run as plan
+
+            d = plan(store_path, config)
+            progress.close()
+            emit(as_json, d, [
+                f"{store_path}: {d['num_nodes']:,} nodes, {d['entries']:,} stored entries, capacity {d['capacity']:,}",
+                f"streamed search: {d['blocks']} block(s) of up to {d['block_entries']:,} entries, window "
+                f"{d['window']}; predicted peak {size(d['predicted_peak_bytes'])} (budget "
+                f"{size(d['memory_budget'])}), {d['predicted_seconds']:.0f} s on the 2-core reference machine"])
+            return
         s = build(store_path, output, config, progress=progress, command=" ".join(["gnnprep"] + sys.argv[1:]))
     finally:
         progress.close()

@@ -5,7 +5,7 @@ the HAG that ``precompute --hag`` aggregates through (:func:`cache_path`, :func:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from numbers import Integral
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,7 +21,7 @@ from gnnprep.hag.structure import Hag
 if TYPE_CHECKING:
     from gnnprep.graph.store import GraphStore
 
-METHODS = ("rounds", "exact")
+METHODS = ("stream", "rounds", "exact")
 AGGREGATES = ("set", "sequential")
 
 
@@ -36,25 +36,27 @@ class HagConfig:
     artifact's provenance.
 
     ``aggregate="sequential"`` (order-dependent aggregation) runs the prefix search (Jia et al.,
-    Theorem 2) whatever ``method``; otherwise ``method`` is ``"exact"`` (their Algorithm 3) or
-    ``"rounds"`` (its scalable approximation, shaped by ``window``, ``max_depth`` and ``min_share``;
-    :func:`gnnprep.hag.search.rounds_search`). ``capacity`` bounds |VA|: None for ⌊|V|/4⌋ (the
+    Theorem 2) whatever ``method``; otherwise ``method`` is ``"stream"`` (the default: the lazy
+    greedy on window candidates, S read in row blocks within ``memory_budget``, resumable;
+    :mod:`gnnprep.hag.stream`), ``"exact"`` (their Algorithm 3, the oracle) or ``"rounds"`` (the
+    earlier in-memory approximation, :func:`gnnprep.hag.search.rounds_search`); ``window``,
+    ``max_depth`` and ``min_share`` shape stream and rounds. ``capacity`` bounds |VA|: None for ⌊|V|/4⌋ (the
     paper's default), a float in (0, 1] for that fraction of |V|, an int for a count, or ``"all"``
     (:meth:`capacity_for`). ``memory_budget`` None: :func:`gnnprep.core.device.default_budget` of
     the CPU."""
 
-    method: str = "rounds"                    # rounds | exact (set aggregation)
+    method: str = "stream"                    # stream | rounds | exact (set aggregation)
     aggregate: str = "set"                    # set (sum, mean, max: any order) | sequential (prefix sharing)
     capacity: int | float | str | None = None  # count | fraction of |V| | "all" | None: ⌊|V|/4⌋
-    window: int | None = None                 # rounds: candidate window (None: 16, fitted to the budget)
-    max_depth: int = 16                       # rounds: deepest aggregation level
-    min_share: int = 2                        # rounds: destinations a merged pair must be shared by
+    window: int | None = None                 # stream, rounds: candidate window (None: 16)
+    max_depth: int = 16                       # stream, rounds: deepest aggregation level
+    min_share: int = 2                        # stream, rounds: destinations a merged pair must be shared by
     memory_budget: int | None = None          # bytes for the search
 
     def check(self) -> None:
         """OptionError for a value no search can use (before anything is read)."""
         if self.method not in METHODS:
-            raise OptionError("--method", f"{self.method!r}: expected rounds or exact")
+            raise OptionError("--method", f"{self.method!r}: expected stream, rounds or exact")
         if self.aggregate not in AGGREGATES:
             raise OptionError("--aggregate", f"{self.aggregate!r}: expected set or sequential")
         c = self.capacity
@@ -83,7 +85,9 @@ class HagReport(Record):
     """What :func:`build` wrote: the summary in ``hag.h5``'s root attributes (:func:`write_hag`:
     |V|, |VA|, levels, aggregate, the capacity used, and Jia et al.'s cost terms — aggregations and
     transfers — of the graph and of the HAG), the output, the search's method, seconds and peak
-    memory above its start (None where not measured), and the ratios graph / HAG of both costs."""
+    memory above its start (None where not measured), and the ratios graph / HAG of both costs;
+    for the streamed search, ``stream``: its blocks, window, sample stride, predicted seconds and
+    peak (from sizes, as ``--dry-run`` prints them) and whether it resumed a partial search."""
 
     num_nodes: int
     num_agg: int
@@ -100,55 +104,102 @@ class HagReport(Record):
     peak_bytes: int | None
     aggregation_ratio: float
     transfer_ratio: float
+    stream: dict | None = field(default=None, metadata={"omit_none": True})  # the streamed search's plan
 
 
 def build(graph: str | Path | GraphStore, output, config: HagConfig = HagConfig(), *,
           progress: Progress = no_progress, command: str = "") -> HagReport:
     """Search a HAG for the graph store ``graph`` (a path, or an open :class:`GraphStore`) under
     ``config`` and write it to ``output`` atomically (:func:`write_hag`; ``output`` must not be the
-    store); return its :class:`HagReport`. ``progress`` gets stage ``"hag search"``, 0 then 1 of 1."""
-    from gnnprep.core.device import default_budget
-    from gnnprep.core.memory import PeakMeter
-    from gnnprep.core.output import check_output_path, refuse_input_as_output
+    store); return its :class:`HagReport`. ``progress`` gets stage ``"hag search"``, 0 then 1 of 1
+    (the streamed search also reports its entries done)."""
+    from gnnprep.core.output import refuse_input_as_output
     from gnnprep.graph.store import GraphStore
-    from gnnprep.hag.search import exact_search, rounds_search, sequential_search
 
     config.check()
     opened = isinstance(graph, GraphStore)
     input_path = graph.path if opened else graph
     refuse_input_as_output(output, [input_path])  # before the search: it may take minutes
-    if opened:
-        indptr, indices, fingerprint = graph.indptr(), graph.indices(), graph.fingerprint
-    else:
-        with GraphStore(input_path) as g:
-            indptr, indices, fingerprint = g.indptr(), g.indices(), g.fingerprint
+    store = graph if opened else GraphStore(input_path)
+    try:
+        return _build(store, input_path, output, config, progress, command)
+    finally:
+        if not opened:
+            store.close()
+
+
+def _build(store: GraphStore, input_path, output, config: HagConfig, progress: Progress, command: str) -> HagReport:
+    from gnnprep.core.device import default_budget
+    from gnnprep.core.memory import PeakMeter
+    from gnnprep.core.output import check_output_path
+    from gnnprep.hag.search import exact_search, rounds_search, sequential_search
+
     check_output_path(Path(output).absolute())
+    indptr, fingerprint = store.indptr(), store.fingerprint
     cap = config.capacity_for(len(indptr) - 1, int(indptr[-1]))
     budget = default_budget("cpu") if config.memory_budget is None else int(config.memory_budget)
     method, window, max_depth, min_share = config.method, config.window, config.max_depth, config.min_share
+    if config.aggregate == "sequential":
+        method = "prefix"
     progress("hag search", 0, 1)
     meter = PeakMeter().start()
     t0 = time.perf_counter()
-    if config.aggregate == "sequential":
-        method = "prefix"
-        h = sequential_search(indptr, indices, capacity=cap)
-    elif method == "exact":
-        h = exact_search(indptr, indices, capacity=cap, memory_budget=budget)
+    timing: dict = {}
+
+    def provenance() -> dict:
+        seconds = timing.setdefault("search", time.perf_counter() - t0)
+        return {"command": command or "gnnprep hag",
+                "parameters": {"method": method, "capacity": cap, "window": window, "max_depth": max_depth,
+                               "min_share": min_share, "memory_budget": budget},
+                "inputs": [{"path": str(input_path), "graph_fingerprint": fingerprint}],
+                "timings": {"search_seconds": round(seconds, 4)}, "peak_bytes": meter.above()}
+
+    if method == "stream":
+        from gnnprep.hag.stream import build_streamed
+
+        s, plan, resumed = build_streamed(store, output, input_path, cap, budget, window, max_depth, min_share,
+                                          config.aggregate, provenance, progress)
+        stream = {"blocks": plan.blocks, "block_entries": plan.block_entries, "window": plan.window,
+                  "sample_stride": plan.stride, "predicted_seconds": plan.seconds,
+                  "predicted_peak_bytes": plan.peak_bytes, "resumed": resumed}
     else:
-        h = rounds_search(indptr, indices, capacity=cap, window=window, max_depth=max_depth, memory_budget=budget,
-                          min_share=min_share)
-    seconds = time.perf_counter() - t0
+        indices = store.indices()
+        if method == "prefix":
+            h = sequential_search(indptr, indices, capacity=cap)
+        elif method == "exact":
+            h = exact_search(indptr, indices, capacity=cap, memory_budget=budget)
+        else:
+            h = rounds_search(indptr, indices, capacity=cap, window=window, max_depth=max_depth, memory_budget=budget,
+                              min_share=min_share)
+        del indices
+        s = write_hag(h, output, provenance(), config.aggregate, cap, fingerprint, indptr, inputs=[input_path])
+        stream = None
+    seconds = timing.get("search", time.perf_counter() - t0)
     peak = meter.above()
     progress("hag search", 1, 1)
-    prov = {"command": command or "gnnprep hag",
-            "parameters": {"method": method, "capacity": cap, "window": window, "max_depth": max_depth,
-                           "min_share": min_share, "memory_budget": budget},
-            "inputs": [{"path": str(input_path), "graph_fingerprint": fingerprint}],
-            "timings": {"search_seconds": round(seconds, 4)}, "peak_bytes": peak}
-    s = write_hag(h, output, prov, config.aggregate, cap, fingerprint, indptr, inputs=[input_path])
     return HagReport(**s, output=str(output), method=method, search_seconds=round(seconds, 3), peak_bytes=peak,
                      aggregation_ratio=round(s["aggregations_graph"] / max(1, s["aggregations_hag"]), 4),
-                     transfer_ratio=round(s["transfers_graph"] / max(1, s["transfers_hag"]), 4))
+                     transfer_ratio=round(s["transfers_graph"] / max(1, s["transfers_hag"]), 4), stream=stream)
+
+
+def dry_run(graph_path, config: HagConfig = HagConfig()) -> dict:
+    """What :func:`build` would do for ``config`` on the store at ``graph_path``, from its sizes
+    alone (nothing searched or written): the streamed search's blocks, window, peak bytes and
+    predicted seconds (:func:`gnnprep.hag.stream.stream_plan`)."""
+    from gnnprep.core.device import default_budget
+    from gnnprep.graph.store import GraphStore
+    from gnnprep.hag.stream import plan_for_store
+
+    config.check()
+    budget = default_budget("cpu") if config.memory_budget is None else int(config.memory_budget)
+    with GraphStore(graph_path) as g:
+        cap = config.capacity_for(g.num_nodes, g.num_edges)
+        plan = plan_for_store(g, cap, budget, config.window)
+        n, m = g.num_nodes, g.num_edges
+    return {"dry_run": True, "num_nodes": n, "entries": m, "method": config.method, "capacity": cap,
+            "memory_budget": budget, "blocks": plan.blocks, "block_entries": plan.block_entries,
+            "window": plan.window, "sample_stride": plan.stride, "predicted_peak_bytes": plan.peak_bytes,
+            "predicted_seconds": plan.seconds}
 
 
 CHECK_ENTRIES = 1 << 22  # stored entries read at a time while a HAG is checked against the graph

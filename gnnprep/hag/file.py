@@ -51,6 +51,90 @@ def write_hag(h: Hag, path, provenance: dict, aggregate: str, capacity: int, gra
     return summary
 
 
+def write_hag_rows(path, num_nodes: int, inputs: np.ndarray, level_ptr: np.ndarray, lengths: np.ndarray,
+                   rows, provenance: dict, aggregate: str, capacity: int, graph_fingerprint: str,
+                   graph_indptr: np.ndarray, inputs_files=()) -> dict:
+    """:func:`write_hag` for in-lists too large to hold: ``lengths`` [n] of the in-lists and
+    ``rows`` an iterable of (first entry, ids) pieces in order, written as they come. Returns the
+    summary written into the root attributes."""
+    import h5py
+
+    from gnnprep.core.artifact import write_root_attrs
+    from gnnprep.core.output import atomic_output
+
+    na = len(inputs)
+    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    total = int(indptr[-1])
+    ag, tg = graph_cost(graph_indptr)
+    summary = {
+        "num_nodes": int(num_nodes), "num_agg": int(na), "levels": len(level_ptr) - 1,
+        "aggregate": aggregate, "capacity": int(capacity),
+        "aggregations_graph": ag, "aggregations_hag": int(np.maximum(lengths - 1, 0).sum()) + int(na),
+        "transfers_graph": tg, "transfers_hag": total + 2 * int(na),
+    }
+    idx_dtype = np.int32 if num_nodes + na < 2**31 else np.int64
+    with atomic_output(path, inputs=inputs_files) as tmp:
+        with h5py.File(tmp, "w") as f:
+            f.create_dataset("agg/inputs", data=np.asarray(inputs).astype(idx_dtype).reshape(-1, 2))
+            f.create_dataset("agg/level_ptr", data=np.asarray(level_ptr, dtype=np.int64))
+            f.create_dataset("adj/indptr", data=indptr)
+            ds = f.create_dataset("adj/indices", shape=(total,), dtype=idx_dtype,
+                                  chunks=(min(max(1, total), 1 << 20),) if total else None)
+            for start, ids in rows:
+                if len(ids):
+                    ds[start:start + len(ids)] = ids.astype(idx_dtype, copy=False)
+            write_root_attrs(f, FORMAT, FORMAT_VERSION, provenance, graph_fingerprint=graph_fingerprint, **summary)
+    return summary
+
+
+class SearchWork:
+    """The streamed search's partial file (``<hag.h5>.partial``, kept by
+    :class:`gnnprep.core.output.ResumableOutput`): each finished row block's rewired in-lists and
+    aggregation nodes, every dataset allocated when the file is made, so a killed search leaves a
+    file a rerun continues from.
+
+    ``work/lengths`` [n] the in-lists' new lengths; ``work/ids`` [m] a block's in-lists packed from
+    its first stored entry; ``work/inputs`` [cap, 2] and ``work/levels`` [cap] the aggregation
+    nodes in the order they were made (node j is id n + j)."""
+
+    def __init__(self, path, n: int, m: int, cap: int, ids_dtype, fresh: bool):
+        import h5py
+
+        self.f = h5py.File(path, "a")
+        if fresh:
+            self.f.create_dataset("work/lengths", shape=(n,), dtype=np.int64)
+            self.f.create_dataset("work/ids", shape=(m,), dtype=ids_dtype)
+            self.f.create_dataset("work/inputs", shape=(max(1, cap), 2), dtype=np.int64)
+            self.f.create_dataset("work/levels", shape=(max(1, cap),), dtype=np.int32)
+        self.ids_dtype = self.f["work/ids"].dtype
+
+    def __enter__(self) -> "SearchWork":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.f.close()
+
+    def put(self, r0: int, r1: int, p0: int, lengths: np.ndarray, rows: np.ndarray, made: int,
+            inputs: np.ndarray, levels: np.ndarray) -> None:
+        """Rows r0..r1−1 (first stored entry p0) and the aggregation nodes made + 0..k−1 of a block."""
+        self.f["work/lengths"][r0:r1] = lengths
+        if len(rows):
+            self.f["work/ids"][p0:p0 + len(rows)] = rows.astype(self.ids_dtype)
+        if len(inputs):
+            self.f["work/inputs"][made:made + len(inputs)] = inputs
+            self.f["work/levels"][made:made + len(inputs)] = levels
+
+    def aggregation_nodes(self, made: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.f["work/inputs"][:made], self.f["work/levels"][:made].astype(np.int64)
+
+    def lengths(self) -> np.ndarray:
+        return self.f["work/lengths"][:]
+
+    def rows(self, p0: int, k: int) -> np.ndarray:
+        return self.f["work/ids"][p0:p0 + k]
+
+
 def _read_index(f, path, name: str, ndim: int) -> np.ndarray:
     """An integer dataset of the HAG as int64, or a one-line error naming it."""
     if name not in f or not hasattr(f[name], "dtype"):

@@ -569,10 +569,12 @@ def row_blocks(plan: Plan) -> int:
     return max(plan.b, RESIDENT_ROW_BLOCKS) if plan.s_resident else plan.b
 
 
-# rounds search seconds per stored entry (capacity |V|/4..all), measured on the 2-core CI-class machine
-# on overlapping-group graphs of 2.3M and 22.8M entries (2026-11-22); the search re-sorts every entry
-# once per round, so this is two orders above a kernel pass (≈ 90 ns per entry at d = 128)
-HAG_SEARCH_NS_PER_ENTRY = 8000.0
+# the default (streamed) search's seconds per stored entry, as gnnprep.hag.stream.stream_plan models it
+# with its default window (16 pair occurrences an entry at most): 530 ns an entry, plus 50 ns a counted
+# pair — all 16 on a graph up to 2M entries, about 2 beyond, where pairs are counted on a sample of
+# rows. Fitted on the papers100M shape at 1/10 (308M entries: 196 s measured at --memory-budget 2GiB,
+# 2-core machine, 2026-11-25); the rounds search it replaced as the default took ≈ 8,000 ns an entry
+HAG_SEARCH_NS_PER_ENTRY = 530.0 + 50.0 * 16
 
 
 # the torch executor (gnnprep.precompute.hag_torch) runs one sparse product per HAG level (two

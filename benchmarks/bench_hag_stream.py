@@ -1,0 +1,319 @@
+"""The streamed HAG search (``gnnprep hag --method stream``, the default; issue 33) on three kinds of
+redundant graph, and what its HAG buys ``precompute``.
+
+Graphs (each about ``--entries`` stored entries once symmetrised, float32 features of ``--dim``
+columns, ids randomly permuted; cached in ``--workdir/<kind>_e<entries>_d<dim>_s<seed>/graph.h5``):
+
+- ``ego``: overlapping near-cliques like ego-network circles: each group keeps 85% of the pairs of
+  20 members drawn from a window of 40 consecutive ids around its centre (10% of the members from
+  anywhere), so neighbouring groups overlap and members share most of their neighbours;
+- ``cliques``: collaboration cliques: each paper is a clique over 2..10 authors drawn in proportion
+  to Pareto(1.5) activity;
+- ``citation``: the harness's power-law graph with community structure (``community_edges``).
+
+For each kind the script prints (every command in its own process under benchmarks/launcher.py, so
+peak RSS is the command's own):
+
+1. ``gnnprep hag G --memory-budget B``: wall seconds, peak RSS (acceptance: within B), search
+   seconds, aggregation nodes, the aggregation ratio and stored entries per second of wall time;
+   beside it ``--dry-run``'s predicted seconds and peak bytes, and measured / predicted for both;
+2. on a smaller graph of the same kind (``--rounds-entries``; the rounds search is far too slow at
+   full size) ``--method rounds`` and the stream search: entries/s of each, stream / rounds, and
+   both aggregation ratios;
+3. ``precompute --hops 3 --rows all --device cpu`` without and with ``--hag hag.h5`` (interleaved,
+   best of ``--reps``): the wall ratio and the ratio of hops 1..3's seconds, next to the bound
+   1 + 0.5 (aggregation ratio - 1) (acceptance: the hop ratio meets it where the aggregation ratio
+   is >= 1.4), whether both outputs are bit-identical (and their max relative difference);
+4. ``precompute --hag auto`` with the HAG copied to ``<store>.hag.h5``: what it decided and why,
+   and its wall time against the two runs of 3.
+
+Then one JSON line with every figure.
+
+    python benchmarks/bench_hag_stream.py [--kinds ego,cliques,citation] [--entries 8000000]
+        [--rounds-entries 1000000] [--dim 64] [--budget 2GiB] [--reps 2] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import harness as H
+
+KINDS = ("ego", "cliques", "citation")
+HOPS = 3
+
+
+# -- graphs (built in a child process: ``--make``) ---------------------------------------------------
+def ego_batch(n: int, rng, size: int = 20, window: int = 40, keep: float = 0.85, outside: float = 0.1):
+    def batch(pairs: int):
+        groups = max(1, int(pairs / (keep * size * (size - 1) / 2)))
+        members = (rng.integers(0, n, (groups, 1)) + rng.integers(0, window, (groups, size))) % n
+        far = rng.random((groups, size)) < outside
+        members[far] = rng.integers(0, n, int(far.sum()))
+        iu, ju = np.triu_indices(size, 1)
+        src, dst = members[:, iu].ravel(), members[:, ju].ravel()
+        kept = rng.random(len(src)) < keep
+        return src[kept], dst[kept]
+    return batch
+
+
+def clique_batch(n: int, rng, alpha: float = 1.5, sizes=range(2, 11)):
+    cum = np.cumsum(rng.pareto(alpha, n) + 1.0)
+    mean_pairs = np.mean([k * (k - 1) / 2 for k in sizes])
+
+    def batch(pairs: int):
+        ks = rng.choice(list(sizes), max(1, int(pairs / mean_pairs)))
+        src, dst = [], []
+        for k in sizes:
+            papers = int((ks == k).sum())
+            authors = np.minimum(np.searchsorted(cum, rng.random((papers, k)) * cum[-1], side="right"), n - 1)
+            iu, ju = np.triu_indices(k, 1)
+            src.append(authors[:, iu].ravel())
+            dst.append(authors[:, ju].ravel())
+        return np.concatenate(src), np.concatenate(dst)
+    return batch
+
+
+def make_graph(kind: str, entries: int, dim: int, seed: int, folder: Path) -> None:
+    """Generate the ``kind`` graph of about ``entries`` stored entries and ingest it into
+    ``folder/graph.h5`` (with ``folder/info.json``)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    t0 = time.perf_counter()
+    if kind == "citation":
+        n = max(1000, entries // 20)
+        src, dst, nnz = H.community_edges(n, entries, community=2000, p_in=0.85, alpha=1.5, seed=seed)
+    else:
+        n = max(1000, entries // (40 if kind == "ego" else 16))
+        batch = (ego_batch if kind == "ego" else clique_batch)(n, rng)
+        src, dst = batch(int(entries / 2))
+        nnz = H.stored_nnz(src, dst, n)
+        while nnz < entries:
+            s2, d2 = batch(int((entries - nnz) / 2 * 1.5) + 1000)
+            src, dst = np.concatenate([src, s2]), np.concatenate([dst, d2])
+            nnz = H.stored_nnz(src, dst, n)
+        perm = rng.permutation(n)
+        src, dst = perm[src], perm[dst]
+    np.save(folder / "edges.npy", np.stack([src.astype(np.int32), dst.astype(np.int32)]))
+    del src, dst
+    H.write_normal_features(folder / "x.npy", n, dim, rng)
+    gen_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    rep = H.ingest_arrays(folder / "edges.npy", folder / "graph.h5", n, folder / "x.npy", 2 * H.GiB)
+    info = {"kind": kind, "nodes": n, "stored_nnz": int(rep.num_edges), "expected_nnz": int(nnz), "dim": dim,
+            "generate_seconds": round(gen_s, 2), "ingest_seconds": round(time.perf_counter() - t0, 2)}
+    (folder / "info.json").write_text(json.dumps(info))
+    (folder / "edges.npy").unlink()
+    (folder / "x.npy").unlink()
+
+
+def ensure(args, kind: str, entries: int) -> tuple[Path, dict]:
+    """The cached store of ``kind`` with ``entries`` entries (made by a child process when missing)."""
+    folder = Path(args.workdir) / f"{kind}_e{entries}_d{args.dim}_s{args.seed}"
+    if not (folder / "info.json").exists():
+        print(f"generating {folder} ...", file=sys.stderr, flush=True)
+        H.run_measured([sys.executable, __file__, "--make", kind, "--entries", entries, "--dim", args.dim,
+                        "--seed", args.seed, "--workdir", args.workdir])
+    return folder / "graph.h5", json.loads((folder / "info.json").read_text())
+
+
+# -- measurements ------------------------------------------------------------------------------------
+def gnnprep(*args) -> list[str]:
+    return H.gnnprep_cmd(*args, "--json", "--quiet")
+
+
+def search(graph: Path, out: Path, budget: str, capacity: list, method: str = "stream") -> dict:
+    H.clear_output(out)
+    r = H.run_json(gnnprep("hag", graph, "-o", out, "--method", method, "--memory-budget", budget, *capacity))
+    d = r["report"]
+    return {"wall_s": round(r["seconds"], 3), "peak_rss": r["peak_rss"], "search_s": d["search_seconds"],
+            "peak_bytes": d.get("peak_bytes"), "num_agg": d["num_agg"], "levels": d["levels"],
+            "aggregation_ratio": d["aggregation_ratio"], "transfer_ratio": d["transfer_ratio"]}
+
+
+def precompute(graph: Path, out: Path, budget: str, *extra) -> dict:
+    H.clear_output(out)
+    r = H.run_json(gnnprep("precompute", graph, "-o", out, "--hops", HOPS, "--rows", "all", "--device", "cpu",
+                           "--memory-budget", budget, *extra))
+    d = r["report"]
+    hops = list(d.get("hop_seconds") or [])
+    return {"wall_s": round(r["seconds"], 3), "peak_rss": r["peak_rss"], "seconds": d.get("seconds"),
+            "hop_seconds": hops, "hops_1_K_s": round(sum(hops[1:]), 4) if len(hops) > 1 else None,
+            "hag": d.get("hag"), "reorder_used": (d.get("reorder") or {}).get("used")}
+
+
+def best_pair(graph: Path, work: Path, budget: str, hag: Path, reps: int) -> tuple[dict, dict]:
+    """precompute without and with ``--hag`` alternately ``reps`` times; each one's fastest run."""
+    best: list[dict | None] = [None, None]
+    for _ in range(reps):
+        for i, extra in enumerate(((), ("--hag", hag))):
+            r = precompute(graph, work / ("p_plain.h5" if i == 0 else "p_hag.h5"), budget, *extra)
+            if best[i] is None or r["wall_s"] < best[i]["wall_s"]:
+                best[i] = r
+    return best[0], best[1]
+
+
+def ratio(a, b) -> float | None:
+    return None if a is None or b is None or not b else round(a / b, 3)
+
+
+def fmt(x, spec: str = ".2f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def bench_kind(args, kind: str) -> dict:
+    budget, cap = args.budget, ([] if args.capacity is None else ["--capacity", args.capacity])
+    graph, info = ensure(args, kind, args.entries)
+    work = graph.parent
+    entries = info["stored_nnz"]
+    res = {"kind": kind, "graph": info}
+    print(f"[{kind}] {info['nodes']:,} nodes, {entries:,} stored entries ({H.machine_line()})", file=sys.stderr,
+          flush=True)
+
+    s = search(graph, work / "hag.h5", budget, cap)  # (a)
+    s["entries_per_s"] = round(entries / s["wall_s"])
+    s["rss_within_budget"] = s["peak_rss"] <= H.parse_size(budget)
+    res["stream"] = s
+    dry = H.run_json(gnnprep("hag", graph, "--dry-run", "-o", work / "x.h5", "--memory-budget", budget,
+                             *cap))["report"]
+    res["dry_run"] = {k: dry.get(k) for k in ("blocks", "block_entries", "window", "predicted_seconds",
+                                                "predicted_peak_bytes")}  # (c)
+    res["dry_run"].update(wall_over_predicted=ratio(s["wall_s"], dry["predicted_seconds"]),
+                          search_over_predicted=ratio(s["search_s"], dry["predicted_seconds"]),
+                          rss_over_predicted=ratio(s["peak_rss"], dry["predicted_peak_bytes"]),
+                          peak_bytes_over_predicted=ratio(s["peak_bytes"], dry["predicted_peak_bytes"]))
+
+    small, small_info = ensure(args, kind, args.rounds_entries)  # (b)
+    sub = {"entries": small_info["stored_nnz"], "nodes": small_info["nodes"]}
+    for method in ("stream", "rounds"):
+        r = search(small, small.parent / f"{method}.h5", budget, cap, method)
+        r["entries_per_s"] = round(sub["entries"] / r["wall_s"])
+        r["search_entries_per_s"] = round(sub["entries"] / max(r["search_s"], 1e-6))
+        sub[method] = r
+    sub["stream_over_rounds"] = ratio(sub["stream"]["entries_per_s"], sub["rounds"]["entries_per_s"])
+    sub["stream_over_rounds_search"] = ratio(sub["stream"]["search_entries_per_s"],
+                                             sub["rounds"]["search_entries_per_s"])
+    res["subsample"] = sub
+
+    hag = work / "hag.h5"  # (d)
+    plain, with_hag = best_pair(graph, work, budget, hag, args.reps)
+    agg = s["aggregation_ratio"]
+    bound = 1 + 0.5 * (agg - 1)
+    hop_ratio = ratio(plain["hops_1_K_s"], with_hag["hops_1_K_s"])
+    same = H.same_hops(work / "p_plain.h5", work / "p_hag.h5", HOPS)
+    err = max(H.max_rel_error(H.read_hop(work / "p_hag.h5", k), H.read_hop(work / "p_plain.h5", k))
+              for k in range(HOPS + 1))
+    res["precompute"] = {"plain": plain, "hag": with_hag, "wall_ratio": ratio(plain["wall_s"], with_hag["wall_s"]),
+                         "hop_ratio": hop_ratio, "bound": round(bound, 3), "bound_applies": agg >= 1.4,
+                         "bound_met": None if hop_ratio is None else hop_ratio >= bound,
+                         "bit_identical": same["equal"], "first_difference": same["first_difference"],
+                         "max_rel_diff": err}
+
+    from gnnprep.hag.builder import cache_path  # (e)
+    cached = cache_path(graph)
+    shutil.copyfile(hag, cached)
+    auto = precompute(graph, work / "p_auto.h5", budget, "--hag", "auto")
+    auto["over_plain"] = ratio(auto["wall_s"], plain["wall_s"])
+    auto["over_hag"] = ratio(auto["wall_s"], with_hag["wall_s"])
+    res["auto"] = auto
+    for name in ("p_plain.h5", "p_hag.h5", "p_auto.h5", "x.h5"):
+        H.clear_output(work / name)
+    return res
+
+
+def table(title: str, cols: list[tuple[str, int]], rows: list[list]) -> None:
+    """Print ``title``, a header of ``cols`` (name, width) and the rows' cells (strings) right-aligned."""
+    print(f"\n{title}")
+    print(" ".join(f"{name:>{w}s}" for name, w in cols))
+    for row in rows:
+        print(" ".join(f"{str(cell):>{w}s}" for cell, (_, w) in zip(row, cols)))
+
+
+def print_tables(results: list[dict], budget: str) -> None:
+    rows = []
+    for r in results:
+        s, d, g = r["stream"], r["dry_run"], r["graph"]
+        rows.append([r["kind"], f"{g['nodes']:,}", f"{g['stored_nnz']:,}", f"{s['wall_s']:.2f}", f"{s['search_s']:.2f}",
+                     H.gib(s["peak_rss"]), "yes" if s["rss_within_budget"] else "NO", f"{s['num_agg']:,}",
+                     f"{s['aggregation_ratio']:.2f}", f"{s['entries_per_s'] / 1e6:.2f}",
+                     fmt(d["predicted_seconds"], ".1f"), fmt(d["wall_over_predicted"]),
+                     H.gib(d["predicted_peak_bytes"]), fmt(d["rss_over_predicted"])])
+    table(f"1. hag (stream) at full size, budget {budget}; --dry-run's prediction",
+          [("kind", 9), ("nodes", 10), ("entries", 11), ("wall s", 7), ("search s", 8), ("peak RSS", 9),
+           ("RSS<=B", 6), ("num_agg", 9), ("agg x", 5), ("Me/s", 5), ("pred s", 6), ("wall/pred", 9),
+           ("pred peak", 9), ("RSS/pred", 8)], rows)
+    rows = []
+    for r in results:
+        b = r["subsample"]
+        st, ro = b["stream"], b["rounds"]
+        rows.append([r["kind"], f"{b['entries']:,}", f"{st['wall_s']:.2f}", f"{ro['wall_s']:.2f}",
+                     f"{st['entries_per_s']:,}", f"{ro['entries_per_s']:,}", fmt(b["stream_over_rounds"]),
+                     fmt(b["stream_over_rounds_search"]), f"{st['aggregation_ratio']:.2f}",
+                     f"{ro['aggregation_ratio']:.2f}"])
+    table("2. stream against rounds on the smaller graph of each kind (entries/s of wall time; and of search s)",
+          [("kind", 9), ("entries", 10), ("stream s", 8), ("rounds s", 8), ("stream e/s", 11), ("rounds e/s", 11),
+           ("ratio", 6), ("search s ratio", 14), ("agg x stream", 12), ("agg x rounds", 12)], rows)
+    rows = []
+    for r in results:
+        p, a = r["precompute"], r["auto"]
+        verdict = ("met" if p["bound_met"] else "NOT met") if p["bound_applies"] else "n/a"
+        hag = a["hag"] or {}
+        rows.append([r["kind"], f"{p['plain']['wall_s']:.2f}", f"{p['hag']['wall_s']:.2f}", fmt(p["wall_ratio"]),
+                     fmt(p["plain"]["hops_1_K_s"], ".3f"), fmt(p["hag"]["hops_1_K_s"], ".3f"), fmt(p["hop_ratio"]),
+                     f"{p['bound']:.2f}", verdict, "yes" if p["bit_identical"] else "no", f"{p['max_rel_diff']:.1e}",
+                     f"{a['wall_s']:.2f}", hag.get("used")])
+    table(f"3./4. precompute --hops {HOPS} --rows all --device cpu: no HAG, --hag hag.h5 (best of each), --hag auto",
+          [("kind", 9), ("plain s", 7), ("hag s", 7), ("wall x", 6), ("hops plain", 10), ("hops hag", 8),
+           ("hops x", 6), ("bound", 5), ("verdict", 7), ("same", 4), ("rel diff", 8), ("auto s", 6),
+           ("auto used", 9)], rows)
+    for r in results:
+        print(f"  {r['kind']}: --hag auto: {(r['auto']['hag'] or {}).get('reason')}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kinds", default=",".join(KINDS), help="comma-separated: ego, cliques, citation")
+    ap.add_argument("--entries", type=int, default=None,
+                    help="stored entries per graph (default 8,000,000; quick 300,000)")
+    ap.add_argument("--rounds-entries", type=int, default=None,
+                    help="stored entries of the graph the rounds search runs on (default 1,000,000; quick 100,000)")
+    ap.add_argument("--dim", type=int, default=64)
+    ap.add_argument("--budget", default="2GiB", help="--memory-budget of every search and precompute")
+    ap.add_argument("--capacity", default=None, help="hag --capacity of every search (default: gnnprep's, 0.25)")
+    ap.add_argument("--reps", type=int, default=None, help="precompute repetitions (default 2; quick 1)")
+    ap.add_argument("--workdir", default="/tmp/gnnprep-bench-hag-stream")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quick", action="store_true", help="300k entries, 100k for rounds, 1 rep (a smoke run)")
+    ap.add_argument("--make", choices=KINDS, help=argparse.SUPPRESS)  # internal: generate one graph and exit
+    args = ap.parse_args()
+    args.entries = args.entries or (300_000 if args.quick else 8_000_000)
+    args.rounds_entries = args.rounds_entries or (100_000 if args.quick else 1_000_000)
+    args.reps = args.reps or (1 if args.quick else 2)
+    if args.make:
+        make_graph(args.make, args.entries, args.dim, args.seed,
+                   Path(args.workdir) / f"{args.make}_e{args.entries}_d{args.dim}_s{args.seed}")
+        return
+    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    bad = [k for k in kinds if k not in KINDS]
+    if bad:
+        ap.error(f"--kinds: unknown {bad}; expected some of {', '.join(KINDS)}")
+    Path(args.workdir).mkdir(parents=True, exist_ok=True)
+    print(f"machine: {H.machine_line()}")
+    results = [bench_kind(args, k) for k in kinds]
+    print_tables(results, args.budget)
+    print(f"\nload average after: {H.load_avg()}")
+    print(json.dumps({"entries": args.entries, "rounds_entries": args.rounds_entries, "dim": args.dim,
+                      "budget": args.budget, "capacity": args.capacity, "reps": args.reps, "seed": args.seed,
+                      "load_avg": H.load_avg(), "results": results}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,325 @@
+"""The streamed HAG search: S read in row blocks under a memory budget, the lazy greedy of
+:mod:`gnnprep.hag.greedy` run on each block, the blocks' results kept in a resumable partial file
+and assembled into ``hag.h5`` (Jia et al., KDD 2020; the structure in :mod:`gnnprep.hag.structure`).
+
+1. One pass over the stored ids counts every id's in-list frequency (ids in more in-lists first:
+   the order the window candidates are taken in, as in the rounds search).
+2. Rows are cut into contiguous blocks of at most ``block_entries`` stored entries
+   (:func:`stream_plan`: as many as the budget holds). Each block runs the lazy greedy on its own
+   in-lists with its share of the capacity (capacity left × block entries / entries left), so its
+   aggregation nodes serve only its rows: cover(v) = N(v) holds block by block, and a pair shared
+   by rows of two blocks is merged in each (the price of bounded memory; one block when S fits).
+3. Aggregation nodes are numbered by level across all blocks, the in-lists rewritten in those ids.
+
+The memory model (:func:`stream_plan`) and the search time (:func:`predict_seconds`) come from sizes
+alone, for ``gnnprep plan``-style questions and ``--dry-run``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from gnnprep.core.errors import OptionError
+from gnnprep.hag.greedy import search_block, window_pairs
+from gnnprep.hag.structure import Hag
+
+READ_ENTRIES = 1 << 22        # stored ids read at a time while counting frequencies
+BLOCK_ENTRY_BYTES = 112       # bytes per stored entry of a block: its ids and preparation, the greedy's
+                              # arrays, the candidate heap and the counting table (measured, see stream_plan)
+COUNT_ENTRY_BYTES = 24        # of those, the counting table's share
+DEFAULT_WINDOW = 16           # the smallest default window
+MAX_DEFAULT_WINDOW = 256      # the largest
+PAIRS_PER_ENTRY = 16          # the default window is the largest whose pair occurrences stay within this many per entry
+WIDE_MAX_ENTRIES = 1 << 21    # ... on graphs up to this many stored entries (a merge's cost grows with the window)
+COUNTED_PAIRS_PER_ENTRY = 2   # beyond that size, pairs are counted on a sample of rows: about this many per entry
+SEARCH_NS_PER_PAIR = 50.0     # predicted seconds: per counted window pair occurrence (marking and counting), and
+SEARCH_NS_PER_ENTRY = 530.0   # per stored entry (reading, local ids, sorting, the users' index, the partial file,
+SEARCH_SECONDS_FIXED = 1.0    # the assembly), plus start-up; fitted on the papers100M shape at 1/10 (2-core machine)
+MIN_BLOCK_ENTRIES = 1 << 16
+
+
+@dataclass(frozen=True)
+class StreamPlan:
+    """How a streamed search runs: ``block_entries`` stored entries per block, the candidate
+    ``window``, the bytes it holds at most (``peak_bytes``) and its predicted ``seconds``."""
+
+    block_entries: int
+    blocks: int
+    window: int
+    stride: int
+    fixed_bytes: int
+    peak_bytes: int
+    seconds: float
+
+
+def default_window(deg: np.ndarray) -> int:
+    """The window when none is given: the largest w in [16, 256] (and below the longest in-list)
+    whose window pairs stay within 16 per stored entry — 16 on a graph with long in-lists, wider
+    (up to every pair: the greedy is then Jia et al.'s Algorithm 3) where in-lists are short — on
+    graphs of up to 2M stored entries; 16 beyond (each merge updates the counts of 2w neighbours
+    per in-list, so a wide window costs time where the graph is large). On the oracle's small graphs
+    (tests/hag) this keeps ≥ 95% of the exact greedy's savings; 16 alone kept 94.5% on one of them."""
+    if int(deg.sum()) > WIDE_MAX_ENTRIES:
+        return DEFAULT_WINDOW
+    longest = int(deg.max(initial=0))
+    lo, hi = DEFAULT_WINDOW, max(DEFAULT_WINDOW, min(MAX_DEFAULT_WINDOW, longest - 1))
+    limit = PAIRS_PER_ENTRY * int(deg.sum())
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if window_pairs(deg, mid) <= limit:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def fixed_bytes(n: int, cap: int) -> int:
+    """What the search holds besides a block: indptr (8 B a row), the frequency rank (8 B a node,
+    16 more while it is computed), and at assembly the aggregation nodes (inputs, levels, new ids)."""
+    return 8 * (n + 1) + max(24 * n, 32 * cap) + (64 << 20)
+
+
+def stream_plan(n: int, m: int, longest: int, cap: int, budget: int | None, window: int | None = None,
+                pairs: int | None = None) -> StreamPlan:
+    """Block size, window and predicted peak and time for a streamed search of n nodes, m stored
+    entries (the longest in-list ``longest``) with capacity ``cap`` under ``budget`` bytes (None: one
+    block). ``pairs``: the window pair occurrences when known (else bounded by window · m)."""
+    w = DEFAULT_WINDOW if window is None else int(window)
+    w = max(1, min(w, max(1, longest - 1)))
+    fixed = fixed_bytes(n, cap)
+    if budget is None:
+        block = max(1, m)
+    else:
+        room = budget - fixed
+        block = room // BLOCK_ENTRY_BYTES - longest  # a block may run one in-list past its entries
+        if block < MIN_BLOCK_ENTRIES and block < m:
+            need = fixed + BLOCK_ENTRY_BYTES * min(m, MIN_BLOCK_ENTRIES)
+            raise OptionError("--memory-budget", f"{budget / 2**20:.0f} MiB is too small for a HAG search over {n:,} "
+                                                 f"nodes (needs at least {need / 2**20:.0f} MiB)")
+        block = int(max(1, min(block, m)))
+    blocks = max(1, math.ceil(m / block))
+    occ = w * m if pairs is None else pairs
+    stride = sample_stride(m, occ)
+    seconds = SEARCH_NS_PER_PAIR * 1e-9 * occ / stride + SEARCH_NS_PER_ENTRY * 1e-9 * m + SEARCH_SECONDS_FIXED
+    peak = fixed + BLOCK_ENTRY_BYTES * min(block + longest, max(m, 1))
+    return StreamPlan(block, blocks, w, stride, fixed, peak, round(seconds, 3))
+
+
+def sample_stride(m: int, pairs: int) -> int:
+    """Rows per counted row: 1 (every row's pairs counted) up to 2M stored entries; beyond, about
+    :data:`COUNTED_PAIRS_PER_ENTRY` window pairs per entry are counted, on a hashed sample of rows
+    (:func:`gnnprep.hag.greedy._sampled`). The counts — and the greedy's order — are then those of
+    the sample (a pair in c in-lists is counted about c / stride times): pairs shared by many
+    in-lists are still found, the rarest ones are not; every merge still rewrites all the rows
+    that hold the pair."""
+    if m <= WIDE_MAX_ENTRIES:
+        return 1
+    return max(1, int(pairs // max(1, COUNTED_PAIRS_PER_ENTRY * m)))
+
+
+def plan_for_store(store, cap: int, budget: int | None, window: int | None) -> StreamPlan:
+    """:func:`stream_plan` for an open graph store (its indptr only: sizes, no ids read)."""
+    indptr = store.indptr()
+    deg = np.diff(indptr)
+    longest = int(deg.max(initial=0))
+    w = default_window(deg) if window is None else max(1, min(int(window), max(1, longest - 1)))
+    return stream_plan(store.num_nodes, int(indptr[-1]), longest, cap, budget, w, pairs=window_pairs(deg, w))
+
+
+def frequency_rank(indptr: np.ndarray, read: Callable[[int, int], np.ndarray], n: int,
+                   progress=None) -> np.ndarray:
+    """rank[x] = x's place when ids are ordered by in-list frequency (most first; ties by id),
+    counted over the stored ids read ``READ_ENTRIES`` at a time."""
+    m = int(indptr[-1])
+    freq = np.zeros(n, dtype=np.int64)
+    for lo in range(0, m, READ_ENTRIES):
+        hi = min(m, lo + READ_ENTRIES)
+        freq += np.bincount(read(lo, hi), minlength=n)
+        if progress is not None:
+            progress("hag frequencies", hi, m)
+    order = np.argsort(-freq, kind="stable")
+    del freq
+    rank = np.empty(n, dtype=np.int32 if n < 2**31 else np.int64)
+    rank[order] = np.arange(n, dtype=rank.dtype)
+    return rank
+
+
+def block_search(ids: np.ndarray, rp: np.ndarray, rank: np.ndarray, n: int, first_agg: int, cap: int,
+                 window: int, min_share: int, max_depth: int, room: int, stride: int = 1):
+    """The lazy greedy on one block of in-lists (global ids ``ids``, row pointer ``rp`` from 0).
+    Returns (lengths of the rewired in-lists, their ids — aggregation node j of this block is
+    ``first_agg + j`` — inputs [k, 2] and levels [k] of the block's aggregation nodes)."""
+    uniq, inv = np.unique(rank[ids], return_inverse=True)
+    u = len(uniq)
+    glob = np.empty(u + cap, dtype=np.int64)
+    glob[inv] = ids
+    del uniq
+    inputs, levels, ent, _stats = search_block(rp, inv.astype(np.int32), u, cap, window, min_share, max_depth, room,
+                                       stride=stride)
+    del inv
+    k = len(inputs)
+    glob[u:u + k] = first_agg + np.arange(k)
+    live = ent >= 0
+    before = np.zeros(len(ent) + 1, dtype=np.int64)
+    np.cumsum(live, out=before[1:])
+    lengths = before[rp[1:]] - before[rp[:-1]]
+    del before
+    out = glob[ent[live]]
+    return lengths, out, glob[inputs], levels
+
+
+def block_caps(indptr: np.ndarray, blocks: list[tuple[int, int]], cap: int) -> Callable[[int, int], int]:
+    """The capacity share of a block given what earlier blocks used: cap left × its entries / entries left."""
+    m = int(indptr[-1])
+
+    def share(i: int, made: int) -> int:
+        r0, r1 = blocks[i]
+        left_entries = m - int(indptr[r0])
+        mine = int(indptr[r1] - indptr[r0])
+        return int((cap - made) * mine // max(1, left_entries))
+    return share
+
+
+def renumber(n: int, inputs: np.ndarray, levels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Aggregation nodes numbered by level (stable): (new id of each − n, inputs in new ids with
+    each pair sorted, level_ptr), as :func:`gnnprep.hag.structure.number_by_level`."""
+    made = len(inputs)
+    order = np.argsort(levels, kind="stable")
+    new = np.empty(made, dtype=np.int64)
+    new[order] = np.arange(made)
+    ins = inputs[order]
+    agg = ins >= n
+    ins[agg] = n + new[ins[agg] - n]
+    ins.sort(axis=1)
+    top = int(levels.max()) if made else 0
+    level_ptr = np.concatenate([[0], np.cumsum(np.bincount(levels, minlength=top + 1)[1:])]).astype(np.int64)
+    return new, ins, level_ptr
+
+
+def relabel_rows(ids: np.ndarray, lengths: np.ndarray, n: int, new: np.ndarray) -> np.ndarray:
+    """In-lists in final ids, each sorted."""
+    out = ids.astype(np.int64, copy=True)
+    agg = out >= n
+    out[agg] = n + new[out[agg] - n]
+    rp = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=rp[1:])
+    from gnnprep.hag.greedy import sort_rows
+
+    sort_rows(rp, out)
+    return out
+
+
+def search_arrays(indptr: np.ndarray, indices: np.ndarray, capacity: int | None = None, window: int | None = None,
+                  max_depth: int = 16, min_share: int = 2, block_entries: int | None = None) -> Hag:
+    """The streamed search on in-memory arrays (one block unless ``block_entries``): for tests and
+    the Python API."""
+    n = len(indptr) - 1
+    m = int(indptr[-1])
+    cap = n // 4 if capacity is None else min(int(capacity), m)
+    deg = np.diff(indptr)
+    plan = stream_plan(n, m, int(deg.max(initial=0)), cap, None, default_window(deg) if window is None else window)
+    from gnnprep.sparse.order import row_blocks
+
+    blocks = row_blocks(indptr, 0, n, block_entries or max(1, m))
+    rank = frequency_rank(indptr, lambda lo, hi: indices[lo:hi], n)
+    share = block_caps(indptr, blocks, cap)
+    lens, ids, ins, levs = [], [], [], []
+    made = 0
+    for i, (r0, r1) in enumerate(blocks):
+        p0, p1 = int(indptr[r0]), int(indptr[r1])
+        rp = (indptr[r0:r1 + 1] - p0).astype(np.int64)
+        ln, out, inp, lev = block_search(np.asarray(indices[p0:p1]), rp, rank, n, n + made, share(i, made),
+                                         plan.window, min_share, max_depth, 1 << 26, plan.stride)
+        lens.append(ln)
+        ids.append(out)
+        ins.append(inp)
+        levs.append(lev)
+        made += len(inp)
+    lengths = np.concatenate(lens) if lens else np.zeros(n, np.int64)
+    inputs = np.concatenate(ins) if ins else np.empty((0, 2), np.int64)
+    levels = np.concatenate(levs).astype(np.int64) if levs else np.empty(0, np.int64)
+    new, inputs, level_ptr = renumber(n, inputs, levels)
+    rows = relabel_rows(np.concatenate(ids) if ids else np.empty(0, np.int64), lengths, n, new)
+    hp = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=hp[1:])
+    return Hag(n, inputs, level_ptr, hp, rows)
+
+
+def pairs_of(indptr: np.ndarray, window: int) -> int:
+    """Window pair occurrences of a store's in-lists (for the time prediction)."""
+    return window_pairs(np.diff(indptr), window)
+
+
+def build_streamed(store, output, input_path, cap: int, budget: int | None, window: int | None, max_depth: int,
+                   min_share: int, aggregate: str, provenance, progress=None) -> tuple[dict, StreamPlan, bool]:
+    """Search ``store`` (an open :class:`gnnprep.graph.store.GraphStore`) block by block and write
+    ``hag.h5`` to ``output``. The blocks' results go to ``<output>.partial`` as each finishes
+    (:class:`gnnprep.core.output.ResumableOutput`): an interrupted search run again with the same
+    graph, parameters and budget continues from the last finished block. Returns (the summary
+    written, the plan, whether it resumed). ``provenance()`` gives the provenance to write (called
+    once the search is done, so it can hold the search's time)."""
+    import json
+
+    from gnnprep.core.output import ResumableOutput
+    from gnnprep.hag.file import SearchWork, write_hag_rows
+    from gnnprep.sparse.order import row_blocks
+
+    progress = progress or (lambda *a: None)
+    n = store.num_nodes
+    indptr = store.indptr()
+    m = int(indptr[-1])
+    plan = plan_for_store(store, cap, budget, window)
+    blocks = row_blocks(indptr, 0, n, plan.block_entries)
+    key = json.dumps({"graph": store.fingerprint, "capacity": cap, "window": plan.window, "max_depth": max_depth,
+                      "min_share": min_share, "block_entries": plan.block_entries, "aggregate": aggregate,
+                      "stride": plan.stride},
+                     sort_keys=True)
+    out = ResumableOutput(output, key, [input_path])
+    ids_dtype = np.int32 if n + cap < 2**31 else np.int64
+    needed = m * np.dtype(ids_dtype).itemsize * 2 + 16 * (n + cap)
+    out.check_room(needed)
+    with out.writing(needed):
+        with SearchWork(out.partial, n, m, cap, ids_dtype, fresh=not out.resumed) as work:
+            made = int(out.state.get("made", 0)) if out.resumed else 0
+            rank = frequency_rank(indptr, lambda lo, hi: store.read_indices(lo, hi), n, progress)
+            share = block_caps(indptr, blocks, cap)
+            done = {u[0] for u in out.done}
+            room = COUNT_ENTRY_BYTES * plan.block_entries
+            for i, (r0, r1) in enumerate(blocks):
+                p0, p1 = int(indptr[r0]), int(indptr[r1])
+                if i in done:
+                    continue
+                ids = store.read_indices(p0, p1)
+                rp = (indptr[r0:r1 + 1] - p0).astype(np.int64)
+                lengths, rows, ins, levels = block_search(ids, rp, rank, n, n + made, share(i, made), plan.window,
+                                                          min_share, max_depth, room, plan.stride)
+                del ids
+                work.put(r0, r1, p0, lengths, rows, made, ins, levels)
+                made += len(ins)
+                del rows, ins, levels, lengths
+                out.state["made"] = made
+                out.mark((i,), work.f)
+                progress("hag search", p1, m)
+            del rank
+            inputs, levels = work.aggregation_nodes(made)
+            new, inputs, level_ptr = renumber(n, inputs, levels)
+            del levels
+            lengths = work.lengths()
+
+            def pieces():
+                at = 0
+                for r0, r1 in blocks:
+                    ln = lengths[r0:r1]
+                    k = int(ln.sum())
+                    yield at, relabel_rows(work.rows(int(indptr[r0]), k), ln, n, new)
+                    at += k
+
+            summary = write_hag_rows(output, n, inputs, level_ptr, lengths, pieces(), provenance(), aggregate, cap,
+                                     store.fingerprint, indptr, inputs_files=[input_path])
+    resumed = out.resumed
+    out.close(keep=False)
+    return summary, plan, resumed
