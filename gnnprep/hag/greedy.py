@@ -475,6 +475,46 @@ def _rehash(pkeys, pvals, nkeys, nvals):
 
 
 @njit(nogil=True, cache=True)
+def _distinct_ranks(ids, rank, scratch, out):
+    """The distinct values of rank[ids] into out (first-seen order); marks them in ``scratch``."""
+    u = 0
+    for i in range(len(ids)):
+        r = rank[ids[i]]
+        if scratch[r] < 0:
+            scratch[r] = 0
+            out[u] = r
+            u += 1
+    return u
+
+
+@njit(nogil=True, cache=True)
+def _assign_local(ids, rank, scratch, ranks, ent, glob):
+    """ent[i] = the place of rank[ids[i]] among the sorted ``ranks``; glob[local] = the graph id;
+    ``scratch`` is left all −1 again."""
+    for j in range(len(ranks)):
+        scratch[ranks[j]] = j
+    for i in range(len(ids)):
+        loc = scratch[rank[ids[i]]]
+        ent[i] = loc
+        glob[loc] = ids[i]
+    for j in range(len(ranks)):
+        scratch[ranks[j]] = -1
+
+
+def local_ids(ids: np.ndarray, rank: np.ndarray, scratch: np.ndarray, extra: int = 0):
+    """A block's local ids: (ent int32 — each entry's local id, local ids numbering the block's
+    distinct graph ids by frequency rank — glob int64 [u + extra], glob[local] = graph id, u).
+    ``scratch``: int32 [n] all −1 (left so); O(E + u log u), no sort of the entries."""
+    ranks = np.empty(len(ids), dtype=rank.dtype)
+    u = _distinct_ranks(ids, rank, scratch, ranks)
+    ranks = np.sort(ranks[:u])
+    ent = np.empty(len(ids), dtype=np.int32)
+    glob = np.empty(u + extra, dtype=np.int64)
+    _assign_local(ids, rank, scratch, ranks, ent, glob)
+    return ent, glob, u
+
+
+@njit(nogil=True, cache=True)
 def sort_rows(rp, ent):
     """Each row of ent (row pointer rp) sorted in place (insertion sort for short rows)."""
     for v in range(len(rp) - 1):

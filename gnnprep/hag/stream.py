@@ -24,7 +24,7 @@ from typing import Callable
 import numpy as np
 
 from gnnprep.core.errors import OptionError
-from gnnprep.hag.greedy import search_block, window_pairs
+from gnnprep.hag.greedy import local_ids, search_block, window_pairs
 from gnnprep.hag.structure import Hag
 
 READ_ENTRIES = 1 << 22        # stored ids read at a time while counting frequencies
@@ -78,9 +78,10 @@ def default_window(deg: np.ndarray) -> int:
 
 
 def fixed_bytes(n: int, cap: int) -> int:
-    """What the search holds besides a block: indptr (8 B a row), the frequency rank (8 B a node,
-    16 more while it is computed), and at assembly the aggregation nodes (inputs, levels, new ids)."""
-    return 8 * (n + 1) + max(24 * n, 32 * cap) + (64 << 20)
+    """What the search holds besides a block: indptr (8 B a row), the frequency rank and the local
+    ids' scratch (12 B a node, 16 more while the rank is computed), and at assembly the aggregation
+    nodes (inputs, levels, new ids)."""
+    return 8 * (n + 1) + max(28 * n, 32 * cap) + (64 << 20)
 
 
 def stream_plan(n: int, m: int, longest: int, cap: int, budget: int | None, window: int | None = None,
@@ -149,18 +150,15 @@ def frequency_rank(indptr: np.ndarray, read: Callable[[int, int], np.ndarray], n
 
 
 def block_search(ids: np.ndarray, rp: np.ndarray, rank: np.ndarray, n: int, first_agg: int, cap: int,
-                 window: int, min_share: int, max_depth: int, room: int, stride: int = 1):
+                 window: int, min_share: int, max_depth: int, room: int, stride: int = 1,
+                 scratch: np.ndarray | None = None):
     """The lazy greedy on one block of in-lists (global ids ``ids``, row pointer ``rp`` from 0).
     Returns (lengths of the rewired in-lists, their ids — aggregation node j of this block is
-    ``first_agg + j`` — inputs [k, 2] and levels [k] of the block's aggregation nodes)."""
-    uniq, inv = np.unique(rank[ids], return_inverse=True)
-    u = len(uniq)
-    glob = np.empty(u + cap, dtype=np.int64)
-    glob[inv] = ids
-    del uniq
-    inputs, levels, ent, _stats = search_block(rp, inv.astype(np.int32), u, cap, window, min_share, max_depth, room,
-                                       stride=stride)
-    del inv
+    ``first_agg + j`` — inputs [k, 2] and levels [k] of the block's aggregation nodes).
+    ``scratch``: int32 [n] all −1, reused across blocks (:func:`gnnprep.hag.greedy.local_ids`)."""
+    scratch = np.full(n, -1, dtype=np.int32) if scratch is None else scratch
+    ent, glob, u = local_ids(ids, rank, scratch, extra=cap)
+    inputs, levels, ent, _stats = search_block(rp, ent, u, cap, window, min_share, max_depth, room, stride=stride)
     k = len(inputs)
     glob[u:u + k] = first_agg + np.arange(k)
     live = ent >= 0
@@ -227,13 +225,14 @@ def search_arrays(indptr: np.ndarray, indices: np.ndarray, capacity: int | None 
     blocks = row_blocks(indptr, 0, n, block_entries or max(1, m))
     rank = frequency_rank(indptr, lambda lo, hi: indices[lo:hi], n)
     share = block_caps(indptr, blocks, cap)
+    scratch = np.full(n, -1, dtype=np.int32)
     lens, ids, ins, levs = [], [], [], []
     made = 0
     for i, (r0, r1) in enumerate(blocks):
         p0, p1 = int(indptr[r0]), int(indptr[r1])
         rp = (indptr[r0:r1 + 1] - p0).astype(np.int64)
         ln, out, inp, lev = block_search(np.asarray(indices[p0:p1]), rp, rank, n, n + made, share(i, made),
-                                         plan.window, min_share, max_depth, 1 << 26, plan.stride)
+                                         plan.window, min_share, max_depth, 1 << 26, plan.stride, scratch)
         lens.append(ln)
         ids.append(out)
         ins.append(inp)
@@ -289,6 +288,7 @@ def build_streamed(store, output, input_path, cap: int, budget: int | None, wind
             share = block_caps(indptr, blocks, cap)
             done = {u[0] for u in out.done}
             room = COUNT_ENTRY_BYTES * plan.block_entries
+            scratch = np.full(n, -1, dtype=np.int32)
             for i, (r0, r1) in enumerate(blocks):
                 p0, p1 = int(indptr[r0]), int(indptr[r1])
                 if i in done:
@@ -296,7 +296,7 @@ def build_streamed(store, output, input_path, cap: int, budget: int | None, wind
                 ids = store.read_indices(p0, p1)
                 rp = (indptr[r0:r1 + 1] - p0).astype(np.int64)
                 lengths, rows, ins, levels = block_search(ids, rp, rank, n, n + made, share(i, made), plan.window,
-                                                          min_share, max_depth, room, plan.stride)
+                                                          min_share, max_depth, room, plan.stride, scratch)
                 del ids
                 work.put(r0, r1, p0, lengths, rows, made, ins, levels)
                 made += len(ins)
@@ -304,7 +304,7 @@ def build_streamed(store, output, input_path, cap: int, budget: int | None, wind
                 out.state["made"] = made
                 out.mark((i,), work.f)
                 progress("hag search", p1, m)
-            del rank
+            del rank, scratch
             inputs, levels = work.aggregation_nodes(made)
             new, inputs, level_ptr = renumber(n, inputs, levels)
             del levels
