@@ -37,8 +37,10 @@ PAIRS_PER_ENTRY = 16          # the default window is the largest whose pair occ
 WIDE_MAX_ENTRIES = 1 << 21    # ... on graphs up to this many stored entries (a merge's cost grows with the window)
 COUNTED_PAIRS_PER_ENTRY = 2   # beyond that size, pairs are counted on a sample of rows: about this many per entry
 SEARCH_NS_PER_PAIR = 50.0     # predicted seconds: per counted window pair occurrence (marking and counting), and
-SEARCH_NS_PER_ENTRY = 530.0   # per stored entry (reading, local ids, sorting, the users' index, the partial file,
-SEARCH_SECONDS_FIXED = 1.0    # the assembly), plus start-up; fitted on the papers100M shape at 1/10 (2-core machine)
+SEARCH_NS_PER_ENTRY = 400.0   # per stored entry (reading, local ids, sorting, the users' index, the partial file,
+SEARCH_SECONDS_FIXED = 1.0    # the assembly), plus start-up. The papers100M shape at 1/10 (2-core machine, quiet):
+                              # 132 s measured, 158 s predicted; graphs with much overlap take 1.3-2x the
+                              # prediction (each merge rewrites many rows: not known from sizes)
 MIN_BLOCK_ENTRIES = 1 << 16
 
 
