@@ -24,7 +24,7 @@ from typing import Callable
 import numpy as np
 
 from gnnprep.core.errors import OptionError
-from gnnprep.hag.greedy import local_ids, search_block, window_pairs
+from gnnprep.hag.greedy import local_ids, search_block, sort_rows, window_pairs
 from gnnprep.hag.structure import Hag
 
 READ_ENTRIES = 1 << 22        # stored ids read at a time while counting frequencies
@@ -207,8 +207,6 @@ def relabel_rows(ids: np.ndarray, lengths: np.ndarray, n: int, new: np.ndarray) 
     out[agg] = n + new[out[agg] - n]
     rp = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=rp[1:])
-    from gnnprep.hag.greedy import sort_rows
-
     sort_rows(rp, out)
     return out
 
@@ -221,7 +219,9 @@ def search_arrays(indptr: np.ndarray, indices: np.ndarray, capacity: int | None 
     m = int(indptr[-1])
     cap = n // 4 if capacity is None else min(int(capacity), m)
     deg = np.diff(indptr)
-    plan = stream_plan(n, m, int(deg.max(initial=0)), cap, None, default_window(deg) if window is None else window)
+    longest = int(deg.max(initial=0))
+    w = default_window(deg) if window is None else max(1, min(int(window), max(1, longest - 1)))
+    plan = stream_plan(n, m, longest, cap, None, w, pairs=window_pairs(deg, w))  # the stride a store would get
     from gnnprep.sparse.order import row_blocks
 
     blocks = row_blocks(indptr, 0, n, block_entries or max(1, m))
