@@ -188,13 +188,13 @@ def dry_run(graph_path, config: HagConfig = HagConfig()) -> dict:
     predicted seconds (:func:`gnnprep.hag.stream.stream_plan`)."""
     from gnnprep.core.device import default_budget
     from gnnprep.graph.store import GraphStore
-    from gnnprep.hag.stream import plan_for_store
+    from gnnprep.hag.stream import plan_for
 
     config.check()
     budget = default_budget("cpu") if config.memory_budget is None else int(config.memory_budget)
     with GraphStore(graph_path) as g:
         cap = config.capacity_for(g.num_nodes, g.num_edges)
-        plan = plan_for_store(g, cap, budget, config.window)
+        plan = plan_for(g.indptr(), cap, budget, config.window)
         n, m = g.num_nodes, g.num_edges
     return {"dry_run": True, "num_nodes": n, "entries": m, "method": config.method, "capacity": cap,
             "memory_budget": budget, "blocks": plan.blocks, "block_entries": plan.block_entries,

@@ -55,6 +55,21 @@ def _sampled(v, stride):
     return stride == 1 or np.int64(_mix(v ^ 0x5DEECE66D) % np.uint64(stride)) == 0
 
 
+@njit(inline="always")
+def _row_span(rp, v, stride):
+    """Row v's entries whose pairs are counted: all of them, or none when the row is not sampled."""
+    a0 = rp[v]
+    return a0, (rp[v + 1] if _sampled(v, stride) else a0)
+
+
+@njit(inline="always")
+def _pair_key(x, y, big):
+    """min·big + max of a pair of ids; −1 for a repeated id (a duplicate edge), which is no pair."""
+    if x == y:
+        return np.int64(-1)
+    return x * big + y if x < y else y * big + x
+
+
 @njit(nogil=True, cache=True)
 def _mark_pairs(rp, ent, r0, r1, w, big, bits, ops, stride):
     """Mark the window pairs of rows r0..r1−1 in a one-hash Bloom filter (``bits``: word 2i holds
@@ -64,16 +79,13 @@ def _mark_pairs(rp, ent, r0, r1, w, big, bits, ops, stride):
     nbits = np.uint64(len(bits) * 32)
     done = 0
     for v in range(r0, r1):
-        a0, a1 = rp[v], rp[v + 1]
-        if not _sampled(v, stride):
-            a1 = a0
+        a0, a1 = _row_span(rp, v, stride)
         for i in range(a0, a1):
             x = np.int64(ent[i])
             for j in range(i + 1, min(a1, i + 1 + w)):
-                y = np.int64(ent[j])
-                if x == y:  # a repeated id (a duplicate edge) is no pair
+                key = _pair_key(x, np.int64(ent[j]), big)
+                if key < 0:
                     continue
-                key = x * big + y if x < y else y * big + x
                 h = _mix(key) % nbits
                 word = 2 * np.int64(h >> np.uint64(6))
                 bit = np.uint64(1) << (h & np.uint64(63))
@@ -97,16 +109,13 @@ def _count_pairs(rp, ent, r0, r1, w, big, parts, part, bits, tkeys, tvals, fill,
     limit = 3 * len(tkeys) // 4
     done = 0
     for v in range(r0, r1):
-        a0, a1 = rp[v], rp[v + 1]
-        if not _sampled(v, stride):
-            a1 = a0
+        a0, a1 = _row_span(rp, v, stride)
         for i in range(a0, a1):
             x = np.int64(ent[i])
             for j in range(i + 1, min(a1, i + 1 + w)):
-                y = np.int64(ent[j])
-                if x == y:  # a repeated id (a duplicate edge) is no pair
+                key = _pair_key(x, np.int64(ent[j]), big)
+                if key < 0:
                     continue
-                key = x * big + y if x < y else y * big + x
                 h = _mix(key)
                 if parts > 1 and np.int64((h >> np.uint64(40)) % np.uint64(parts)) != part:
                     continue  # another partition's (checked first: no memory touched)

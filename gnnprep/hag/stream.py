@@ -124,13 +124,13 @@ def sample_stride(m: int, pairs: int) -> int:
     return max(1, int(pairs // max(1, COUNTED_PAIRS_PER_ENTRY * m)))
 
 
-def plan_for_store(store, cap: int, budget: int | None, window: int | None) -> StreamPlan:
-    """:func:`stream_plan` for an open graph store (its indptr only: sizes, no ids read)."""
-    indptr = store.indptr()
+def plan_for(indptr: np.ndarray, cap: int, budget: int | None, window: int | None) -> StreamPlan:
+    """:func:`stream_plan` for a CSR's row pointer (sizes only, no ids read): the window given
+    (clipped to the longest in-list) or :func:`default_window`, and its pair occurrences."""
     deg = np.diff(indptr)
     longest = int(deg.max(initial=0))
     w = default_window(deg) if window is None else max(1, min(int(window), max(1, longest - 1)))
-    return stream_plan(store.num_nodes, int(indptr[-1]), longest, cap, budget, w, pairs=window_pairs(deg, w))
+    return stream_plan(len(indptr) - 1, int(indptr[-1]), longest, cap, budget, w, pairs=window_pairs(deg, w))
 
 
 def frequency_rank(indptr: np.ndarray, read: Callable[[int, int], np.ndarray], n: int,
@@ -218,10 +218,7 @@ def search_arrays(indptr: np.ndarray, indices: np.ndarray, capacity: int | None 
     n = len(indptr) - 1
     m = int(indptr[-1])
     cap = n // 4 if capacity is None else min(int(capacity), m)
-    deg = np.diff(indptr)
-    longest = int(deg.max(initial=0))
-    w = default_window(deg) if window is None else max(1, min(int(window), max(1, longest - 1)))
-    plan = stream_plan(n, m, longest, cap, None, w, pairs=window_pairs(deg, w))  # the stride a store would get
+    plan = plan_for(indptr, cap, None, window)  # the window and stride a store of these arrays gets
     from gnnprep.sparse.order import row_blocks
 
     blocks = row_blocks(indptr, 0, n, block_entries or max(1, m))
@@ -250,11 +247,6 @@ def search_arrays(indptr: np.ndarray, indices: np.ndarray, capacity: int | None 
     return Hag(n, inputs, level_ptr, hp, rows)
 
 
-def pairs_of(indptr: np.ndarray, window: int) -> int:
-    """Window pair occurrences of a store's in-lists (for the time prediction)."""
-    return window_pairs(np.diff(indptr), window)
-
-
 def build_streamed(store, output, input_path, cap: int, budget: int | None, window: int | None, max_depth: int,
                    min_share: int, aggregate: str, provenance, progress=None) -> tuple[dict, StreamPlan, bool]:
     """Search ``store`` (an open :class:`gnnprep.graph.store.GraphStore`) block by block and write
@@ -273,7 +265,7 @@ def build_streamed(store, output, input_path, cap: int, budget: int | None, wind
     n = store.num_nodes
     indptr = store.indptr()
     m = int(indptr[-1])
-    plan = plan_for_store(store, cap, budget, window)
+    plan = plan_for(indptr, cap, budget, window)
     blocks = row_blocks(indptr, 0, n, plan.block_entries)
     key = json.dumps({"graph": store.fingerprint, "capacity": cap, "window": plan.window, "max_depth": max_depth,
                       "min_share": min_share, "block_entries": plan.block_entries, "aggregate": aggregate,
