@@ -65,6 +65,42 @@ def run(args, **kw):
     return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False, **kw)
 
 
+def assert_one_error(r, code, pattern):
+    """A CLI result that failed the command contract's way: exit ``code``, nothing on stdout, no
+    traceback, exactly one stderr line, an ``Error:`` line matching ``pattern``."""
+    import re
+
+    assert r.exit_code == code, (r.exit_code, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr and r.stdout == ""
+    errors = [line for line in r.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert re.search(pattern, errors[0]), errors[0]
+
+
+def weigh_store(path):
+    """Symmetric positive weights on an ingested store (``/adj/weights``, a function of the pair)."""
+    import h5py
+
+    with h5py.File(path, "r+") as f:
+        indptr, indices = f["adj/indptr"][:], f["adj/indices"][:].astype(np.int64)
+        dst = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+        lo, hi = np.minimum(dst, indices), np.maximum(dst, indices)
+        f.create_dataset("adj/weights", data=(0.25 + ((lo * 7919 + hi * 104729) % 17) / 4.0).astype(np.float32))
+
+
+def make_artifacts(folder, store) -> dict:
+    """One artifact of each kind built from ``store`` by the CLI, in ``folder``: {kind: path}, the
+    store itself as "graph"."""
+    made = {"graph": store}
+    for kind, args in {"hag": ["hag", str(store)], "hdg": ["hdg", str(store), "--select", "hop-shells:2"],
+                       "features": ["precompute", str(store), "--hops", "1", "--device", "cpu"]}.items():
+        out = folder / f"{kind}.h5"
+        r = run(args + ["-o", str(out)])
+        assert r.exit_code == 0, r.stderr
+        made[kind] = out
+    return made
+
+
 def run_json(args):
     r = run(list(args) + ["--json"])
     assert r.exit_code == 0, r.stderr

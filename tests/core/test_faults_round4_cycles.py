@@ -16,7 +16,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from fixtures import make_store, run
+from fixtures import make_artifacts, make_store, run
 
 import gnnprep
 from gnnprep.core.errors import GnnprepError
@@ -26,14 +26,7 @@ from gnnprep.core.errors import GnnprepError
 def artifacts(tmp_path_factory):
     t = tmp_path_factory.mktemp("cycles")
     store, *_ = make_store(t, np.random.default_rng(2), n=30, m=80, d=4)
-    made = {"graph": store}
-    for kind, args in {"hag": ["hag", str(store)], "hdg": ["hdg", str(store), "--select", "hop-shells:2"],
-                       "features": ["precompute", str(store), "--hops", "1", "--device", "cpu"]}.items():
-        out = t / f"{kind}.h5"
-        r = run(args + ["-o", str(out)])
-        assert r.exit_code == 0, r.stderr
-        made[kind] = out
-    return made
+    return make_artifacts(t, store)
 
 
 @pytest.fixture(autouse=True)

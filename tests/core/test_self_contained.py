@@ -7,7 +7,7 @@ lists beside it) keeps working: tests/precompute/test_distributed.py."""
 import h5py
 import numpy as np
 import pytest
-from fixtures import make_store, run
+from fixtures import make_artifacts, make_store, run
 
 
 def _secret(tmp_path, nbytes):
@@ -63,14 +63,7 @@ TRICKS = {
 @pytest.fixture
 def artifacts(tmp_path, rng):
     store, *_ = make_store(tmp_path, rng)
-    made = {"graph": store}
-    for kind, args in {"hag": ["hag", str(store)], "hdg": ["hdg", str(store), "--select", "hop-shells:2"],
-                       "features": ["precompute", str(store), "--hops", "1", "--device", "cpu"]}.items():
-        out = tmp_path / f"{kind}.h5"
-        r = run(args + ["-o", str(out)])
-        assert r.exit_code == 0, r.stderr
-        made[kind] = out
-    return made
+    return make_artifacts(tmp_path, store)
 
 
 def _first_dataset(path, prefix):

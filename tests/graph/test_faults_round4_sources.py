@@ -26,7 +26,7 @@ import h5py
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from fixtures import make_store, run
+from fixtures import assert_one_error, make_store, run
 
 from gnnprep.core.errors import GnnprepError
 from gnnprep.graph.store import GraphStore
@@ -167,11 +167,7 @@ def _check_cli(tmp_path, args, pattern, command="ingest", code=1):
     t0 = time.perf_counter()
     r = run([command, *args])
     seconds = time.perf_counter() - t0
-    assert r.exit_code == code, (r.exit_code, r.stdout, r.stderr)
-    assert "Traceback" not in r.stderr and r.stdout == ""
-    errors = [line for line in r.stderr.splitlines() if line.startswith("Error:")]
-    assert len(errors) == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
-    assert re.search(pattern, errors[0]), errors[0]
+    assert_one_error(r, code, pattern)
     assert snapshot(tmp_path) == before, "no output, temporary or work file may appear; inputs stay as they were"
     assert seconds < 10, seconds
 

@@ -17,7 +17,7 @@ import shutil
 import h5py
 import numpy as np
 import pytest
-from fixtures import make_store, run
+from fixtures import make_store, run, weigh_store
 
 from gnnprep.graph.store import GraphStore
 from gnnprep.precompute import ordered
@@ -30,14 +30,6 @@ STREAMED = ["--blocks", "1,3,2"]   # S streamed from the copy
 RESIDENT = ["--blocks", "1,1,2"]   # S read whole from the copy (checked whole before any hop)
 
 
-def _weigh(path):
-    with h5py.File(path, "r+") as f:
-        indptr, indices = f["adj/indptr"][:], f["adj/indices"][:].astype(np.int64)
-        dst = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
-        lo, hi = np.minimum(dst, indices), np.maximum(dst, indices)
-        f.create_dataset("adj/weights", data=(0.25 + ((lo * 7919 + hi * 104729) % 17) / 4.0).astype(np.float32))
-
-
 @pytest.fixture(scope="module")
 def base(tmp_path_factory):
     """g.h5 and gw.h5 (weighted), each with its ordered copy and its stored-order hops (the
@@ -46,7 +38,7 @@ def base(tmp_path_factory):
     make_store(tmp, np.random.default_rng(11), n=N, m=M, d=3)
     (tmp / "w").mkdir()
     gw, *_ = make_store(tmp / "w", np.random.default_rng(12), n=N, m=M, d=3, name="gw.h5")
-    _weigh(gw)
+    weigh_store(gw)
     shutil.move(gw, tmp / "gw.h5")
     for g in ("g.h5", "gw.h5"):
         ref = tmp / f"ref-{g}"

@@ -5,7 +5,7 @@ rebuilt when stale or damaged, and every id users see is an original id."""
 import h5py
 import numpy as np
 import pytest
-from fixtures import interrupted_precompute, make_store, run_json
+from fixtures import interrupted_precompute, make_store, run_json, weigh_store
 
 from gnnprep.graph.store import GraphStore
 from gnnprep.precompute import ordered, plan
@@ -14,15 +14,6 @@ from gnnprep.precompute.features import FeatureStore
 from gnnprep.precompute.profile import Profile
 from gnnprep.precompute.run import precompute
 from gnnprep.sparse.order import community_order, permute_csr, permute_values
-
-
-def _weigh(path):
-    """Symmetric positive weights on an ingested store."""
-    with h5py.File(path, "r+") as f:
-        indptr, indices = f["adj/indptr"][:], f["adj/indices"][:].astype(np.int64)
-        dst = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
-        lo, hi = np.minimum(dst, indices), np.maximum(dst, indices)
-        f.create_dataset("adj/weights", data=(0.25 + ((lo * 7919 + hi * 104729) % 17) / 4.0).astype(np.float32))
 
 
 def _same(a_path, b_path, operators=("sym",), hops=3, rows_of_a=True):
@@ -40,7 +31,7 @@ def _same(a_path, b_path, operators=("sym",), hops=3, rows_of_a=True):
 def test_the_copy_is_the_relabelled_csr_written_out_of_core(tmp_path, rng, weighted):
     path, *_ = make_store(tmp_path, rng, n=300, m=2500, d=3)
     if weighted:
-        _weigh(path)
+        weigh_store(path)
     with GraphStore(path) as store:
         ip, idx = store.indptr(), store.stored_indices()
         order = community_order(ip, idx)
@@ -75,7 +66,7 @@ def test_streamed_ordered_runs_are_bitwise_the_stored_order_ones(tmp_path, rng, 
     the last two hops pruned: the bytes of the plain resident stored-order run."""
     path, *_ = make_store(tmp_path, rng, n=240, m=1500, d=7)
     if weighted:
-        _weigh(path)
+        weigh_store(path)
     base = dict(hops=3, device="cpu", operators=("sym", "rw"), rows=rows)
     precompute(path, tmp_path / "ref.h5", PrecomputeConfig(reorder="none", blocks=(1, 1, 1), **base))
     copy = ordered.copy_path(path, "community")

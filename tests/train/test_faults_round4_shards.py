@@ -83,23 +83,25 @@ def _external_storage(t, f):
     _replace_hop(f, make)
 
 
+def _other_file(t, data):
+    """``elsewhere/other.h5`` beside the test's files, holding ``data`` as /x."""
+    other = t / "elsewhere" / "other.h5"
+    other.parent.mkdir(exist_ok=True)
+    with h5py.File(other, "w") as o:
+        o["x"] = data
+    return other
+
+
 def _external_link(t, f):
     def make(f, shape, dtype, data):
-        other = t / "elsewhere" / "other.h5"
-        other.parent.mkdir(exist_ok=True)
-        with h5py.File(other, "w") as o:
-            o["x"] = data
-        f[HOP] = h5py.ExternalLink(str(other), "/x")
+        f[HOP] = h5py.ExternalLink(str(_other_file(t, data)), "/x")
     _replace_hop(f, make)
 
 
 def _virtual(source):
     def trick(t, f):
         def make(f, shape, dtype, data):
-            other = t / "elsewhere" / "other.h5"
-            other.parent.mkdir(exist_ok=True)
-            with h5py.File(other, "w") as o:
-                o["x"] = data
+            other = _other_file(t, data)
             layout = h5py.VirtualLayout(shape=shape, dtype=dtype)
             layout[...] = h5py.VirtualSource(source(other), "x", shape=shape)
             f.create_virtual_dataset(HOP, layout)
