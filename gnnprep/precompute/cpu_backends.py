@@ -5,7 +5,8 @@
   fused, each row summed in its stored order, so the output does not depend on the blocking;
 - :class:`HagBackend`: the same rows through a HAG (Jia et al., "Redundancy-Free Computation for
   Graph Neural Networks", KDD 2020): the aggregation nodes first, level by level, then the rewired
-  in-lists.
+  in-lists (in the computation's node order, :func:`gnnprep.hag.order.in_order`; the pruned hops
+  of ``--rows labeled`` compute only their rows' in-lists).
 
 Both implement :class:`gnnprep.precompute.backend.HopBackend`.
 """
@@ -96,8 +97,6 @@ class HagBackend(NumbaBackend):
         self.hag = hag
         self.h = None
 
-    selects_rows = False
-
     def begin_hop(self, cur) -> None:
         if self.h is None or self.h.shape[1] != cur.shape[1]:
             self.h = np.empty((self.hag.num_agg, cur.shape[1]), dtype=np.float32)
@@ -107,3 +106,13 @@ class HagBackend(NumbaBackend):
         ip = self.hag.indptr[r0:r1 + 1]
         idx = self.hag.indices[ip[0]:ip[-1]]
         row_kernels.hag_rows(ip, idx, r0, self.op.left, self.op.right, self.op.loop, cur, self.h, nxt[r0:r1])
+
+    # the pruned hops of --rows labeled: the chosen rows' rewired in-lists (the HAG is resident; the
+    # aggregation rows are prepared for the whole hop by begin_hop)
+    def hop_rows_in_place(self, rows, cur, nxt, r0: int, r1: int):
+        row_kernels.hag_rows_in_place(self.hag.indptr, self.hag.indices, rows, self.op.left, self.op.right,
+                                      self.op.loop, cur, self.h, nxt)
+
+    def hop_rows(self, rows, cur, out):
+        row_kernels.hag_selected(self.hag.indptr, self.hag.indices, rows, self.op.left, self.op.right, self.op.loop,
+                                 cur, self.h, out)

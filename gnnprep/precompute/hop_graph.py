@@ -39,14 +39,15 @@ class HopGraph:
     With ``plan.reorder`` the node order is set up in a background thread (:class:`OrderSetup`)
     while the caller reads X and writes hop 0 on the other core; :meth:`ready` switches to it.
     ``force``: an explicit ``--reorder``; ``spare``: the shape of a column buffer to fault in
-    meanwhile; ``copy``: an ordered copy the planner opened; ``copy_room``/``reserve``: the memory
+    meanwhile; ``hag_order``: the hops run through a HAG, in the order (order, inv) given
+    ((None, None): the stored order), and S's pattern is never read; ``copy``: an ordered copy the planner opened; ``copy_room``/``reserve``: the memory
     and disk its writer may use; ``warn``: told of a damaged kept order (None: a
     DamagedOrderWarning).
     """
 
     def __init__(self, store: GraphStore, plan: Plan, order_kind: str = "community", force: bool = False,
                  spare: tuple[int, int] | None = None, copy=None, copy_room: int = 64 << 20, reserve: int = 0,
-                 warn=None):
+                 warn=None, hag_order: tuple[np.ndarray, np.ndarray] | None = None):
         self.store = store
         self.n = store.num_nodes
         self.indptr = store.indptr()
@@ -70,6 +71,13 @@ class HopGraph:
         use_copy = plan.reorder and (plan.ordered_copy or not self.resident)
         if not use_copy and copy is not None:
             copy.close()
+        self.hag = hag_order is not None
+        if self.hag:
+            # the hops run through a HAG (already in this order, gnnprep.hag.order.in_order): S's
+            # pattern is not read at all, only the order's (order, inv) is kept for X, the scalings
+            # and the writes
+            self.order, self.inv = hag_order if hag_order[0] is not None else (None, None)
+            return
         if self.resident and not use_copy:
             from gnnprep.graph import order as kept_order
 

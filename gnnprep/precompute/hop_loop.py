@@ -53,6 +53,7 @@ class Job:
     hag: Hag | None = None
     hag_path: Path | None = None
     hag_info: HagChoice | None = None
+    hag_order: tuple | None = None     # (order, inv) the HAG was relabelled to; (None, None): stored order
     hdg: Hdg | None = None
     hdg_channels: tuple[str, ...] = ()
     baseline: int = 0
@@ -121,7 +122,8 @@ class HopRun:
         self._spare_buffer = None  # a diffusion operator's third column-block buffer
         self.graph = HopGraph(store, self.plan, job.order_kind, force=job.order_force,
                               spare=(self.n, min(self.d, self.plan.width)) if self.plan.reorder else None,
-                              copy=job.copy, copy_room=job.copy_room, reserve=job.reserve_bytes, warn=job.warn)
+                              copy=job.copy, copy_room=job.copy_room, reserve=job.reserve_bytes, warn=job.warn,
+                              hag_order=job.hag_order if job.hag is not None and job.backend == "numba" else None)
         job.copy = None  # the hop graph owns it now
 
     def execute(self) -> PrecomputeReport:
@@ -301,6 +303,10 @@ class HopRun:
         """The rows (computation order, sorted) the last hop of ``--rows labeled`` reads: the stored
         rows and their in-neighbours. Hop K−1 computes only these (with 1.4% of nodes stored and
         mean degree 29, about a third of the rows)."""
+        if self._inputs is None and self.job.hag is not None:  # through the HAG (in the computation's order)
+            from gnnprep.hag.order import rows_read
+
+            self._inputs = rows_read(self.job.hag, self._computation_rows())
         if self._inputs is None:
             g = self.graph
             rows = self._computation_rows()
@@ -331,8 +337,9 @@ class HopRun:
         if not write:
             return seq
         rows = self._computation_rows()
-        if not self.graph.resident:
+        if not self.graph.resident and not self.graph.hag:
             self.graph.select(np.sort(rows))
+        be.begin_hop(cur)  # (a HAG's aggregation rows)
         bufs = [np.empty((min(self.step, self.r), c1 - c0), dtype=np.float32) for _ in range(2)]
         c0, c1 = c0 - self.col0, c1 - self.col0  # the output's columns
         seqs = []

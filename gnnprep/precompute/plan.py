@@ -589,6 +589,16 @@ TORCH_HAG_LEVEL_S = 5e-5
 # levels), 3.45 with |VA| = 300k (3 levels), i.e. 1.3 and 1.45 beyond the two reads. (The gather of
 # input pairs with a pairwise sum it replaced cost 0.6-4.4 beyond them, depending on |VA|.)
 TORCH_HAG_ROW_ENTRIES = 1.4
+# The CPU kernel through a HAG (in the computation's node order, aggregation references last in
+# each in-list: gnnprep.hag.order.in_order), in entries of its own plain kernel. Measured with one
+# thread on three 8M-entry graphs (benchmarks/bench_hag_stream.py's ego, cliques, citation; CPU
+# seconds, best of 7): a rewired entry costs 1.03-1.16 plain ones (its aggregation rows miss the
+# cache where the plain gathers in the order hit it), and an aggregation row 3-8 entries besides
+# its two input reads (prepared level by level, a write per row). Loading a HAG (read as int64,
+# its cover checked against S, relabelled) costs 16-56 + 7-23 ns a stored entry of it.
+HAG_ENTRY_COST = 1.12
+HAG_ROW_ENTRIES = 5.0
+HAG_SETUP_NS_PER_ENTRY = 40.0
 
 
 @dataclass(frozen=True)
@@ -604,7 +614,7 @@ class HagVerdict:
 
 
 def choose_hag(plan: Plan, p: Problem, prof: Profile, cached: dict | None, budget: int,
-               backend: str = "numba") -> HagVerdict:
+               backend: str = "numba", search_s: float | None = None) -> HagVerdict:
     """``--hag auto``: use a HAG only when the predicted kernel saving pays for it.
 
     With a HAG the Â part of a hop costs like a sparse product over ``transfers_hag`` entries
@@ -613,7 +623,9 @@ def choose_hag(plan: Plan, p: Problem, prof: Profile, cached: dict | None, budge
     (:func:`plan_with_hag`, for ``backend``: the torch executor has its own terms) fits the budget
     and is predicted to save more than 5% of the run's time against ``plan`` (the same backend's
     plain plan); a new one is searched for only when even a perfect HAG (saving every kernel
-    second) would repay the predicted search time.
+    second) would repay the predicted search time (``search_s``: the streamed search's own
+    prediction from the store's sizes, :func:`gnnprep.hag.stream.stream_plan`; None:
+    :data:`HAG_SEARCH_NS_PER_ENTRY` an entry).
     """
     if p.weighted:  # (the CPU-only rule is decided by the caller, gnnprep.precompute.run)
         return HagVerdict(False, False, "HAG aggregation shares sums over unweighted in-lists")
@@ -625,7 +637,7 @@ def choose_hag(plan: Plan, p: Problem, prof: Profile, cached: dict | None, budge
 
     plain = kernel(p.num_entries)
     if cached is None:
-        search = p.num_entries * HAG_SEARCH_NS_PER_ENTRY * 1e-9
+        search = p.num_entries * HAG_SEARCH_NS_PER_ENTRY * 1e-9 if search_s is None else search_s
         if plain > search:
             return HagVerdict(False, True, f"no cached HAG; a search (~{search:.1f} s) can repay at most {plain:.1f} s",
                               plain - search)
@@ -647,8 +659,12 @@ def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num
                   blocks: tuple[int, int, int] | None = None, backend: str = "numba", levels: int = 0) -> Plan:
     """The plan for aggregating through a HAG: its arrays resident (b = 1: rewired in-lists and
     input pairs, int64 as read) plus a row per aggregation node for the current column block, with
-    the fewest column blocks that fit.
-    Time as a product over the HAG's ``hag_entries`` (= transfers_hag) entries.
+    the fewest column blocks that fit. On the CPU kernel S's pattern is not held (the HAG replaces
+    it) but the HAG is, twice while it is relabelled to the node order (:func:`gnnprep.hag.order.in_order`).
+    Time as a product over the HAG's entries: on the CPU kernel :data:`HAG_ENTRY_COST` per rewired
+    entry and 2 + :data:`HAG_ROW_ENTRIES` per aggregation node (with ``--rows labeled``, the pruned
+    hops' share of the rewired in-lists, as the plain plan's ``hop_entries``, plus every aggregation
+    row); plus loading the HAG (:data:`HAG_SETUP_NS_PER_ENTRY`).
 
     On the torch backend (:mod:`gnnprep.precompute.hag_torch`) the executor also holds Y's n graph
     rows (r ⊙ X, 4 n w bytes), the rewired CSR as a tensor (int64 ids and float32 values, 12 bytes
@@ -668,11 +684,25 @@ def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num
         extra = 0
         if torch:
             extra = 4 * p.num_nodes * w + 12 * (hag_entries + p.num_nodes) + 32 * num_agg
-        peak = memory(p, 1, c) + int(SLACK * (hag_index + 4 * num_agg * w + extra))
-        # (it computes every row: no pruning)
-        entries = hag_entries + (round(TORCH_HAG_ROW_ENTRIES * num_agg) if torch else 0)
-        q = Problem(**{**asdict(p), "num_entries": entries, "hop_entries": (), "last_inputs": 0})
-        seconds = predict_seconds(q, prof, 1, c)
+        if torch:
+            peak = memory(p, 1, c) + int(SLACK * (hag_index + 4 * num_agg * w + extra))
+        else:  # S's pattern is not held (the HAG replaces it); the order and its inverse are
+            run = memory(replace(p, num_entries=0), 1, c) + int(SLACK * (hag_index + 4 * num_agg * w + 16 * p.num_nodes))
+            load = FIXED + int(SLACK * (2 * hag_index + 16 * p.num_nodes))  # the HAG as read, and relabelled
+            peak = max(run, load)
+        rewired = hag_entries - 2 * num_agg
+        if torch:
+            entries = hag_entries + round(TORCH_HAG_ROW_ENTRIES * num_agg)
+        else:
+            entries = round(HAG_ENTRY_COST * rewired + (2 + HAG_ROW_ENTRIES) * num_agg)
+        # pruned hops (the CPU kernel, --rows labeled): their rows' share of the rewired in-lists,
+        # plus every aggregation row (prepared whole each hop); the torch backend computes every row
+        pruned = () if torch or not p.hop_entries else \
+            tuple(round(HAG_ENTRY_COST * rewired * e / max(1, p.num_entries) + (2 + HAG_ROW_ENTRIES) * num_agg)
+                  for e in p.hop_entries)
+        q = Problem(**{**asdict(p), "num_entries": entries, "hop_entries": pruned,
+                       "last_inputs": p.last_inputs if pruned else 0})
+        seconds = predict_seconds(q, prof, 1, c) + hag_entries * HAG_SETUP_NS_PER_ENTRY * 1e-9
         if torch:
             widths = _widths(p.num_features, w)
             seconds += _passes(p) * p.hops * sum(levels * TORCH_HAG_LEVEL_S + p.num_nodes * wj * prof.row_ns_per_col * 1e-9

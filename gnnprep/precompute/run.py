@@ -58,6 +58,7 @@ from gnnprep.precompute.plan import (
     copy_disk_bytes,
     keep_columns,
     order_mode,
+    order_pays,
     plan_order,
     plan_with_hag,
     pruned_hop_entries,
@@ -142,7 +143,7 @@ def _problem(store: GraphStore, config: PrecomputeConfig, device: str, backend: 
                    device=device if backend == "torch" else "cpu", machine_memory=machine_memory() or 0)
 
 
-def _prune_reason(config: PrecomputeConfig, backend: str, out_rows, hag: bool = False) -> str | None:
+def _prune_reason(config: PrecomputeConfig, backend: str, out_rows) -> str | None:
     """Why hops K-1 and K of ``--rows labeled`` compute every row after all (None: they are pruned)."""
     if out_rows is None:
         return "--rows all stores every row"
@@ -150,15 +151,13 @@ def _prune_reason(config: PrecomputeConfig, backend: str, out_rows, hag: bool = 
         return "the torch backend computes every row"
     if config.hdg is not None:
         return "the HDG channels read every row of every hop"
-    if hag:
-        return "hops through a HAG compute every row"
     return None
 
 
 def _pruning(job: Job) -> str:
     """What the run's pruning does, for the report (``decisions["pruning"]``)."""
     p, config = job.problem, job.config
-    why = _prune_reason(config, job.backend, job.out_rows, job.hag is not None)
+    why = _prune_reason(config, job.backend, job.out_rows)
     if why is not None:
         return f"not used: {why}"
     k = config.hops
@@ -169,7 +168,7 @@ def _pruning(job: Job) -> str:
     if k >= 2:
         what += (f", hop {k - 1} only the ~{p.last_inputs:,} rows hop {k} reads "
                  f"(~{100 * p.hop_entries[-2] / m:.0f}% of the entries)")
-    how = "S resident" if job.plan.s_resident else \
+    how = "through the HAG's in-lists" if job.hag is not None else "S resident" if job.plan.s_resident else \
         "S streamed: the stored rows' in-lists held as a sub-CSR, hop K-1's rows picked from each row block"
     skipped = [name for name, (fn, _) in job.user.items() if fn.reduce == "max"] + \
         [name for name in config.operators if _steps(name) > 1]
@@ -215,7 +214,11 @@ def _auto_hag(store: GraphStore, plan: Plan, problem: Problem, profile, budget: 
     from gnnprep.hag import file as hag_file
 
     cache = hags.cache_path(store.path)
-    verdict = choose_hag(plan, problem, profile, hag_file.read_hag_summary(cache, store.fingerprint), budget, backend)
+    cached = hag_file.read_hag_summary(cache, store.fingerprint)
+    search_s = None
+    if cached is None:  # the search that would run, predicted from sizes as `gnnprep hag --dry-run` does
+        search_s = float(hags.dry_run(store.path, hags.HagConfig(memory_budget=budget))["predicted_seconds"])
+    verdict = choose_hag(plan, problem, profile, cached, budget, backend, search_s)
     if verdict.build and not dry_run:
         try:
             hags.build(store, cache, hags.HagConfig(memory_budget=budget), command="gnnprep precompute --hag auto")
@@ -247,8 +250,46 @@ def _choose_hag(job: Job, store: GraphStore, profile, budget: int) -> None:
         from gnnprep.hag.builder import load_for
 
         job.hag = load_for(job.hag_path, store)
+        if job.backend == "numba":
+            job.hag, job.hag_order, job.decisions["order"] = _hag_order(job.hag, store, config, job.warn)
         job.plan = plan_with_hag(job.problem, profile, budget, job.baseline, job.hag.num_agg, job.hag.transfers(),
                                  config.blocks, backend=job.backend, levels=len(job.hag.level_ptr) - 1)
+
+
+def _hag_order(hag, store: GraphStore, config: PrecomputeConfig, warn=None):
+    """(the HAG in the computation's node order, (order, inv), why) for a CPU run through a HAG: the
+    order a run without one would use (``--reorder``, the kind ingest chose), when it is kept with
+    the store or beside it (:mod:`gnnprep.graph.order`) and brings neighbours closer; the HAG is
+    relabelled to it (:func:`gnnprep.hag.order.in_order`, which also puts each in-list's aggregation
+    references last: a predictable branch in the row kernel). Without such an order: the HAG in the
+    stored order, ((None, None), why)."""
+    import time
+
+    from gnnprep.graph import order as kept_order
+    from gnnprep.hag.order import in_order
+
+    def stored(why: str):
+        identity = np.arange(store.num_nodes, dtype=np.int64)
+        return in_order(hag, identity, identity), (None, None), why
+
+    kind, force, chosen_none = kept_order.precompute_kind(store, config.reorder)
+    mode = order_mode(config.reorder, chosen_none, kept_order.stored_gain(store, kind))
+    if mode == "none":
+        return stored(chosen_none or "not used: --reorder none, or the order kept brings few neighbours closer")
+    known = kept_order.load_from_store(store, kind, warn) or \
+        kept_order.load_cached(store.path, kind, store.fingerprint, store.num_nodes, warn)
+    if known is None:
+        return stored(f"not used: no {kind} order is kept with the store (a run through a HAG does not find one; "
+                      "ingest keeps one, and a run without --hag keeps the one it finds)")
+    order, info = known
+    if not order_pays(info, force):
+        return stored("not used: the order kept brings few neighbours closer")
+    t0 = time.perf_counter()
+    inv = np.empty(store.num_nodes, dtype=np.int64)
+    inv[order] = np.arange(store.num_nodes, dtype=np.int64)
+    hag = in_order(hag, order, inv)
+    return hag, (order, inv), (f"used with the HAG: the {kind} order kept with the store (the HAG relabelled to it "
+                               f"in {time.perf_counter() - t0:.2f} s)")
 
 
 def _plan_order(job: Job, store: GraphStore, problem: Problem, profile, budget: int) -> str:
@@ -328,8 +369,10 @@ def prepare_job(store: GraphStore, config: PrecomputeConfig, device: str, backen
             from gnnprep.sparse import row_kernels
 
             kernels.warm_up((), (), hag=True, gather=False)
-            row_kernels.warm_up((), hag=True)
-        order_why = "not used: hops run through a HAG"
+            row_kernels.warm_up((), hag=True, selected=out_rows is not None)
+            order_why = job.decisions.get("order", "not used: hops run through a HAG")
+        else:
+            order_why = "not used: hops through a HAG on the torch backend run in the stored order"
     else:
         order_why = "not used: the node order runs on the CPU kernel (backend torch)"
     if backend == "numba" and job.hag is None:

@@ -221,6 +221,46 @@ def spmm_sub(sub_ip, sub_idx, sub_w, rows, pick, left, right, loop, x, out, ahea
     _run(sub_ip, sub_idx, sub_w, 0, rows[slots], slots, seq, left, right, loop, x, out, ahead)
 
 
+@njit(parallel=True, fastmath=False, nogil=True, cache=True)
+def _hag_listed(indptr, indices, rows, targets, parts, left, right, loop, x, h, out, ahead):
+    """out[targets[t]] = row rows[t] of Â·(r ⊙ x) through a HAG's rewired in-lists (whole, resident),
+    for t in each part parts[c]..parts[c+1]-1: :func:`_row_ahead`'s float operations, as
+    :func:`hag_rows` does them for a row block."""
+    xf = x.reshape(x.size)
+    hf = h.reshape(h.size)
+    for c in prange(len(parts) - 1):
+        acc = np.empty(x.shape[1], dtype=x.dtype)
+        for t in range(parts[c], parts[c + 1]):
+            v = rows[t]
+            _row_ahead(v, indptr[v], indptr[v + 1], indices, None, left, right, loop, x, xf, h, hf, acc,
+                       out[targets[t]], ahead)
+
+
+def _hag_run(indptr, indices, rows, targets, left, right, loop, x, h, out, ahead) -> None:
+    rows = np.asarray(rows, dtype=np.int64)
+    if not len(rows):
+        return
+    cost = np.cumsum(indptr[rows + 1] - indptr[rows] + 1)
+    parts = np.unique(np.concatenate([[0], np.searchsorted(cost, np.linspace(0, cost[-1], PARTS + 1)[1:-1]),
+                                      [len(rows)]])).astype(np.int64)
+    _hag_listed(indptr, indices, rows, np.asarray(targets, dtype=np.int64), parts, left, right, np.float32(loop), x,
+                h, out, _ahead(ahead, x))
+
+
+def hag_selected(indptr, indices, rows, left, right, loop, x, h, out, ahead: int | None = None) -> None:
+    """out[i] = row rows[i] of Â·(r ⊙ x) through the HAG (``h``: its aggregation rows, prepared),
+    computed in row order: each row's bytes are :func:`hag_rows`'s."""
+    rows = np.asarray(rows, dtype=np.int64)
+    seq = np.argsort(rows, kind="stable")
+    _hag_run(indptr, indices, rows[seq], seq, left, right, loop, x, h, out, ahead)
+
+
+def hag_rows_in_place(indptr, indices, rows, left, right, loop, x, h, out, ahead: int | None = None) -> None:
+    """out[v] = row v of Â·(r ⊙ x) through the HAG for v in ``rows`` (sorted), others untouched."""
+    rows = np.asarray(rows, dtype=np.int64)
+    _hag_run(indptr, indices, rows, rows, left, right, loop, x, h, out, ahead)
+
+
 def spmm_selected(indptr, indices, weights, rows, left, right, loop, x, out, ahead: int | None = None) -> None:
     """out[i] = row rows[i] of S·x (the whole CSR resident), computed in row order:
     :func:`gnnprep.sparse.reference.reference_spmm_selected`'s bytes."""
@@ -255,4 +295,8 @@ def warm_up(index_dtypes, weights=(False,), selected: bool = False, hag: bool = 
                 spmm_selected(ip, idx, w, rows, one, one, 1.0, x, out[:1])
                 spmm_rows_in_place(ip, idx, w, rows, one, one, 1.0, x, out)
     if hag:
-        hag_rows(ip, np.array([2], dtype=np.int64), 0, one, one, 1.0, x, np.ones((1, 2), np.float32), out)
+        h = np.ones((1, 2), np.float32)
+        hag_rows(ip, np.array([2], dtype=np.int64), 0, one, one, 1.0, x, h, out)
+        if selected:
+            hag_selected(ip, np.array([2], dtype=np.int64), rows, one, one, 1.0, x, h, out[:1])
+            hag_rows_in_place(ip, np.array([2], dtype=np.int64), rows, one, one, 1.0, x, h, out)

@@ -54,6 +54,22 @@ def _clique_graph(tmp_path, n=120, d=6, seed=3):
     return tmp_path / "g.h5"
 
 
+def _shared_lists_graph(tmp_path, hubs=20, n=120, d=6, seed=3):
+    """Every non-hub linked to every hub (both ways): n - hubs in-lists that are the same hubs, and
+    hubs in-lists that are the same non-hubs; a HAG shares nearly all of them."""
+    from gnnprep.graph.ingest import IngestConfig, ingest
+    from gnnprep.graph.sources import SourceOptions
+
+    rng = np.random.default_rng(seed)
+    src = np.repeat(np.arange(hubs, n), hubs)
+    dst = np.tile(np.arange(hubs), n - hubs)
+    np.save(tmp_path / "e.npy", np.stack([src, dst]))
+    np.save(tmp_path / "x.npy", rng.standard_normal((n, d)).astype(np.float32))
+    ingest(str(tmp_path / "e.npy"), tmp_path / "g.h5",
+           IngestConfig(source=SourceOptions(num_nodes=n, features=str(tmp_path / "x.npy"))))
+    return tmp_path / "g.h5"
+
+
 def test_paper_style_example_by_hand():
     # three destinations share {0, 1}, two of them also {2}: merge (0, 1) first (shared 3 times),
     # then ({0, 1}, 2) (shared twice); node 4 (in-list {}) pads the id range
@@ -226,7 +242,7 @@ def test_hag_auto_skips_a_search_that_cannot_pay_and_uses_a_cached_hag_that_does
     from gnnprep.precompute.features import FeatureStore
     from gnnprep.precompute.run import precompute
 
-    g = _clique_graph(tmp_path)
+    g = _shared_lists_graph(tmp_path)
     plain = precompute(g, tmp_path / "plain.h5", PrecomputeConfig(hops=3, device="cpu"))
     auto = precompute(g, tmp_path / "auto.h5", PrecomputeConfig(hops=3, device="cpu", hag="auto"))
     assert plain.hag is None and auto.hag["used"] is False and "search" in auto.hag["reason"]

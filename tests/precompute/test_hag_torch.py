@@ -179,5 +179,5 @@ def test_torch_hag_plan_has_its_own_terms():
     t0 = plan_with_hag(p, prof, 1 << 34, 0, 50_000, 1_000_000, backend="torch", levels=0)
     t8 = plan_with_hag(p, prof, 1 << 34, 0, 50_000, 1_000_000, backend="torch", levels=8)
     assert t0.predicted_peak > numba.predicted_peak + 4 * 100_000 * 64
-    assert t0.predicted_seconds > numba.predicted_seconds
+    assert t0.predicted_seconds != numba.predicted_seconds  # each executor's own terms (the CPU kernel's: plan.HAG_*)
     assert t8.predicted_seconds == pytest.approx(t0.predicted_seconds + 3 * 8 * TORCH_HAG_LEVEL_S, abs=2e-3)
