@@ -89,7 +89,7 @@ def in_order(h: Hag, order: np.ndarray, inv: np.ndarray | None = None) -> Hag:
     """``h`` in the computation order ``order`` (computation row i = stored row order[i]; ``inv`` its
     inverse, computed when not given); aggregation nodes renumbered within each level by their first
     reader (the module docstring). Same aggregation count, same levels, equivalent to the graph
-    relabelled by ``order``."""
+    relabelled by ``order``; ids int32 where |V| + |VA| < 2^31 (the HAG as read is int64)."""
     n = h.num_nodes
     order = np.ascontiguousarray(order, dtype=np.int64)
     if inv is None:
@@ -104,10 +104,11 @@ def in_order(h: Hag, order: np.ndarray, inv: np.ndarray | None = None) -> Hag:
         a0, a1 = int(level_ptr[lv]), int(level_ptr[lv + 1])
         agg_new[a0 + np.argsort(key[a0:a1], kind="stable")] = np.arange(a0, a1, dtype=np.int64)
     del key
+    ids = np.int32 if n + num_agg < 2**31 else np.int64  # half the bytes the kernels read, and hold
     indptr = np.empty(n + 1, dtype=np.int64)
-    indices = np.empty(len(h.indices), dtype=np.int64)
+    indices = np.empty(len(h.indices), dtype=ids)
     _rewrite(h.indptr, h.indices, order, np.asarray(inv, dtype=np.int64), agg_new, n, indptr, indices)
-    inputs = np.empty((num_agg, 2), dtype=np.int64)
+    inputs = np.empty((num_agg, 2), dtype=ids)
     _rewrite_inputs(h.inputs, np.asarray(inv, dtype=np.int64), agg_new, n, inputs)
     return Hag(num_nodes=n, inputs=inputs, level_ptr=level_ptr, indptr=indptr, indices=indices)
 

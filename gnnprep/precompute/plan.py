@@ -660,7 +660,8 @@ def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num
     """The plan for aggregating through a HAG: its arrays resident (b = 1: rewired in-lists and
     input pairs, int64 as read) plus a row per aggregation node for the current column block, with
     the fewest column blocks that fit. On the CPU kernel S's pattern is not held (the HAG replaces
-    it) but the HAG is, twice while it is relabelled to the node order (:func:`gnnprep.hag.order.in_order`).
+    it) but the HAG is, int64 as read and int32 once relabelled to the node order
+    (:func:`gnnprep.hag.order.in_order`), both while it is relabelled.
     Time as a product over the HAG's entries: on the CPU kernel :data:`HAG_ENTRY_COST` per rewired
     entry and 2 + :data:`HAG_ROW_ENTRIES` per aggregation node (with ``--rows labeled``, the pruned
     hops' share of the rewired in-lists, as the plain plan's ``hop_entries``, plus every aggregation
@@ -687,8 +688,10 @@ def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num
         if torch:
             peak = memory(p, 1, c) + int(SLACK * (hag_index + 4 * num_agg * w + extra))
         else:  # S's pattern is not held (the HAG replaces it); the order and its inverse are
-            run = memory(replace(p, num_entries=0), 1, c) + int(SLACK * (hag_index + 4 * num_agg * w + 16 * p.num_nodes))
-            load = FIXED + int(SLACK * (2 * hag_index + 16 * p.num_nodes))  # the HAG as read, and relabelled
+            # relabelled with int32 ids (gnnprep.hag.order.in_order): 4 bytes an entry
+            held = 8 * (p.num_nodes + 1) + 4 * hag_entries
+            run = memory(replace(p, num_entries=0), 1, c) + int(SLACK * (held + 4 * num_agg * w + 16 * p.num_nodes))
+            load = FIXED + int(SLACK * (hag_index + held + 16 * p.num_nodes))  # the HAG as read, and relabelled
             peak = max(run, load)
         rewired = hag_entries - 2 * num_agg
         if torch:

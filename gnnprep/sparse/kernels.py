@@ -257,6 +257,7 @@ def warm_up(index_dtypes=(np.int32, np.int64), weights=(False, True), hag: bool 
             spmm_rows_max(ip, idx, np.ones(1, np.float32) if weighted else None, 0, one, one, 1.0, x, out)
     if hag:
         h = np.ones((3, 2), dtype=np.float32)
-        hag_prepare(x, one, np.array([[0, 1]], dtype=np.int64), np.array([0, 1], dtype=np.int64), h)
+        for ids in (np.int64, np.int32):  # as read, and as relabelled (gnnprep.hag.order.in_order)
+            hag_prepare(x, one, np.array([[0, 1]], dtype=ids), np.array([0, 1], dtype=np.int64), h)
     if gather:
         take_rows(x, np.array([1, 0], dtype=np.int64))

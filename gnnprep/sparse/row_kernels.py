@@ -294,9 +294,10 @@ def warm_up(index_dtypes, weights=(False,), selected: bool = False, hag: bool = 
                 spmm_sub(ip[:2], idx, w, rows, rows, one, one, 1.0, x, out[:1])
                 spmm_selected(ip, idx, w, rows, one, one, 1.0, x, out[:1])
                 spmm_rows_in_place(ip, idx, w, rows, one, one, 1.0, x, out)
-    if hag:
+    if hag:  # int64 ids as read (the torch path's), int32 as relabelled (gnnprep.hag.order.in_order)
         h = np.ones((1, 2), np.float32)
-        hag_rows(ip, np.array([2], dtype=np.int64), 0, one, one, 1.0, x, h, out)
-        if selected:
-            hag_selected(ip, np.array([2], dtype=np.int64), rows, one, one, 1.0, x, h, out[:1])
-            hag_rows_in_place(ip, np.array([2], dtype=np.int64), rows, one, one, 1.0, x, h, out)
+        for ids in (np.int64, np.int32):
+            hag_rows(ip, np.array([2], dtype=ids), 0, one, one, 1.0, x, h, out)
+            if selected:
+                hag_selected(ip, np.array([2], dtype=ids), rows, one, one, 1.0, x, h, out[:1])
+                hag_rows_in_place(ip, np.array([2], dtype=ids), rows, one, one, 1.0, x, h, out)
