@@ -153,7 +153,8 @@ def precompute(graph: Path, out: Path, budget: str, *extra) -> dict:
     hops = list(d.get("hop_seconds") or [])
     return {"wall_s": round(r["seconds"], 3), "peak_rss": r["peak_rss"], "seconds": d.get("seconds"),
             "hop_seconds": hops, "hops_1_K_s": round(sum(hops[1:]), 4) if len(hops) > 1 else None,
-            "hag": d.get("hag"), "reorder_used": (d.get("reorder") or {}).get("used")}
+            "hag": d.get("hag"), "reorder_used": (d.get("reorder") or {}).get("used"),
+            "order": (d.get("decisions") or {}).get("order"), "predicted_s": (d.get("plan") or {}).get("predicted_seconds")}
 
 
 def best_pair(graph: Path, work: Path, budget: str, hag: Path, reps: int) -> tuple[dict, dict]:
@@ -281,7 +282,12 @@ def print_tables(results: list[dict], budget: str) -> None:
            ("hops x", 6), ("bound", 5), ("verdict", 7), ("same", 4), ("rel diff", 8), ("auto s", 6),
            ("auto used", 9)], rows)
     for r in results:
-        print(f"  {r['kind']}: --hag auto: {(r['auto']['hag'] or {}).get('reason')}")
+        p, a = r["precompute"], r["auto"]
+        print(f"  {r['kind']}: --hag auto: {(a['hag'] or {}).get('reason')}; predicted plain "
+              f"{fmt(p['plain']['predicted_s'])} s, with the HAG {fmt(p['hag']['predicted_s'])} s; measured "
+              f"{p['plain']['wall_s']:.2f} / {p['hag']['wall_s']:.2f} s wall; auto / the better "
+              f"{fmt(ratio(a['wall_s'], min(p['plain']['wall_s'], p['hag']['wall_s'])))}; order with the HAG: "
+              f"{p['hag']['order']}")
 
 
 def main() -> None:
