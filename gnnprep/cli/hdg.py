@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from .common import Progress, emit, json_option, parsed_by, quiet_option, size
+from .common import Progress, budget_option, emit, json_option, parsed_by, quiet_option, size
 
 
 def parse_select(spec: str):
@@ -26,10 +26,14 @@ def parse_select(spec: str):
                    "anchors:sets=S,size=Z[,hops=Q] | metapath:...")
 @click.option("--seed", type=click.IntRange(min=0, max=2**64 - 1), default=0, show_default=True,
               help="Seed of the walks, samples and anchor sets (0 .. 2^64-1).")
+@budget_option("Memory for the whole run: the graph's CSR is held, the HDG is selected and written in node "
+               "blocks that fit what is left (default: half the free RAM).")
 @click.option("--cache-dir", default=None, help="Where a dataset spec is ingested to (default: beside the source).")
+@click.option("--dry-run", is_flag=True, help="Print the node blocks, peak memory and predicted time from the "
+                                             "store's sizes; select nothing.")
 @json_option
 @quiet_option
-def hdg(dataset, output, sel, seed, cache_dir, as_json, quiet):
+def hdg(dataset, output, sel, seed, memory_budget, cache_dir, dry_run, as_json, quiet):
     """Build a hierarchical dependency graph (HDG, FlexGraph's NeighborSelection) for DATASET."""
     from gnnprep.core.output import refuse_input_as_output
     from gnnprep.graph.ingest import IngestConfig, ensure_graph_store
@@ -40,12 +44,24 @@ def hdg(dataset, output, sel, seed, cache_dir, as_json, quiet):
     progress = Progress(quiet)
     try:
         store_path = ensure_graph_store(dataset, IngestConfig(source=SourceOptions()), cache_dir, progress)
-        s = build(store_path, output, sel, seed=seed, progress=progress,
+        if dry_run:
+            from gnnprep.hdg.builder import dry_run as plan
+
+            d = plan(store_path, sel, memory_budget)
+            progress.close()
+            emit(as_json, d, [
+                f"{store_path}: {d['num_nodes']:,} nodes, {d['entries']:,} stored entries; {d['spec']}",
+                f"{d['blocks']} node block(s) of up to {d['block_nodes']:,} nodes; CSR {size(d['graph_bytes'])} held; "
+                f"predicted peak {size(d['predicted_peak_bytes'])} (budget {size(d['memory_budget'])}), "
+                f"{d['predicted_seconds']:.0f} s on the 2-core reference machine, HDG ~{size(d['predicted_hdg_bytes'])}"])
+            return
+        s = build(store_path, output, sel, seed=seed, memory_budget=memory_budget, progress=progress,
                   command=" ".join(["gnnprep"] + sys.argv[1:]))
     finally:
         progress.close()
     emit(as_json, s, [
         f"{output}: HDG {s['spec']} (levels {s['levels']}, channels {', '.join(s['channels'])}; "
-        f"{s['select_seconds']:.2f} s)",
+        f"{s['select_seconds']:.2f} s, {s['blocks']} block(s), peak {size(s['peak_rss_bytes'] or 0)} of a "
+        f"{size(s['memory_budget'])} budget)",
         f"arrays {size(s['hdg_bytes'])} = {s['size_vs_graph_store']:.3f}x the graph store ({size(s['graph_store_bytes'])})",
     ])

@@ -29,20 +29,23 @@ class GraphInput:
     adj_bytes: int
     node_type: np.ndarray | None = None
     type_names: list[str] | None = None
+    symmetric: bool = False
 
 
 def read_graph(path, typed: bool = False) -> GraphInput:
-    """The CSR of the graph store at ``path`` (checked by :class:`GraphStore`), and with ``typed``
-    its node types: ``/nodes/type`` [n] with codes in [0, len(node_types)) and the root attribute
-    ``node_types`` a JSON list of names (None when the store has none)."""
+    """The CSR of the graph store at ``path`` (checked by :class:`GraphStore`; indptr int64, the
+    indices in their stored dtype, int32 below 2^31 nodes), and with ``typed`` its node types:
+    ``/nodes/type`` [n] with codes in [0, len(node_types)) and the root attribute ``node_types`` a
+    JSON list of names (None when the store has none)."""
     from gnnprep.graph.store import GraphStore
 
     with GraphStore(path) as g:
-        indptr, indices = g.indptr(), g.indices()
+        indptr = g.indptr()
+        indices = g.read_indices(0, g.num_edges)
         adj_bytes = g.adj_bytes
         typed_codes = g.node_type_codes() if typed else None
         node_type, type_names = typed_codes if typed_codes is not None else (None, None)
-        return GraphInput(indptr, indices, g.fingerprint, int(adj_bytes), node_type, type_names)
+        return GraphInput(indptr, indices, g.fingerprint, int(adj_bytes), node_type, type_names, g.symmetric)
 
 
 def load_for(path, store: GraphStore, operators: tuple[str, ...], rows: str, reduce: str) -> tuple[Hdg, list[str]]:
@@ -63,29 +66,79 @@ def load_for(path, store: GraphStore, operators: tuple[str, ...], rows: str, red
     return h, channels
 
 
-def build(store_path, output, sel, *, seed: int = 0, progress=None, command: str = "") -> dict:
-    """NeighborSelection of ``sel`` (a selector config, :func:`gnnprep.hdg.select.parse_select`) over
-    the graph store at ``store_path``, written to ``output`` (which must not be the store); return the
-    summary of :func:`gnnprep.hdg.file.write_hdg` with the selection's seconds and the HDG's size
-    relative to the graph store."""
-    from gnnprep.core.output import refuse_input_as_output
-    from gnnprep.hdg.file import write_hdg
-    from gnnprep.hdg.select import select, select_spec
+def _budget(memory_budget: int | None) -> int:
+    from gnnprep.core.sizes import default_host_budget
 
+    return default_host_budget() if memory_budget is None else int(memory_budget)
+
+
+def plan_store(store_path, sel, memory_budget: int | None = None):
+    """:func:`gnnprep.hdg.stream.plan_hdg` for the graph store at ``store_path``: its n, m, index
+    dtype and symmetry, and Σ deg² read from its indptr in blocks (nothing else is read)."""
+    from gnnprep.graph.store import GraphStore
+    from gnnprep.hdg.stream import plan_hdg
+
+    with GraphStore(store_path) as g:
+        n, m = g.num_nodes, g.num_edges
+        indptr = g.indptr()
+        deg2, step = 0.0, 1 << 22
+        for i in range(0, n, step):   # rows i .. i+step-1, without an [n] temporary
+            deg2 += float((np.diff(indptr[i:i + step + 1]).astype(np.float64) ** 2).sum())
+        del indptr
+        return plan_hdg(sel, n, m, _budget(memory_budget), itemsize=g.index_dtype.itemsize, symmetric=g.symmetric,
+                        deg2=deg2)
+
+
+def dry_run(store_path, sel, memory_budget: int | None = None) -> dict:
+    """What :func:`build` would do for ``sel`` on the store at ``store_path``, from sizes alone
+    (nothing selected or written): :class:`gnnprep.hdg.stream.HdgPlan` as a dict."""
+    return {"dry_run": True, **plan_store(store_path, sel, memory_budget).to_dict()}
+
+
+def build(store_path, output, sel, *, seed: int = 0, memory_budget: int | None = None, progress=None,
+          command: str = "") -> dict:
+    """NeighborSelection of ``sel`` (a selector config, :func:`gnnprep.hdg.select.parse_select`) over
+    the graph store at ``store_path``, written to ``output`` (which must not be the store) in node
+    blocks within ``memory_budget`` bytes (None: half the free RAM; :mod:`gnnprep.hdg.stream`);
+    return the summary of :func:`gnnprep.hdg.file.finish_hdg` with the selection's seconds (writing
+    included), the HDG's size relative to the graph store, the plan and the process's peak memory.
+    A budget that cannot hold the graph's CSR and one block is refused before anything is read."""
+    from gnnprep.core.memory import peak_rss
+    from gnnprep.core.output import atomic_output, check_output_path, refuse_input_as_output, work_folder
+    from gnnprep.hdg import stream
+    from gnnprep.hdg.file import finish_hdg, open_for_writing
+    from gnnprep.hdg.select import select_spec
+
+    progress = progress or (lambda *a: None)
     store_path = Path(store_path)
     refuse_input_as_output(output, [store_path])  # before the selection: it may take minutes
+    check_output_path(Path(output).absolute())
+    plan = plan_store(store_path, sel, memory_budget)   # refuses a budget that is too small
     g = read_graph(store_path, typed=sel.name == "metapath")
-    t0 = time.perf_counter()
-    h = select(g.indptr, g.indices, sel, seed=seed, progress=progress, node_type=g.node_type,
-               type_names=g.type_names)
-    seconds = time.perf_counter() - t0
     spec = select_spec(sel)
-    prov = {"command": command or "gnnprep hdg",
-            "parameters": {"select": spec, "seed": seed},
-            "inputs": [{"path": str(store_path), "graph_fingerprint": g.fingerprint}],
-            "timings": {"select_seconds": round(seconds, 4)}}
-    s = write_hdg(h, output, prov, sel.name, spec, seed, g.fingerprint, store_path.stat().st_size, g.adj_bytes,
-                  inputs=[store_path])
-    s.update(output=str(output), select_seconds=round(seconds, 3),
-             size_vs_graph_store=round(s["hdg_bytes"] / max(1, s["graph_store_bytes"]), 4))
+    t0 = time.perf_counter()
+    timing: dict = {}
+    with atomic_output(output, inputs=[store_path]) as tmp, work_folder(output) as spill:
+        with open_for_writing(tmp) as f:
+            args = (f, g.indptr, g.indices, sel, seed, plan, spill, progress)
+            if sel.name == "random-walk":
+                skeleton, blocks = stream.stream_random_walk(*args)
+            elif sel.name == "hop-shells":
+                skeleton, blocks = stream.stream_hop_shells(*args)
+            elif sel.name == "anchors":
+                skeleton, blocks = stream.stream_anchors(*args, symmetric=g.symmetric)
+            else:
+                skeleton, blocks = stream.stream_metapath(*args, node_type=g.node_type, type_names=g.type_names)
+            seconds = timing["select"] = time.perf_counter() - t0
+            prov = {"command": command or "gnnprep hdg",
+                    "parameters": {"select": spec, "seed": seed, "memory_budget": plan.memory_budget},
+                    "inputs": [{"path": str(store_path), "graph_fingerprint": g.fingerprint}],
+                    "timings": {"select_seconds": round(seconds, 4)}}
+            s = finish_hdg(f, skeleton, prov, sel.name, spec, seed, g.fingerprint, store_path.stat().st_size,
+                           g.adj_bytes)
+    s.update(output=str(output), select_seconds=round(timing["select"], 3),
+             size_vs_graph_store=round(s["hdg_bytes"] / max(1, s["graph_store_bytes"]), 4),
+             memory_budget=plan.memory_budget, blocks=blocks, predicted_blocks=plan.blocks, block_nodes=plan.block_nodes,
+             predicted_peak_bytes=plan.predicted_peak_bytes, predicted_seconds=plan.predicted_seconds,
+             peak_rss_bytes=peak_rss())
     return s

@@ -31,13 +31,14 @@ def write_hdg(h: Hdg, path, provenance: dict, selector: str, spec: str, seed: in
               graph_store_bytes: int, graph_adj_bytes: int, inputs=()) -> dict:
     """Write ``hdg.h5`` atomically; return the summary written into its root attributes. ``selector``
     and ``spec`` name the selector and its canonical SPEC (:func:`gnnprep.hdg.select.select_spec`);
-    ``inputs``: the files it was built from, which ``path`` must not be (refused, never overwritten)."""
+    ``inputs``: the files it was built from, which ``path`` must not be (refused, never overwritten).
+    The HDG is in memory here; ``gnnprep hdg`` writes level by level in node blocks
+    (:class:`LevelStream`, :mod:`gnnprep.hdg.stream`), the same datasets with the same values."""
     import h5py
 
-    from gnnprep.core.artifact import write_root_attrs
     from gnnprep.core.output import atomic_output
 
-    idx_dtype = np.int32 if h.num_nodes < 2**31 else np.int64
+    idx_dtype = id_dtype(h.num_nodes)
     with atomic_output(path, inputs=inputs) as tmp:
         with h5py.File(tmp, "w") as f:
             parent = "node"
@@ -55,14 +56,137 @@ def write_hdg(h: Hdg, path, provenance: dict, selector: str, spec: str, seed: in
                     g.attrs.update(kind=lvl.kind, parent=parent, fanout=int(lvl.fanout),
                                    num_parents=int(lvl.num_parents), num_children=int(lvl.num_children))
                     parent = lvl.name
-            hdg_bytes = sum(ds.nbytes for g in f["levels"].values() for ds in g.values())
-            summary = {"num_nodes": h.num_nodes, "selector": selector, "spec": spec, "seed": int(seed),
-                       "levels": len(h.levels()), "hdg_bytes": int(hdg_bytes),
-                       "graph_store_bytes": int(graph_store_bytes), "graph_adj_bytes": int(graph_adj_bytes)}
-            write_root_attrs(f, FORMAT, FORMAT_VERSION, provenance, graph_fingerprint=graph_fingerprint,
-                             schema=json.dumps(h.schema()), channels=json.dumps(h.channels()), **summary)
+            summary = finish_hdg(f, h, provenance, selector, spec, seed, graph_fingerprint, graph_store_bytes,
+                                 graph_adj_bytes)
+    return summary
+
+
+def open_for_writing(tmp):
+    """A new HDF5 file at ``tmp`` (the temporary path of :func:`gnnprep.core.output.atomic_output`)
+    for :class:`LevelStream` and :func:`finish_hdg`."""
+    import h5py
+
+    return h5py.File(tmp, "w")
+
+
+def id_dtype(n: int) -> np.dtype:
+    """The stored dtype of node ids: int32 below 2^31 nodes."""
+    return np.dtype(np.int32 if n < 2**31 else np.int64)
+
+
+def finish_hdg(f, h: Hdg, provenance: dict, selector: str, spec: str, seed: int, graph_fingerprint: str,
+               graph_store_bytes: int, graph_adj_bytes: int) -> dict:
+    """Write the root attributes of an HDG whose levels are in ``f`` (``h``: its schema and
+    channels; its arrays may be empty stand-ins); return the summary, channels included."""
+    from gnnprep.core.artifact import write_root_attrs
+
+    hdg_bytes = sum(ds.nbytes for g in f["levels"].values() for ds in g.values())
+    summary = {"num_nodes": h.num_nodes, "selector": selector, "spec": spec, "seed": int(seed),
+               "levels": len(h.levels()), "hdg_bytes": int(hdg_bytes),
+               "graph_store_bytes": int(graph_store_bytes), "graph_adj_bytes": int(graph_adj_bytes)}
+    write_root_attrs(f, FORMAT, FORMAT_VERSION, provenance, graph_fingerprint=graph_fingerprint,
+                     schema=json.dumps(h.schema()), channels=json.dumps(h.channels()), **summary)
     summary["channels"] = h.channels()
     return summary
+
+
+APPEND_CHUNK = 1 << 18      # elements per HDF5 chunk of an array whose length is known only at the end
+COPY_ENTRIES = 1 << 22      # offsets copied from their spill file this many at a time
+
+
+class LevelStream:
+    """One level of an HDG written in parent order, block by block (``gnnprep hdg`` under a memory
+    budget): :meth:`append` takes the next parents' child counts (variable fanout) and the next
+    children's ids and weights; :meth:`finish` writes what is known only at the end. The datasets
+    are those of :func:`write_hdg` with the same dtypes and values: offsets are int32 when the
+    child count stays below 2^31 — decided up front from ``max_children`` when that bound is below
+    2^31 (or the count is ``exact``), else the int64 offsets go to a spill file in ``spill_dir`` and are
+    copied narrowed at the end; ids and weights of a known length are allocated at once, others
+    grow in chunks of :data:`APPEND_CHUNK`."""
+
+    def __init__(self, f, name: str, kind: str, parent: str, fanout: int = 0, num_parents: int | None = None,
+                 ids: bool = False, weighted: bool = False, n: int = 0, max_children: int | None = None,
+                 exact: bool = False, spill_dir=None):
+        self.g = f.create_group(f"levels/{name}")
+        self.name, self.kind, self.parent, self.fanout = name, kind, parent, int(fanout)
+        self.num_parents = num_parents
+        self.parents = 0       # parents written so far (variable fanout)
+        self.appends = 0       # blocks appended
+        self.children_offsets = 0  # the running end of the offsets
+        self.children = 0      # children (ids) written so far, or counted from the offsets
+        self.spill = None
+        self.offsets_ds = None
+        known = max_children if exact else None
+        if not self.fanout:
+            if num_parents is None:
+                raise ValueError("a variable-fanout level needs its number of parents")
+            if max_children is not None and (max_children < 2**31 or exact):
+                dtype = np.int32 if max_children < 2**31 else np.int64
+                self.offsets_ds = self.g.create_dataset("offsets", shape=(num_parents + 1,), dtype=dtype)
+                self.offsets_ds[0] = 0
+            else:
+                from pathlib import Path
+
+                self.spill = open(Path(spill_dir) / f"{name}.offsets", "w+b")
+                np.zeros(1, np.int64).tofile(self.spill)
+        self.arrays = {}
+        if ids:
+            self.arrays["ids"] = self._array("ids", id_dtype(n), known)
+        if weighted:
+            self.arrays["weights"] = self._array("weights", np.float32, known)
+
+    def _array(self, name, dtype, length):
+        if length is not None:
+            return self.g.create_dataset(name, shape=(int(length),), dtype=dtype)
+        return self.g.create_dataset(name, shape=(0,), maxshape=(None,), dtype=dtype, chunks=(APPEND_CHUNK,))
+
+    def append(self, counts: np.ndarray | None = None, ids: np.ndarray | None = None,
+               weights: np.ndarray | None = None) -> None:
+        """The next parents' child counts (variable fanout only) and the next children's arrays."""
+        self.appends += 1
+        if counts is not None and len(counts):
+            offs = self.children_offsets + np.cumsum(counts, dtype=np.int64)
+            if self.offsets_ds is not None:
+                self.offsets_ds[self.parents + 1:self.parents + 1 + len(offs)] = offs
+            else:
+                offs.tofile(self.spill)
+            self.parents += len(offs)
+            self.children_offsets = int(offs[-1])
+        written = None
+        for key, arr in (("ids", ids), ("weights", weights)):
+            if arr is None or not len(arr):
+                continue
+            ds = self.arrays[key]
+            start = self.children
+            if ds.maxshape[0] is None:
+                ds.resize((start + len(arr),))
+            ds[start:start + len(arr)] = arr.astype(ds.dtype, copy=False)
+            written = len(arr)
+        if written:
+            self.children += written
+
+    def finish(self, num_parents: int | None = None) -> int:
+        """Write the level's attributes (and its offsets, from the spill file); return its child count."""
+        p = int(self.num_parents if num_parents is None else num_parents)
+        if not self.fanout:
+            if self.parents != p:
+                raise RuntimeError(f"level {self.name}: {self.parents} parents written; expected {p}")
+            total = self.children_offsets
+            if self.spill is not None:
+                self.spill.flush()
+                self.spill.seek(0)
+                ds = self.g.create_dataset("offsets", shape=(p + 1,), dtype=np.int32 if total < 2**31 else np.int64)
+                for i in range(0, p + 1, COPY_ENTRIES):
+                    part = np.fromfile(self.spill, dtype=np.int64, count=min(COPY_ENTRIES, p + 1 - i))
+                    ds[i:i + len(part)] = part.astype(ds.dtype)
+                self.spill.close()
+        else:
+            total = p * self.fanout
+        for ds in self.arrays.values():
+            if len(ds) != total or self.children != total:
+                raise RuntimeError(f"level {self.name}: {self.children} children written; expected {total}")
+        self.g.attrs.update(kind=self.kind, parent=self.parent, fanout=self.fanout, num_parents=p, num_children=int(total))
+        return int(total)
 
 
 MAX_DEPTH = 16  # levels below the root that a reader follows (the selectors make at most 2)

@@ -210,24 +210,29 @@ def _adjacency(indptr: np.ndarray, indices: np.ndarray) -> sp.csr_matrix:
     return sp.csr_matrix((np.ones(len(indices), dtype=np.int8), indices, indptr), shape=(n, n))
 
 
-def _in_blocks(total: int, size: int, run, progress=None, stage: str = "") -> list:
-    """``run(i0, i1)`` over consecutive ranges of [0, total): it returns (result, peak work) or None
-    when the range would make one call touch more than ``WORK_PER_CALL`` entries; such a range is
-    halved and retried, and the size grows back (up to ``size``) after light ranges."""
-    out, i0, cur = [], 0, max(1, size)
+def in_blocks(total: int, size: int, run, progress=None, stage: str = "", limit: int = WORK_PER_CALL):
+    """Yield ``(i0, i1, result)`` of ``run(i0, i1)`` over consecutive ranges of [0, total): ``run``
+    returns (result, peak work) or None when the range would make one call touch more than
+    ``limit`` entries; such a range is halved and retried, and the size grows back (up to
+    ``size``) after light ranges."""
+    i0, cur = 0, max(1, size)
     while i0 < total:
         i1 = min(total, i0 + cur)
         got = run(i0, i1)
         if got is None:
             cur = max(1, (i1 - i0) // 2)
             continue
-        out.append(got[0])
+        yield i0, i1, got[0]
         i0 = i1
-        if got[1] < WORK_PER_CALL // 4:
+        if got[1] < limit // 4:
             cur = min(size, cur * 2)
         if progress is not None:
             progress(stage, i0, total)
-    return out
+
+
+def _in_blocks(total: int, size: int, run, progress=None, stage: str = "") -> list:
+    """The results of :func:`in_blocks`, in order."""
+    return [r for _, _, r in in_blocks(total, size, run, progress, stage)]
 
 
 def _frontiers(m: sp.csr_matrix, work: np.ndarray, starts: np.ndarray, hops: int):
@@ -331,7 +336,7 @@ def select_anchors(indptr, indices, sel: AnchorsSelect, seed: int = 0) -> Hdg:
 
 def _expand(indptr, indices, node_type, paths: np.ndarray, t: int) -> np.ndarray:
     """Extend every path [P, l] by each in-neighbour of its last node that has type ``t``."""
-    last = paths[:, -1]
+    last = paths[:, -1].astype(np.int64)
     deg = indptr[last + 1] - indptr[last]
     total = int(deg.sum())
     rep = np.repeat(np.arange(len(paths)), deg)
@@ -341,14 +346,14 @@ def _expand(indptr, indices, node_type, paths: np.ndarray, t: int) -> np.ndarray
     return np.concatenate([paths[rep[keep]], nbr[keep][:, None]], axis=1)
 
 
-def _metapath_block(indptr, indices, node_type, targets, types: list[int], cap, seed):
+def metapath_block(indptr, indices, node_type, targets, types: list[int], cap, seed, limit: int = WORK_PER_CALL):
     """The instances of ``targets`` ([P, L], by target then members), or None when an expansion
-    would touch more than ``WORK_PER_CALL`` entries and there is more than one target."""
+    would touch more than ``limit`` entries and there is more than one target."""
     paths, peak = targets[:, None].astype(np.int64), 0
     for t in types[1:]:
         last = paths[:, -1]
         cost = int((indptr[last + 1] - indptr[last]).sum()) * (paths.shape[1] + 1)
-        if cost > WORK_PER_CALL and len(targets) > 1:
+        if cost > limit and len(targets) > 1:
             return None
         peak = max(peak, cost)
         paths = _expand(indptr, indices, node_type, paths, t)
@@ -383,7 +388,7 @@ def select_metapath(indptr, indices, sel: MetapathSelect, node_type: np.ndarray 
                                           f"{', '.join(type_names)}")
         targets = np.flatnonzero(node_type == code[types[0]])
         typed = [code[t] for t in types]
-        parts = _in_blocks(len(targets), block, lambda b0, b1: _metapath_block(
+        parts = _in_blocks(len(targets), block, lambda b0, b1: metapath_block(
             indptr, indices, node_type, targets[b0:b1], typed, sel.cap, seed))
         paths = np.concatenate(parts) if parts else np.empty((0, len(types)), np.int64)
         leaf = Level(f"{name}_members", "vertices", len(paths), fanout=len(types), ids=paths.reshape(-1))

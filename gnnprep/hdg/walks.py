@@ -203,22 +203,23 @@ def _smallest_keys(members, c, seed, v, hop, hk, hu):
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _shells(indptr, indices, starts, k, cap, seed, stamp, bufs, counts, ids, offsets, fill):
+def _shells(indptr, indices, starts, k, cap, seed, stamp, bufs, counts, ids, offsets, fill, tag0):
     """Breadth-first shells 1..k of every start along the in-lists: counts[j·k + i] = |shell i+1 of
     starts[j]| (at most ``cap`` when cap ≥ 0); with ``fill`` the members go to ids[offsets[j·k + i]:]
     sorted by id — with a cap, the ``cap`` smallest keys of (start, member, hop) (ties: smaller id).
-    ``stamp[p]`` marks the nodes seen from a start with a tag unique to (start, pass) (each start
-    runs once per pass, so stamps never need clearing); ``bufs[p]`` holds the current and next
-    frontier."""
+    ``stamp[p]`` marks the nodes seen from a start with a tag unique to (start, pass), ``tag0 + 2·v
+    + 1 + fill`` (each start runs once per pass and ``tag0`` moves on between repeated runs, so
+    stamps never need clearing); ``bufs[p]`` holds the current and next frontier (int32 or int64,
+    like ``ids``)."""
     parts, s = stamp.shape[0], len(starts)
     per = (s + parts - 1) // parts
     for p in prange(parts):
         st = stamp[p]
         hk = np.empty(max(cap, 1), dtype=np.uint64)
-        hu = np.empty(max(cap, 1), dtype=np.int64)
+        hu = np.empty(max(cap, 1), dtype=bufs.dtype)
         for j in range(p * per, min(s, (p + 1) * per)):
             v = starts[j]
-            tag = 2 * v + 1 + fill  # unique per (start, pass): the count and fill passes each start afresh
+            tag = tag0 + 2 * v + 1 + fill  # unique per (start, pass): the count and fill passes each start afresh
             cur, nxt = bufs[p, 0], bufs[p, 1]
             st[v] = tag
             cur[0] = v
@@ -245,48 +246,155 @@ def _shells(indptr, indices, starts, k, cap, seed, stamp, bufs, counts, ids, off
                 nc = nn
 
 
+@njit(nogil=True, cache=True)
+def _count_ids(indices, out_ptr):
+    for e in range(len(indices)):
+        out_ptr[indices[e] + 1] += 1
+    for u in range(1, len(out_ptr)):
+        out_ptr[u] += out_ptr[u - 1]
+
+
+@njit(nogil=True, cache=True)
+def _transpose(indptr, indices, out_ptr, out_idx):
+    pos = out_ptr[:-1].copy()
+    for v in range(len(indptr) - 1):
+        for e in range(indptr[v], indptr[v + 1]):
+            u = indices[e]
+            out_idx[pos[u]] = v
+            pos[u] += 1
+
+
+def transpose_csr(indptr: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The transposed CSR (row u lists the rows that hold u, ascending), indices in ``indices``'
+    dtype: the out-lists of a store's in-lists. Holds one more indptr and indices."""
+    n = len(indptr) - 1
+    indices = np.ascontiguousarray(indices)
+    out_ptr = np.zeros(n + 1, dtype=np.int64)
+    _count_ids(indices, out_ptr)
+    out_idx = np.empty(len(indices), dtype=indices.dtype)
+    _transpose(np.ascontiguousarray(indptr, dtype=np.int64), np.ascontiguousarray(indices), out_ptr, out_idx)
+    return out_ptr, out_idx
+
+
+class ShellSearch:
+    """Per-thread scratch of the breadth-first shell kernel over one CSR, reused across calls:
+    ``stamp`` [threads, n] (int32 where the tags fit, else int64) and ``bufs`` [threads, 2, n] (node
+    ids, int32 below 2^31 nodes). :meth:`run` gives the shells of any list of starts; repeated runs
+    from the same start (anchors, once per node block) move the tags on, clearing the stamps only
+    when they would overflow. Bytes held: :func:`shell_scratch_bytes`."""
+
+    def __init__(self, indptr: np.ndarray, indices: np.ndarray, threads: int | None = None):
+        import numba
+
+        self.indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+        self.indices = np.ascontiguousarray(indices)
+        n = self.n = len(self.indptr) - 1
+        self.parts = max(1, min(threads or numba.get_num_threads(), max(n, 1)))
+        self.stamp = np.zeros((self.parts, max(n, 1)), dtype=stamp_dtype(n))
+        self.bufs = np.empty((self.parts, 2, max(n, 1)), dtype=id_dtype(n))
+        self.tag0 = 0
+
+    def _tags(self) -> int:
+        """The tag base of the next pass (each pass takes 2n + 2 tags)."""
+        limit = np.iinfo(self.stamp.dtype).max
+        if self.tag0 + 2 * self.n + 3 >= limit:
+            self.stamp[:] = 0
+            self.tag0 = 0
+        t = self.tag0
+        self.tag0 += 2 * self.n + 2
+        return t
+
+    def count(self, starts: np.ndarray, hops: int, cap: int, seed64) -> np.ndarray:
+        """|shell i| (at most ``cap`` when cap ≥ 0) of each start: [len(starts)·hops]."""
+        counts = np.empty(len(starts) * hops, dtype=np.int64)
+        _shells(self.indptr, self.indices, starts, hops, cap, seed64, self.stamp, self.bufs, counts,
+                self.bufs[0, 0, :0], counts, False, self._tags())
+        return counts
+
+    def fill(self, starts: np.ndarray, hops: int, cap: int, seed64, counts: np.ndarray) -> np.ndarray:
+        """The members of every shell (``counts`` from :meth:`count`), shell after shell, each by id."""
+        offsets = np.zeros(len(counts), dtype=np.int64)
+        np.cumsum(counts[:-1], out=offsets[1:])
+        ids = np.empty(int(counts.sum()), dtype=self.bufs.dtype)
+        _shells(self.indptr, self.indices, starts, hops, cap, seed64, self.stamp, self.bufs, counts, ids, offsets,
+                True, self._tags())
+        return ids
+
+    def capped(self, starts: np.ndarray, hops: int, cap: int, seed64) -> tuple[np.ndarray, np.ndarray]:
+        """One pass for a cap: (counts, members), the members written at cap-sized slots, then packed."""
+        counts = np.empty(len(starts) * hops, dtype=np.int64)
+        ids = np.empty(len(counts) * cap, dtype=self.bufs.dtype)
+        _shells(self.indptr, self.indices, starts, hops, cap, seed64, self.stamp, self.bufs, counts, ids,
+                np.arange(len(counts), dtype=np.int64) * cap, True, self._tags())
+        return counts, ids.reshape(-1, cap)[np.arange(cap)[None, :] < counts[:, None]]
+
+
+def id_dtype(n: int) -> np.dtype:
+    """Node ids below 2^31 are held as int32."""
+    return np.dtype(np.int32 if n < 2**31 else np.int64)
+
+
+def stamp_dtype(n: int) -> np.dtype:
+    """int32 stamps while one pass's tags (2n + 2 of them) fit, else int64."""
+    return np.dtype(np.int32 if 2 * n + 3 < 2**31 - 1 else np.int64)
+
+
+def shell_scratch_bytes(n: int, threads: int) -> int:
+    """Bytes of :class:`ShellSearch`'s scratch: per thread a stamp and two frontier buffers of n."""
+    return threads * max(n, 1) * (stamp_dtype(n).itemsize + 2 * id_dtype(n).itemsize)
+
+
+def hop_shell_blocks(indptr: np.ndarray, indices: np.ndarray, hops: int, cap: int | None, seed: int = 0,
+                     max_starts: int = 1 << 14, room: int | None = None, search: ShellSearch | None = None):
+    """Yield (v0, v1, counts, ids) over consecutive blocks of nodes: the shells 1..``hops`` of nodes
+    v0..v1-1 as :func:`hop_shells` returns them for all nodes (counts [(v1−v0)·hops], ids by shell).
+    Calls take about ``_SECONDS_PER_CALL`` (their number of start nodes adapts, up to
+    ``max_starts``); with ``room`` (bytes) a block's arrays stay within it: without a cap a block
+    whose counted members would not fit is halved before its members are filled (one node always
+    runs: its members are at most n). Blocks do not change the result."""
+    n = len(indptr) - 1
+    search = search or ShellSearch(indptr, indices)
+    item = search.bufs.dtype.itemsize
+    seed64 = np.uint64(int(seed) & 0xFFFFFFFFFFFFFFFF)
+    c = -1 if cap is None else int(cap)
+    if c >= 0 and room is not None:  # counts, slots, their mask and the packed copy
+        max_starts = max(1, min(max_starts, room // max(1, hops * (16 + c * (2 * item + 1)))))
+    i0, size = 0, min(256, max_starts)
+    while i0 < n:
+        t0 = time.perf_counter()
+        starts = np.arange(i0, min(n, i0 + size), dtype=np.int64)
+        if c >= 0:
+            counts, ids = search.capped(starts, hops, c, seed64)
+        else:
+            counts = search.count(starts, hops, c, seed64)
+            if room is not None and len(starts) > 1 and int(counts.sum()) * item + 16 * len(counts) > room:
+                size = max(1, len(starts) // 2)
+                continue
+            ids = search.fill(starts, hops, c, seed64, counts)
+        yield i0, i0 + len(starts), counts, ids
+        i0 += len(starts)
+        took = time.perf_counter() - t0
+        size = int(min(max_starts, 2 * size, max(1, size * _SECONDS_PER_CALL / max(took, 1e-4))))
+
+
 def hop_shells(indptr: np.ndarray, indices: np.ndarray, hops: int, cap: int | None, seed: int = 0,
                max_starts: int = 1 << 14, progress=None) -> tuple[np.ndarray, np.ndarray]:
     """Exact-distance shells 1..``hops`` of every node along the in-lists, at most ``cap`` members
     each (the smallest splitmix64 keys of (node, member, hop)), members sorted by id.
 
-    Returns (counts [n·hops], ids): shell (v, i) holds the next counts[v·hops + i] ids. Each node
-    is a breadth-first search with a per-thread stamp array, so the work is Σ_v the in-degrees
+    Returns (counts [n·hops], ids int64): shell (v, i) holds the next counts[v·hops + i] ids. Each
+    node is a breadth-first search with a per-thread stamp array, so the work is Σ_v the in-degrees
     of v's (hops−1)-ball — the cap bounds what is kept, not that search. Calls take about
-    ``_SECONDS_PER_CALL`` (their number of start nodes adapts, up to ``max_starts``); without a cap
-    each call counts first, then fills. Results do not depend on the threads or the split."""
-    import numba
-
+    ``_SECONDS_PER_CALL`` (:func:`hop_shell_blocks`); without a cap each call counts first, then
+    fills. Results do not depend on the threads or the split."""
     n = len(indptr) - 1
-    parts = max(1, min(numba.get_num_threads(), n))
-    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
-    indices = np.ascontiguousarray(indices, dtype=np.int64)
-    stamp = np.zeros((parts, n), dtype=np.int64)
-    bufs = np.empty((parts, 2, max(n, 1)), dtype=np.int64)
-    seed64 = np.uint64(int(seed) & 0xFFFFFFFFFFFFFFFF)
-    c = -1 if cap is None else int(cap)
     out_counts, out_ids = [], []
-    i0, size = 0, min(256, max_starts)
-    while i0 < n:
-        t0 = time.perf_counter()
-        starts = np.arange(i0, min(n, i0 + size), dtype=np.int64)
-        counts = np.empty(len(starts) * hops, dtype=np.int64)
-        if c >= 0:
-            ids = np.empty(len(counts) * c, dtype=np.int64)
-            _shells(indptr, indices, starts, hops, c, seed64, stamp, bufs, counts, ids, np.arange(len(counts)) * c, True)
-            ids = ids.reshape(-1, c)[np.arange(c)[None, :] < counts[:, None]]
-        else:
-            _shells(indptr, indices, starts, hops, c, seed64, stamp, bufs, counts, counts[:0], counts, False)
-            offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-            ids = np.empty(int(counts.sum()), dtype=np.int64)
-            _shells(indptr, indices, starts, hops, c, seed64, stamp, bufs, counts, ids, offsets, True)
+    for _, v1, counts, ids in hop_shell_blocks(indptr, indices, hops, cap, seed, max_starts):
         out_counts.append(counts)
-        out_ids.append(ids)
-        i0 += len(starts)
+        out_ids.append(ids.astype(np.int64))
         if progress is not None:
-            progress("hop shells", i0, n)
-        took = time.perf_counter() - t0
-        size = int(min(max_starts, 2 * size, max(1, size * _SECONDS_PER_CALL / max(took, 1e-4))))
+            progress("hop shells", v1, n)
+
     def cat(parts_):
         return np.concatenate(parts_) if parts_ else np.empty(0, np.int64)
 
