@@ -7,8 +7,12 @@ up to date. Counting every pair costs Σ_v d_v² / 2, so this search counts *win
 in-list is sorted by global frequency (ids in more in-lists first, as the rounds search does) into
 *slots*, and a pair's count is the number of in-lists where both ids sit at most w slots apart.
 
-1. Candidates: the window pairs that occur at least twice (a Bloom filter finds them in one pass;
-   a hash table counts only those), the ``KEEP_PER_NODE`` × capacity counted most.
+1. Candidates: the window pairs that occur at least twice, the ``KEEP_PER_NODE`` × capacity
+   counted most. The pair occurrences are radix-partitioned by hash into cache-sized buckets (a
+   sequential scatter) and each bucket is counted on its own — a one-hash filter over its range of
+   bits, then a small table counting the pairs the filter marks "twice" — so no pass makes a random
+   access to memory per pair; the result (and the order ``keep``'s ties are cut in) is that of the
+   block-wide filter and table this replaced (:func:`count_candidates`).
 2. Greedy: a max-heap of candidates by count (ties: smallest pair). A merge of (a, b) writes the
    aggregation node x into the earlier of their two slots in every in-list holding both and empties
    the other; it takes 1 from the count of (a, y) and (b, y) for each live y within w slots there,
@@ -20,9 +24,10 @@ in-list is sorted by global frequency (ids in more in-lists first, as the rounds
    the pair.
 
 Memory for a block of E entries over u distinct ids with capacity c and K kept candidates: about
-20·E + 25·(u + c) + 24·c + 48·K bytes, plus the counting pass (the filter at ≤ 8 bits a counted
-pair, the table at 16 bytes a slot), bounded by ``room``. Every kernel works in bounded steps
-(``STEP_OPS``), so a signal is acted on between calls.
+28·E + 25·(u + c) + 24·c + 48·K bytes, plus the counting pass within ``room`` (the scatter's buffer,
+8 bytes a counted pair — 12 when ``keep``'s cut needs the scan order — reused across the blocks of
+a search; the rebuilt table at 16 bytes a slot). Every kernel works in bounded steps (``STEP_OPS``),
+so a signal is acted on between calls.
 
 Ids inside a block are *local*: 0..u−1 are the block's distinct graph ids in frequency order, u + j
 is the block's j-th aggregation node.
@@ -70,13 +75,21 @@ def _pair_key(x, y, big):
     return x * big + y if x < y else y * big + x
 
 
+@njit(inline="always")
+def _unmix(h):
+    """The key whose :func:`_mix` is h (the mix is a bijection of 64-bit words)."""
+    z = h ^ (h >> np.uint64(33))
+    z = z * np.uint64(0x9CB4B2F8129337DB)
+    z = z ^ (z >> np.uint64(33))
+    z = z * np.uint64(0x4F74430C22A54005)
+    return np.int64(z ^ (z >> np.uint64(33)))
+
+
 @njit(nogil=True, cache=True)
-def _mark_pairs(rp, ent, r0, r1, w, big, bits, ops, stride):
-    """Mark the window pairs of rows r0..r1−1 in a one-hash Bloom filter (``bits``: word 2i holds
-    "seen", word 2i + 1 "seen twice" for the same 64 hashes, one cache line for both), setting
-    "twice" for those whose "seen" bit was already set: every pair that occurs twice is marked so.
-    Returns the row reached (stops after about ``ops`` pairs)."""
-    nbits = np.uint64(len(bits) * 32)
+def _pair_hist(rp, ent, r0, r1, w, big, stride, nmask, shift, hist, ops):
+    """hist[b] += the window pairs of rows r0..r1−1 in bucket b (the top bits of the pair's filter
+    bit, ``_mix(key) & nmask``, above ``shift``); returns the row reached (stops after about ``ops``
+    pairs)."""
     done = 0
     for v in range(r0, r1):
         a0, a1 = _row_span(rp, v, stride)
@@ -84,15 +97,8 @@ def _mark_pairs(rp, ent, r0, r1, w, big, bits, ops, stride):
             x = np.int64(ent[i])
             for j in range(i + 1, min(a1, i + 1 + w)):
                 key = _pair_key(x, np.int64(ent[j]), big)
-                if key < 0:
-                    continue
-                h = _mix(key) % nbits
-                word = 2 * np.int64(h >> np.uint64(6))
-                bit = np.uint64(1) << (h & np.uint64(63))
-                if bits[word] & bit:
-                    bits[word + 1] |= bit
-                else:
-                    bits[word] |= bit
+                if key >= 0:
+                    hist[np.int64((_mix(key) & nmask) >> np.uint64(shift))] += 1
         done += (a1 - a0) * w
         if done >= ops:
             return v + 1
@@ -100,13 +106,11 @@ def _mark_pairs(rp, ent, r0, r1, w, big, bits, ops, stride):
 
 
 @njit(nogil=True, cache=True)
-def _count_pairs(rp, ent, r0, r1, w, big, parts, part, bits, tkeys, tvals, fill, ops, stride):
-    """Add the window pairs of rows r0..r1−1 that the filter ``bits`` marks "twice" and whose key (min·big + max)
-    hashes to partition ``part`` of ``parts`` into the table (``fill[0]`` slots used); returns the
-    row reached (stops after about ``ops`` pairs), or −1 once the table is 3/4 full."""
-    mask = np.int64(len(tkeys) - 1)
-    nbits = np.uint64(len(bits) * 32)
-    limit = 3 * len(tkeys) // 4
+def _pair_scatter(rp, ent, r0, r1, w, big, stride, nmask, shift, b0, b1, pos, hashes, times, timed, ops):
+    """Write the hashes (``_mix(key)``) of the window pairs of rows r0..r1−1 whose bucket is in
+    [b0, b1) to ``hashes`` at ``pos[bucket − b0]`` (advanced), each with its place in the scan when
+    ``timed`` (``times``: entry · w + offset, increasing in scan order); returns the row reached
+    (stops after about ``ops`` pairs)."""
     done = 0
     for v in range(r0, r1):
         a0, a1 = _row_span(rp, v, stride)
@@ -117,29 +121,115 @@ def _count_pairs(rp, ent, r0, r1, w, big, parts, part, bits, tkeys, tvals, fill,
                 if key < 0:
                     continue
                 h = _mix(key)
-                if parts > 1 and np.int64((h >> np.uint64(40)) % np.uint64(parts)) != part:
-                    continue  # another partition's (checked first: no memory touched)
-                b = h % nbits
-                if (bits[2 * np.int64(b >> np.uint64(6)) + 1] & (np.uint64(1) << (b & np.uint64(63)))) == 0:
-                    continue
-                s = np.int64(h >> np.uint64(8)) & mask
-                while True:
-                    k = tkeys[s]
-                    if k == key:
-                        tvals[s] += 1
-                        break
-                    if k == EMPTY:
-                        tkeys[s] = key
-                        tvals[s] = 1
-                        fill[0] += 1
-                        if fill[0] > limit:
-                            return -1
-                        break
-                    s = (s + 1) & mask
+                b = np.int64((h & nmask) >> np.uint64(shift))
+                if b0 <= b < b1:
+                    p = pos[b - b0]
+                    hashes[p] = h
+                    if timed:
+                        times[p] = i * w + (j - i - 1)
+                    pos[b - b0] = p + 1
         done += (a1 - a0) * w
         if done >= ops:
             return v + 1
     return r1
+
+
+@njit(nogil=True, cache=True)
+def _count_buckets(hashes, times, timed, starts, b0, b1, nmask, lowmask, bits, lkeys, lcnt, lfirst, used,
+                   out_k, out_c, out_t, state, ops):
+    """Buckets b0..b1−1 (bucket b's pair hashes are hashes[starts[b − b0]:starts[b − b0 + 1]], in scan
+    order), each on its own: the one-hash filter of its range of bits (``bits``, word 2i "seen",
+    2i + 1 "twice": as the search it replaces, a bit is "twice" once two pair occurrences hit it),
+    then the pairs whose bit is "twice" — every pair occurring twice or more, and those sharing a
+    bit with another — counted in the cache-sized table ``lkeys``/``lcnt``/``lfirst`` (first scan
+    place, when ``timed``) and appended to out_k (keys), out_c, out_t. ``state`` = [out used, "twice"
+    bits set].
+    Returns the bucket reached: it stops before a bucket that might not fit ``out_*`` or after
+    about ``ops`` pairs; −1 − b when bucket b has more such pairs than ``lkeys`` holds (grow it and
+    call again)."""
+    lmask = np.int64(len(lkeys) - 1)
+    limit = len(lkeys) // 2
+    done = 0
+    for b in range(b0, b1):
+        s0, s1 = starts[b - b0], starts[b - b0 + 1]
+        if state[0] + min(s1 - s0, limit) > len(out_k):
+            return b
+        twice = 0
+        for r in range(s0, s1):
+            bit = hashes[r] & nmask & lowmask
+            word = 2 * np.int64(bit >> np.uint64(6))
+            mask = np.uint64(1) << (bit & np.uint64(63))
+            if bits[word] & mask:
+                if (bits[word + 1] & mask) == 0:
+                    bits[word + 1] |= mask
+                    twice += 1
+            else:
+                bits[word] |= mask
+        nu = 0
+        for r in range(s0, s1):
+            h = hashes[r]
+            bit = h & nmask & lowmask
+            if (bits[2 * np.int64(bit >> np.uint64(6)) + 1] & (np.uint64(1) << (bit & np.uint64(63)))) == 0:
+                continue
+            s = np.int64(h >> np.uint64(40)) & lmask
+            while True:
+                k = lkeys[s]
+                if k == h:
+                    lcnt[s] += 1
+                    break
+                if k == 0:
+                    lkeys[s] = h
+                    lcnt[s] = 1
+                    if timed:
+                        lfirst[s] = times[r]
+                    used[nu] = s
+                    nu += 1
+                    break
+                s = (s + 1) & lmask
+            if nu > limit:
+                break
+        if nu > limit:
+            for t in range(nu):
+                lkeys[used[t]] = 0
+            bits[:] = 0
+            return -1 - b
+        bits[:] = 0
+        o = state[0]
+        for t in range(nu):
+            s = used[t]
+            out_k[o] = _unmix(lkeys[s])
+            out_c[o] = lcnt[s]
+            if timed:
+                out_t[o] = lfirst[s]
+            lkeys[s] = 0
+            o += 1
+        state[0] = o
+        state[1] += twice
+        done += s1 - s0
+        if done >= ops:
+            return b + 1
+    return b1
+
+
+@njit(nogil=True, cache=True)
+def _table_layout(keys, counts, order, tkeys, tvals):
+    """Insert keys[order] (distinct) into the linear-probing table ``tkeys``/``tvals`` (slot
+    ``_mix(key) >> 8``), in that order: the layout the counting pass it replaces left."""
+    mask = np.int64(len(tkeys) - 1)
+    for q in range(len(order)):
+        i = order[q]
+        key = keys[i]
+        s = np.int64(_mix(key) >> np.uint64(8)) & mask
+        while tkeys[s] != EMPTY:
+            s = (s + 1) & mask
+        tkeys[s] = key
+        tvals[s] = counts[i]
+
+
+@njit(nogil=True, cache=True)
+def _parts_of(keys, parts, out):
+    for i in range(len(keys)):
+        out[i] = np.int64((_mix(keys[i]) >> np.uint64(40)) % np.uint64(parts))
 
 
 def window_pairs(deg: np.ndarray, w: int) -> int:
@@ -153,17 +243,6 @@ def _pow2_at_most(x: int) -> int:
     return 1 << max(6, int(max(64, x)).bit_length() - 1)
 
 
-@njit(nogil=True, cache=True)
-def _popcount_twice(bits):
-    c = 0
-    for i in range(1, len(bits), 2):
-        x = bits[i]
-        while x:
-            x &= x - np.uint64(1)
-            c += 1
-    return c
-
-
 def _top(keys: np.ndarray, counts: np.ndarray, keep: int) -> tuple[np.ndarray, np.ndarray]:
     """The ``keep`` candidates with the largest counts (ties: any), or all when fewer."""
     if len(keys) <= keep:
@@ -172,58 +251,155 @@ def _top(keys: np.ndarray, counts: np.ndarray, keep: int) -> tuple[np.ndarray, n
     return keys[cut], counts[cut]
 
 
-def count_candidates(rp, ent, w, big, room, min_share=2, check=None, keep=None, stride=1):
+BUCKET_PAIRS = 1 << 14   # pair occurrences per bucket aimed at (its filter bits, 32 KiB, stay in L1)
+MAX_BUCKETS = 1 << 16
+PASS_BYTES = 24          # a pair whose filter bit is "twice" once its bucket is counted (key, count, first place)
+
+
+def _buffer(work, name, size, dtype):
+    """An array of ``size`` from ``work`` (a dict kept across blocks: its pages are not faulted in
+    again), allocated there when it has none that large."""
+    if work is None:
+        return np.empty(size, dtype=dtype)
+    a = work.get(name)
+    if a is None or a.dtype != dtype or len(a) < size:
+        work.pop(name, None)
+        a = work[name] = np.empty(size, dtype=dtype)
+    return a[:size]
+
+
+def count_candidates(rp, ent, w, big, room, min_share=2, check=None, keep=None, stride=1, work=None):
     """The window candidates of a block counted ≥ ``min_share`` (2 or more) times: (keys, counts),
     keys min·big + max, at most ``keep`` of them (those counted most; None: all), within about
-    ``room`` bytes.
+    ``room`` bytes. ``check`` is called between kernel calls. ``stride`` > 1 counts only the rows
+    :func:`_sampled` picks (about one in ``stride``). ``work``: a dict whose buffers are reused
+    (the blocks of one search: their pages are not faulted in again).
 
-    A first pass marks, in a Bloom filter of about 4 bits a pair (half the room at most), the pairs
-    that may occur twice; its marks also estimate how many distinct pairs do. A second pass counts
-    only those in a hash table sized for that estimate, one hash partition at a time when the table
-    would not fit the room (a partition that fills the table is counted again in twice as many).
-    Pairs that occur once — most of them in a graph without much overlap — never reach the table.
-    ``check`` is called between kernel calls. ``stride`` > 1 counts only the rows :func:`_sampled`
-    picks (about one in ``stride``)."""
+    The pair occurrences are radix-partitioned by hash into buckets of about ``BUCKET_PAIRS`` (one
+    pass over the block counts each bucket's size, another writes each pair's hash into its bucket:
+    sequential reads, one write a pair), as many buckets at a time as the room holds; each bucket is
+    then counted on its own in structures that stay in cache. The result is the same arrays, in the
+    same order, as the counting it replaced (two passes of one random access a pair): a one-hash
+    Bloom filter of about 8 bits a pair marked the pairs that may occur twice, then a hash table
+    counted only those, one hash partition at a time. A bucket is one range of that filter's bits,
+    so its bits are found bucket by bucket. When ``keep`` cuts the candidates (ties cut where the
+    table's layout put them), the pairs are bucketed again with their scan places and the table's
+    layout is rebuilt by inserting the pairs it held in the order it met them; when nothing is cut
+    the order does not matter and no table is built."""
     nrows = len(rp) - 1
     total = window_pairs(np.diff(rp), w) // stride + 1
-    if total == 0:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    nbits = min(_pow2_at_most(4 * total * 2), _pow2_at_most(room * 8 // 4))  # per filter: 2 filters in room/2
-    bits = np.zeros(2 * (nbits // 64), dtype=np.uint64)
+    big = np.int64(big)
+    nbits = min(_pow2_at_most(4 * total * 2), _pow2_at_most(room * 8 // 4))  # the filter it replaces
+    lg = nbits.bit_length() - 1
+    nb = 1
+    while nb < MAX_BUCKETS and nb * 2 * 64 <= nbits and nb * BUCKET_PAIRS < total:
+        nb *= 2
+    shift = lg - (nb.bit_length() - 1)
+    nmask = np.uint64(nbits - 1)
+    hist = np.zeros(nb, dtype=np.int64)
     r = 0
     while r < nrows:
-        r = _mark_pairs(rp, ent, r, nrows, w, np.int64(big), bits, STEP_OPS, stride)
+        r = _pair_hist(rp, ent, r, nrows, w, big, stride, nmask, shift, hist, STEP_OPS)
         if check is not None:
             check()
-    repeated = _popcount_twice(bits) + 1024      # distinct pairs that may occur twice (an upper estimate)
-    table_room = max(1 << 16, room - bits.nbytes)
+    tdtype = np.uint32 if len(ent) * max(w, 1) < 2**32 else np.int64
+    geometry = (nb, shift, nmask, tdtype)
+    if keep is not None:
+        pk, pc, _, _ = _bucket_counts(rp, ent, w, big, stride, room, hist, geometry, False, check, work)
+        good = pc >= min_share
+        if int(good.sum()) <= keep:  # nothing is cut: the order does not matter
+            return pk[good], pc[good]
+        del pk, pc, good
+    pk, pc, pt, twice = _bucket_counts(rp, ent, w, big, stride, room, hist, geometry, True, check, work)
+    if work is not None:  # the table below takes the room: the scatter's buffers go (found again next block)
+        work.clear()
+    repeated = twice + 1024  # the "twice" bits set: as the filter counted them
+    table_room = max(1 << 16, room - 2 * (nbits // 64) * 8)
     parts = max(1, math.ceil(2 * repeated * 16 / table_room))
     slots = max(1024, _pow2_at_most(max(1024, table_room // 16)))
     slots = min(slots, max(1024, 1 << int(2 * math.ceil(repeated / parts) * 4 // 3).bit_length()))
+    limit = 3 * slots // 4
+    part_of = np.empty(len(pk), dtype=np.int64)
+    while True:  # the partitions the table was counted in: doubled while one of them overfilled it
+        _parts_of(pk, parts, part_of)
+        if int(np.bincount(part_of, minlength=parts).max(initial=0)) <= limit:
+            break
+        parts *= 2
     tkeys = np.empty(slots, dtype=np.int64)
     tvals = np.empty(slots, dtype=np.int64)
-    while True:
-        out_k, out_c = np.empty(0, np.int64), np.empty(0, np.int64)
-        fill = np.zeros(1, dtype=np.int64)
-        for part in range(parts):
-            tkeys.fill(-1)
-            fill[0] = 0
-            r = 0
-            while 0 <= r < nrows:
-                r = _count_pairs(rp, ent, r, nrows, w, np.int64(big), parts, part, bits, tkeys, tvals, fill, STEP_OPS,
-                                 stride)
-                if check is not None:
-                    check()
-            if r < 0:
-                break
-            good = (tkeys >= 0) & (tvals >= min_share)
-            out_k, out_c = np.concatenate([out_k, tkeys[good]]), np.concatenate([out_c, tvals[good]])
-            del good
-            if keep is not None:
-                out_k, out_c = _top(out_k, out_c, keep)
-        else:
-            return out_k, out_c
-        parts *= 2
+    out_k, out_c = np.empty(0, np.int64), np.empty(0, np.int64)
+    for part in range(parts):
+        mine = np.flatnonzero(part_of == part)
+        order = mine[np.argsort(pt[mine], kind="stable")]
+        tkeys.fill(-1)
+        _table_layout(pk, pc, order, tkeys, tvals)
+        good = (tkeys >= 0) & (tvals >= min_share)
+        out_k, out_c = np.concatenate([out_k, tkeys[good]]), np.concatenate([out_c, tvals[good]])
+        if keep is not None:
+            out_k, out_c = _top(out_k, out_c, keep)
+    return out_k, out_c
+
+
+def _bucket_counts(rp, ent, w, big, stride, room, hist, geometry, timed, check, work):
+    """The pairs whose filter bit is "twice" (keys, counts, first scan places when ``timed``) and the
+    "twice" bits set: the buckets scattered as many at a time as the room holds (8 bytes a pair, 4
+    or 8 more when timed; an eighth of the room kept for the output), each counted on its own."""
+    nb, shift, nmask, tdtype = geometry
+    nrows = len(rp) - 1
+    pairs = int(hist.sum())
+    biggest = int(hist.max(initial=0))
+    rec = 8 + (np.dtype(tdtype).itemsize if timed else 0)
+    held = min(max(1, pairs), max(biggest, (room - room // 8) // rec))
+    hashes = _buffer(work, "hashes", held, np.uint64)
+    times = _buffer(work, "times", held if timed else 1, tdtype)
+    lslots = 1 << max(10, int(2 * min(BUCKET_PAIRS, max(1, biggest))).bit_length())
+    lkeys = np.zeros(lslots, dtype=np.uint64)
+    lcnt = np.zeros(lslots, dtype=np.int64)
+    lfirst = np.zeros(lslots if timed else 1, dtype=tdtype)
+    used = np.empty(lslots, dtype=np.int64)
+    bits = np.zeros(2 * max(1, (1 << shift) // 64), dtype=np.uint64)
+    lowmask = np.uint64((1 << shift) - 1)
+    out_k = np.empty(max(1024, min(pairs, (room // 8) // PASS_BYTES)), dtype=np.int64)
+    out_c = np.empty(len(out_k), dtype=np.int64)
+    out_t = np.empty(len(out_k) if timed else 1, dtype=tdtype)
+    state = np.zeros(2, dtype=np.int64)
+    b0 = 0
+    while b0 < nb:  # a group of buckets that fits the scatter's room
+        b1, got = b0, 0
+        while b1 < nb and (b1 == b0 or got + hist[b1] <= held):
+            got += int(hist[b1])
+            b1 += 1
+        starts = np.zeros(b1 - b0 + 1, dtype=np.int64)
+        np.cumsum(hist[b0:b1], out=starts[1:])
+        pos = starts[:-1].copy()
+        r = 0
+        while r < nrows:
+            r = _pair_scatter(rp, ent, r, nrows, w, big, stride, nmask, shift, b0, b1, pos, hashes, times, timed,
+                              STEP_OPS)
+            if check is not None:
+                check()
+        b = b0
+        while b < b1:
+            got = _count_buckets(hashes, times, timed, starts[b - b0:], b, b1, nmask, lowmask, bits, lkeys, lcnt,
+                                 lfirst, used, out_k, out_c, out_t, state, STEP_OPS)
+            if got < 0:  # a bucket with more such pairs than the table holds
+                lkeys = np.zeros(2 * len(lkeys), dtype=np.uint64)
+                lcnt = np.zeros(len(lkeys), dtype=np.int64)
+                lfirst = np.zeros(len(lkeys) if timed else 1, dtype=tdtype)
+                used = np.empty(len(lkeys), dtype=np.int64)
+                continue
+            if got == b:  # out_* full
+                grow = max(len(out_k), int(starts[b - b0 + 1] - starts[b - b0]))
+                out_k = np.concatenate([out_k, np.empty(grow, np.int64)])
+                out_c = np.concatenate([out_c, np.empty(grow, np.int64)])
+                if timed:
+                    out_t = np.concatenate([out_t, np.empty(grow, tdtype)])
+            b = got
+            if check is not None:
+                check()
+        b0 = b1
+    fill = int(state[0])
+    return out_k[:fill], out_c[:fill], (out_t[:fill] if timed else None), int(state[1])
 
 
 # -- the max-heap of candidates: (count desc, key asc) -------------------------------------------------------
@@ -483,44 +659,176 @@ def _rehash(pkeys, pvals, nkeys, nvals):
             nvals[t] = pvals[s]
 
 
+@njit(inline="always")
+def _popcount(x):
+    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return np.int64((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
+
+
 @njit(nogil=True, cache=True)
-def _distinct_ranks(ids, rank, scratch, out):
-    """The distinct values of rank[ids] into out (first-seen order); marks them in ``scratch``."""
-    u = 0
+def _mark_ranks(ids, rank, bm, ent):
+    """ent[i] = rank[ids[i]], and that rank's bit set in the bitmap ``bm``."""
     for i in range(len(ids)):
         r = rank[ids[i]]
-        if scratch[r] < 0:
-            scratch[r] = 0
-            out[u] = r
-            u += 1
-    return u
+        ent[i] = r
+        bm[r >> 6] |= np.uint64(1) << np.uint64(r & 63)
 
 
 @njit(nogil=True, cache=True)
-def _assign_local(ids, rank, scratch, ranks, ent, glob):
-    """ent[i] = the place of rank[ids[i]] among the sorted ``ranks``; glob[local] = the graph id;
-    ``scratch`` is left all −1 again."""
-    for j in range(len(ranks)):
-        scratch[ranks[j]] = j
-    for i in range(len(ids)):
-        loc = scratch[rank[ids[i]]]
-        ent[i] = loc
-        glob[loc] = ids[i]
-    for j in range(len(ranks)):
-        scratch[ranks[j]] = -1
+def _number_ranks(bm, before):
+    """before[k] = the bits set in the words of ``bm`` below k; returns the bits set."""
+    j = 0
+    for k in range(len(bm)):
+        before[k] = j
+        j += _popcount(bm[k])
+    return j
 
 
-def local_ids(ids: np.ndarray, rank: np.ndarray, scratch: np.ndarray, extra: int = 0):
+@njit(nogil=True, cache=True)
+def _glob_of(bm, order, glob):
+    """glob[j] = order[r] for the j-th bit r set in ``bm`` (ranks ascending)."""
+    j = 0
+    for k in range(len(bm)):
+        x = bm[k]
+        while x:
+            low = x & (~x + np.uint64(1))
+            glob[j] = order[k * 64 + _popcount(low - np.uint64(1))]
+            j += 1
+            x ^= low
+
+
+@njit(nogil=True, cache=True)
+def _rank_to_local(ent, bm, before):
+    """ent[i] (a rank) = its place among the bitmap's set bits."""
+    for i in range(len(ent)):
+        r = ent[i]
+        k = r >> 6
+        ent[i] = before[k] + _popcount(bm[k] & ((np.uint64(1) << np.uint64(r & 63)) - np.uint64(1)))
+
+
+def local_ids(ids: np.ndarray, rank: np.ndarray, order: np.ndarray, extra: int = 0):
     """A block's local ids: (ent int32 — each entry's local id, local ids numbering the block's
     distinct graph ids by frequency rank — glob int64 [u + extra], glob[local] = graph id, u).
-    ``scratch``: int32 [n] all −1 (left so); O(E + u log u), no sort of the entries."""
-    ranks = np.empty(len(ids), dtype=rank.dtype)
-    u = _distinct_ranks(ids, rank, scratch, ranks)
-    ranks = np.sort(ranks[:u])
+    ``order``: the graph id of each rank (rank's inverse). One random read an entry (its rank);
+    the block's ranks are marked in a bitmap of n bits (cache-sized) and numbered by counting its
+    set bits — no sort, no scratch array of n."""
+    n = len(rank)
+    bm = np.zeros((n + 63) // 64, dtype=np.uint64)
     ent = np.empty(len(ids), dtype=np.int32)
+    _mark_ranks(ids, rank, bm, ent)
+    before = np.empty(len(bm), dtype=np.int32 if n < 2**31 else np.int64)
+    u = _number_ranks(bm, before)
     glob = np.empty(u + extra, dtype=np.int64)
-    _assign_local(ids, rank, scratch, ranks, ent, glob)
+    _glob_of(bm, order, glob)
+    _rank_to_local(ent, bm, before)
     return ent, glob, u
+
+
+@njit(nogil=True, cache=True)
+def count_ids(ids, freq):
+    """freq[x] += the occurrences of x in ``ids``."""
+    for i in range(len(ids)):
+        freq[ids[i]] += 1
+
+
+@njit(nogil=True, cache=True)
+def order_by_count(freq, order):
+    """order = the ids by ``freq`` descending, ties by id (a counting sort: argsort(−freq, stable))."""
+    top = 0
+    for x in range(len(freq)):
+        top = max(top, freq[x])
+    start = np.zeros(top + 2, dtype=np.int64)
+    for x in range(len(freq)):
+        start[top - freq[x] + 1] += 1
+    for f in range(1, top + 2):
+        start[f] += start[f - 1]
+    for x in range(len(freq)):
+        k = top - freq[x]
+        order[start[k]] = x
+        start[k] += 1
+
+
+@njit(nogil=True, cache=True)
+def rewire_rows(rp, ids, orig, ent, u, glob, first_agg, out, lengths):
+    """The rewired in-lists of a block in graph ids: each row's stored ids (``ids``, in their stored
+    order) less those a merge took out (slots where ``ent`` no longer holds ``orig``, the sorted
+    local ids before the greedy), then its aggregation nodes (local u + j → first_agg + j).
+    Returns the entries written to ``out``; ``lengths`` gets each row's."""
+    o = 0
+    gone = np.empty(64, dtype=np.int64)
+    for v in range(len(rp) - 1):
+        a, b = rp[v], rp[v + 1]
+        start = o
+        ng = 0
+        for s in range(a, b):
+            if ent[s] != orig[s]:
+                if ng == len(gone):
+                    more = np.empty(2 * len(gone), dtype=np.int64)
+                    more[:ng] = gone[:ng]
+                    gone = more
+                gone[ng] = glob[orig[s]]
+                ng += 1
+        for s in range(a, b):
+            x = np.int64(ids[s])
+            hit = -1
+            for q in range(ng):
+                if gone[q] == x:
+                    hit = q
+                    break
+            if hit >= 0:
+                ng -= 1
+                gone[hit] = gone[ng]
+            else:
+                out[o] = x
+                o += 1
+        for s in range(a, b):
+            y = np.int64(ent[s])
+            if y >= u:
+                out[o] = first_agg + (y - u)
+                o += 1
+        lengths[v] = o - start
+    return o
+
+
+@njit(nogil=True, cache=True)
+def relabel_sort_rows(rp, ids, n, new, out):
+    """out = each row of ``ids`` with aggregation ids (≥ n) renumbered (n + new[x − n]), sorted;
+    insertion sort (linear on a row that is sorted already but for a short tail), np.sort for a long
+    unsorted row."""
+    for v in range(len(rp) - 1):
+        a, b = rp[v], rp[v + 1]
+        ok = True
+        for i in range(a, b):
+            x = np.int64(ids[i])
+            if x >= n:
+                x = n + new[x - n]
+            out[i] = x
+            if i > a and out[i - 1] > x:
+                ok = False
+        if ok:
+            continue
+        if b - a > 48:
+            tail = a
+            while tail + 1 < b and out[tail] <= out[tail + 1]:
+                tail += 1
+            if b - tail > 16:
+                out[a:b] = np.sort(out[a:b])
+                continue
+        _insertion_sort(out, a, b)
+
+
+@njit(inline="always", nogil=True, cache=True)
+def _insertion_sort(arr, a, b):
+    """arr[a:b] sorted in place (linear on a nearly sorted run)."""
+    for i in range(a + 1, b):
+        x = arr[i]
+        j = i - 1
+        while j >= a and arr[j] > x:
+            arr[j + 1] = arr[j]
+            j -= 1
+        arr[j + 1] = x
 
 
 @njit(nogil=True, cache=True)
@@ -531,20 +839,20 @@ def sort_rows(rp, ent):
         if b - a > 48:
             ent[a:b] = np.sort(ent[a:b])
             continue
-        for i in range(a + 1, b):
-            x = ent[i]
-            j = i - 1
-            while j >= a and ent[j] > x:
-                ent[j + 1] = ent[j]
-                j -= 1
-            ent[j + 1] = x
+        _insertion_sort(ent, a, b)
 
 
 @njit(nogil=True, cache=True)
 def _build_users(rp, ent, uptr, urow, uslot):
     """urow[uptr[x]:uptr[x+1]]: the rows holding id x, ascending, and x's slot in each (uslot): a
-    counting sort of the entries."""
-    cur = uptr[:-1].copy()
+    counting sort of the entries (``uptr`` all 0 on entry: filled here)."""
+    for i in range(len(ent)):
+        uptr[ent[i] + 1] += 1
+    for x in range(1, len(uptr)):
+        uptr[x] += uptr[x - 1]
+    cur = np.empty(len(uptr) - 1, dtype=uslot.dtype)
+    for x in range(len(cur)):
+        cur[x] = uptr[x]
     for v in range(len(rp) - 1):
         for i in range(rp[v], rp[v + 1]):
             x = ent[i]
@@ -561,17 +869,19 @@ KEEP_PER_NODE = 32  # candidates kept per aggregation node the capacity allows (
 
 
 def search_block(rp: np.ndarray, ent: np.ndarray, u: int, cap: int, window: int, min_share: int = 2,
-                 max_depth: int = 16, room: int = 1 << 28, check=None, stride: int = 1):
+                 max_depth: int = 16, room: int = 1 << 28, check=None, stride: int = 1, work=None):
     """The lazy greedy on one block: ``rp`` its row pointer (from 0), ``ent`` int32 local ids (0..u−1,
     local id order = frequency order) of each row, sorted here. Returns (inputs [k, 2] local ids,
     levels [k], ent, stats): aggregation node j is local id u + j, ``ent`` holds each row's in-list
-    with the merged slots emptied (−1), ``stats`` the candidates, pops and rows merged. ``room``: bytes for counting candidates."""
+    with the merged slots emptied (−1), ``stats`` the candidates, pops and rows merged (and ``orig``: the sorted
+    ``ent`` before the greedy). ``room``: bytes for counting candidates;
+    ``work``: buffers reused across blocks (:func:`count_candidates`)."""
     rp = np.ascontiguousarray(rp, dtype=np.int64)
     ent = np.ascontiguousarray(ent, dtype=np.int32)
     sort_rows(rp, ent)
     big = np.int64(u + cap + 1)
     keys, counts = count_candidates(rp, ent, window, big, room, min_share, check, keep=KEEP_PER_NODE * max(cap, 128),
-                                    stride=stride)
+                                    stride=stride, work=work)
     if check is not None:
         check()
     size = len(keys)
@@ -587,10 +897,9 @@ def search_block(rp: np.ndarray, ent: np.ndarray, u: int, cap: int, window: int,
     del keys, counts
     heapify(hc, hk, size)
     uptr = np.zeros(u + 1, dtype=np.int64)
-    np.cumsum(np.bincount(ent, minlength=u), out=uptr[1:])
-    urow = np.empty(len(ent), dtype=np.int32)
     pslot = np.empty(max(1, len(ent)), dtype=np.int64 if len(ent) >= 2**31 else np.int32)
-    uslot = np.empty_like(pslot)
+    users = np.empty((max(1, len(ent)), 2), dtype=pslot.dtype)  # a user's row and slot side by side: one cache line
+    urow, uslot = users[:, 0], users[:, 1]
     _build_users(rp, ent, uptr, urow, uslot)
     orig = ent.copy()
     aptr = np.zeros(cap + 1, dtype=np.int64)
@@ -621,5 +930,6 @@ def search_block(rp: np.ndarray, ent: np.ndarray, u: int, cap: int, window: int,
         if check is not None:
             check()
     made = int(state[0])
-    stats = {"candidates": size, "pops": int(state[5]), "rows_merged": int(state[7]), "too_deep": int(state[6])}
+    stats = {"candidates": size, "pops": int(state[5]), "rows_merged": int(state[7]), "too_deep": int(state[6]),
+             "orig": orig}
     return inputs[:made].copy(), level[u:u + made].copy(), ent, stats

@@ -25,7 +25,7 @@ the hop before it computes only those (as the plain hops do, :mod:`gnnprep.preco
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from gnnprep.hag.structure import Hag
 
@@ -55,25 +55,26 @@ def _down_levels(inputs, level_ptr, key, n):
                     key[x - n] = key[a]
 
 
-@njit(nogil=True, cache=True)
-def _rewrite(indptr, indices, order, inv, agg_new, n, out_indptr, out_indices):
-    """The in-lists in computation order: row i = stored row order[i], graph ids through ``inv``,
-    aggregation ids through ``agg_new`` (entries keep their order within a row)."""
-    q = 0
-    out_indptr[0] = 0
-    for i in range(n):
+@njit(parallel=True, nogil=True, cache=True)
+def _rewrite(indptr, indices, order, inv, agg_new, n, out_indptr, out_indices, ascending):
+    """The in-lists in computation order (``out_indptr`` given): row i = stored row order[i], graph
+    ids through ``inv`` first (ascending with ``ascending``, else in their stored order), then the
+    aggregation ids through ``agg_new`` in their stored order."""
+    for i in prange(n):
         v = order[i]
+        q = out_indptr[i]
         for p in range(indptr[v], indptr[v + 1]):
             u = indices[p]
             if u < n:
                 out_indices[q] = inv[u]
                 q += 1
+        if ascending and q - out_indptr[i] > 1:
+            out_indices[out_indptr[i]:q] = np.sort(out_indices[out_indptr[i]:q])
         for p in range(indptr[v], indptr[v + 1]):
             u = indices[p]
             if u >= n:
                 out_indices[q] = n + agg_new[u - n]
                 q += 1
-        out_indptr[i + 1] = q
 
 
 @njit(nogil=True, cache=True)
@@ -85,7 +86,7 @@ def _rewrite_inputs(inputs, inv, agg_new, n, out):
             out[b, s] = inv[x] if x < n else n + agg_new[x - n]
 
 
-def in_order(h: Hag, order: np.ndarray, inv: np.ndarray | None = None) -> Hag:
+def in_order(h: Hag, order: np.ndarray, inv: np.ndarray | None = None, ascending: bool = True) -> Hag:
     """``h`` in the computation order ``order`` (computation row i = stored row order[i]; ``inv`` its
     inverse, computed when not given); aggregation nodes renumbered within each level by their first
     reader (the module docstring). Same aggregation count, same levels, equivalent to the graph
@@ -105,9 +106,10 @@ def in_order(h: Hag, order: np.ndarray, inv: np.ndarray | None = None) -> Hag:
         agg_new[a0 + np.argsort(key[a0:a1], kind="stable")] = np.arange(a0, a1, dtype=np.int64)
     del key
     ids = np.int32 if n + num_agg < 2**31 else np.int64  # half the bytes the kernels read, and hold
-    indptr = np.empty(n + 1, dtype=np.int64)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.diff(h.indptr)[order], out=indptr[1:])
     indices = np.empty(len(h.indices), dtype=ids)
-    _rewrite(h.indptr, h.indices, order, np.asarray(inv, dtype=np.int64), agg_new, n, indptr, indices)
+    _rewrite(h.indptr, h.indices, order, np.asarray(inv, dtype=np.int64), agg_new, n, indptr, indices, ascending)
     inputs = np.empty((num_agg, 2), dtype=ids)
     _rewrite_inputs(h.inputs, np.asarray(inv, dtype=np.int64), agg_new, n, inputs)
     return Hag(num_nodes=n, inputs=inputs, level_ptr=level_ptr, indptr=indptr, indices=indices)

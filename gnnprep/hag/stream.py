@@ -24,7 +24,15 @@ from typing import Callable
 import numpy as np
 
 from gnnprep.core.errors import OptionError
-from gnnprep.hag.greedy import local_ids, search_block, sort_rows, window_pairs
+from gnnprep.hag.greedy import (
+    count_ids,
+    local_ids,
+    order_by_count,
+    relabel_sort_rows,
+    rewire_rows,
+    search_block,
+    window_pairs,
+)
 from gnnprep.hag.structure import Hag
 
 READ_ENTRIES = 1 << 22        # stored ids read at a time while counting frequencies
@@ -36,11 +44,12 @@ MAX_DEFAULT_WINDOW = 256      # the largest
 PAIRS_PER_ENTRY = 16          # the default window is the largest whose pair occurrences stay within this many per entry
 WIDE_MAX_ENTRIES = 1 << 21    # ... on graphs up to this many stored entries (a merge's cost grows with the window)
 COUNTED_PAIRS_PER_ENTRY = 2   # beyond that size, pairs are counted on a sample of rows: about this many per entry
-SEARCH_NS_PER_PAIR = 50.0     # predicted seconds: per counted window pair occurrence (marking and counting), and
-SEARCH_NS_PER_ENTRY = 400.0   # per stored entry (reading, local ids, sorting, the users' index, the partial file,
-SEARCH_SECONDS_FIXED = 1.0    # the assembly), plus start-up. The papers100M shape at 1/10 (2-core machine, quiet):
-                              # 132 s measured, 158 s predicted; graphs with much overlap take 1.3-2x the
-                              # prediction (each merge rewrites many rows: not known from sizes)
+SEARCH_NS_PER_PAIR = 25.0     # predicted seconds: per counted window pair occurrence (sizing, scattering and
+SEARCH_NS_PER_ENTRY = 160.0   # counting its bucket), and per stored entry (reading, local ids, sorting, the users'
+SEARCH_SECONDS_FIXED = 1.0    # index, the greedy, the partial file, the assembly), plus start-up. The papers100M
+                              # shape at 1/10 (2-core machine, quiet): 59 s measured, 68 s predicted; graphs with
+                              # much overlap take 1.7-3x the prediction (each merge rewrites many rows: not known
+                              # from sizes)
 MIN_BLOCK_ENTRIES = 1 << 16
 
 
@@ -80,9 +89,9 @@ def default_window(deg: np.ndarray) -> int:
 
 
 def fixed_bytes(n: int, cap: int) -> int:
-    """What the search holds besides a block: indptr (8 B a row), the frequency rank and the local
-    ids' scratch (12 B a node, 16 more while the rank is computed), and at assembly the aggregation
-    nodes (inputs, levels, new ids)."""
+    """What the search holds besides a block: indptr (8 B a row), the frequency rank and its inverse
+    (8 B a node, 16 while they are computed; 28 allowed), and at assembly the aggregation nodes
+    (inputs, levels, new ids)."""
     return 8 * (n + 1) + max(28 * n, 32 * cap) + (64 << 20)
 
 
@@ -134,42 +143,46 @@ def plan_for(indptr: np.ndarray, cap: int, budget: int | None, window: int | Non
 
 
 def frequency_rank(indptr: np.ndarray, read: Callable[[int, int], np.ndarray], n: int,
-                   progress=None) -> np.ndarray:
-    """rank[x] = x's place when ids are ordered by in-list frequency (most first; ties by id),
-    counted over the stored ids read ``READ_ENTRIES`` at a time."""
+                   progress=None) -> tuple[np.ndarray, np.ndarray]:
+    """(rank, order): rank[x] = x's place when ids are ordered by in-list frequency (most first; ties
+    by id), counted over the stored ids read ``READ_ENTRIES`` at a time; order = rank's inverse."""
     m = int(indptr[-1])
-    freq = np.zeros(n, dtype=np.int64)
+    dtype = np.int32 if n < 2**31 else np.int64
+    freq = np.zeros(n, dtype=np.int32 if m < 2**31 else np.int64)
     for lo in range(0, m, READ_ENTRIES):
         hi = min(m, lo + READ_ENTRIES)
-        freq += np.bincount(read(lo, hi), minlength=n)
+        count_ids(read(lo, hi), freq)
         if progress is not None:
             progress("hag frequencies", hi, m)
-    order = np.argsort(-freq, kind="stable")
+    order = np.empty(n, dtype=dtype)
+    order_by_count(freq, order)  # argsort(-freq, stable), by counting
     del freq
-    rank = np.empty(n, dtype=np.int32 if n < 2**31 else np.int64)
-    rank[order] = np.arange(n, dtype=rank.dtype)
-    return rank
+    rank = np.empty(n, dtype=dtype)
+    rank[order] = np.arange(n, dtype=dtype)
+    return rank, order
 
 
 def block_search(ids: np.ndarray, rp: np.ndarray, rank: np.ndarray, n: int, first_agg: int, cap: int,
                  window: int, min_share: int, max_depth: int, room: int, stride: int = 1,
-                 scratch: np.ndarray | None = None):
+                 order: np.ndarray | None = None, work: dict | None = None):
     """The lazy greedy on one block of in-lists (global ids ``ids``, row pointer ``rp`` from 0).
     Returns (lengths of the rewired in-lists, their ids — aggregation node j of this block is
     ``first_agg + j`` — inputs [k, 2] and levels [k] of the block's aggregation nodes).
-    ``scratch``: int32 [n] all −1, reused across blocks (:func:`gnnprep.hag.greedy.local_ids`)."""
-    scratch = np.full(n, -1, dtype=np.int32) if scratch is None else scratch
-    ent, glob, u = local_ids(ids, rank, scratch, extra=cap)
-    inputs, levels, ent, _stats = search_block(rp, ent, u, cap, window, min_share, max_depth, room, stride=stride)
+    ``order``: rank's inverse (computed when not given; :func:`gnnprep.hag.greedy.local_ids`);
+    ``work``: buffers reused across blocks."""
+    if order is None:
+        order = np.empty(n, dtype=rank.dtype)
+        order[rank] = np.arange(n, dtype=rank.dtype)
+    ent, glob, u = local_ids(ids, rank, order, extra=cap)
+    rp = np.ascontiguousarray(rp, dtype=np.int64)
+    inputs, levels, ent, stats = search_block(rp, ent, u, cap, window, min_share, max_depth, room, stride=stride,
+                                              work=work)
     k = len(inputs)
     glob[u:u + k] = first_agg + np.arange(k)
-    live = ent >= 0
-    before = np.zeros(len(ent) + 1, dtype=np.int64)
-    np.cumsum(live, out=before[1:])
-    lengths = before[rp[1:]] - before[rp[:-1]]
-    del before
-    out = glob[ent[live]]
-    return lengths, out, glob[inputs], levels
+    lengths = np.empty(len(rp) - 1, dtype=np.int64)
+    out = np.empty(len(ent), dtype=np.int32 if first_agg + k < 2**31 else np.int64)
+    used = rewire_rows(rp, ids, stats.pop("orig"), ent, u, glob, first_agg, out, lengths)
+    return lengths, out[:used], glob[inputs], levels
 
 
 def block_caps(indptr: np.ndarray, blocks: list[tuple[int, int]], cap: int) -> Callable[[int, int], int]:
@@ -201,13 +214,12 @@ def renumber(n: int, inputs: np.ndarray, levels: np.ndarray) -> tuple[np.ndarray
 
 
 def relabel_rows(ids: np.ndarray, lengths: np.ndarray, n: int, new: np.ndarray) -> np.ndarray:
-    """In-lists in final ids, each sorted."""
-    out = ids.astype(np.int64, copy=True)
-    agg = out >= n
-    out[agg] = n + new[out[agg] - n]
+    """In-lists in final ids, each sorted (one pass: a row of :func:`block_search` is sorted already
+    but for its aggregation nodes at the end, when the store's in-lists are sorted)."""
+    out = np.empty(len(ids), dtype=np.int64)
     rp = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=rp[1:])
-    sort_rows(rp, out)
+    relabel_sort_rows(rp, ids, n, np.asarray(new, dtype=np.int64), out)
     return out
 
 
@@ -222,16 +234,16 @@ def search_arrays(indptr: np.ndarray, indices: np.ndarray, capacity: int | None 
     from gnnprep.sparse.order import row_blocks
 
     blocks = row_blocks(indptr, 0, n, block_entries or max(1, m))
-    rank = frequency_rank(indptr, lambda lo, hi: indices[lo:hi], n)
+    rank, order = frequency_rank(indptr, lambda lo, hi: indices[lo:hi], n)
     share = block_caps(indptr, blocks, cap)
-    scratch = np.full(n, -1, dtype=np.int32)
+    work: dict = {}
     lens, ids, ins, levs = [], [], [], []
     made = 0
     for i, (r0, r1) in enumerate(blocks):
         p0, p1 = int(indptr[r0]), int(indptr[r1])
         rp = (indptr[r0:r1 + 1] - p0).astype(np.int64)
         ln, out, inp, lev = block_search(np.asarray(indices[p0:p1]), rp, rank, n, n + made, share(i, made),
-                                         plan.window, min_share, max_depth, 1 << 26, plan.stride, scratch)
+                                         plan.window, min_share, max_depth, 1 << 26, plan.stride, order, work)
         lens.append(ln)
         ids.append(out)
         ins.append(inp)
@@ -278,11 +290,11 @@ def build_streamed(store, output, input_path, cap: int, budget: int | None, wind
     with out.writing(needed):
         with SearchWork(out.partial, n, m, cap, ids_dtype, fresh=not out.resumed) as work:
             made = int(out.state.get("made", 0)) if out.resumed else 0
-            rank = frequency_rank(indptr, lambda lo, hi: store.read_indices(lo, hi), n, progress)
+            rank, order = frequency_rank(indptr, lambda lo, hi: store.read_indices(lo, hi), n, progress)
             share = block_caps(indptr, blocks, cap)
             done = {u[0] for u in out.done}
+            buffers: dict = {}  # the counting's scatter buffers, kept across blocks
             room = COUNT_ENTRY_BYTES * plan.block_entries
-            scratch = np.full(n, -1, dtype=np.int32)
             for i, (r0, r1) in enumerate(blocks):
                 p0, p1 = int(indptr[r0]), int(indptr[r1])
                 if i in done:
@@ -290,7 +302,7 @@ def build_streamed(store, output, input_path, cap: int, budget: int | None, wind
                 ids = store.read_indices(p0, p1)
                 rp = (indptr[r0:r1 + 1] - p0).astype(np.int64)
                 lengths, rows, ins, levels = block_search(ids, rp, rank, n, n + made, share(i, made), plan.window,
-                                                          min_share, max_depth, room, plan.stride, scratch)
+                                                          min_share, max_depth, room, plan.stride, order, buffers)
                 del ids
                 work.put(r0, r1, p0, lengths, rows, made, ins, levels)
                 made += len(ins)
@@ -298,7 +310,7 @@ def build_streamed(store, output, input_path, cap: int, budget: int | None, wind
                 out.state["made"] = made
                 out.mark((i,), work.f)
                 progress("hag search", p1, m)
-            del rank, scratch
+            del rank, order, buffers
             inputs, levels = work.aggregation_nodes(made)
             new, inputs, level_ptr = renumber(n, inputs, levels)
             del levels

@@ -570,11 +570,12 @@ def row_blocks(plan: Plan) -> int:
 
 
 # the default (streamed) search's seconds per stored entry, as gnnprep.hag.stream.stream_plan models it
-# with its default window (16 pair occurrences an entry at most): 400 ns an entry, plus 50 ns a counted
+# with its default window (16 pair occurrences an entry at most): 160 ns an entry, plus 25 ns a counted
 # pair — all 16 on a graph up to 2M entries, about 2 beyond, where pairs are counted on a sample of
-# rows. The papers100M shape at 1/10 (308M entries): 132 s measured at --memory-budget 2GiB (2-core
-# machine, 2026-11-25); the rounds search it replaced as the default took ≈ 8,000 ns an entry
-HAG_SEARCH_NS_PER_ENTRY = 400.0 + 50.0 * 16
+# rows. The papers100M shape at 1/10 (308M entries): 59-64 s measured at --memory-budget 2GiB (2-core
+# machine, 2026-11-26, bucketed pair counting); the rounds search it replaced as the default took
+# ≈ 8,000 ns an entry. Only a fallback: --hag auto asks the streamed search's own plan (sizes, window).
+HAG_SEARCH_NS_PER_ENTRY = 160.0 + 25.0 * 16
 
 
 # the torch executor (gnnprep.precompute.hag_torch) runs one sparse product per HAG level (two

@@ -110,13 +110,14 @@ def test_config_capacity_and_check():
 def test_hag_auto_builds_its_cache_with_the_builder(graph, tmp_path, monkeypatch):
     import shutil
 
-    from gnnprep.precompute import plan
+    from gnnprep.hag import builder
     from gnnprep.precompute.config import PrecomputeConfig
     from gnnprep.precompute.run import precompute
 
     g = tmp_path / "g.h5"
     shutil.copy2(graph, g)
-    monkeypatch.setattr(plan, "HAG_SEARCH_NS_PER_ENTRY", 0.0)  # a free search always repays itself
+    # a free search always repays itself (auto asks the streamed search's own prediction)
+    monkeypatch.setattr(builder, "dry_run", lambda *a, **k: {"predicted_seconds": 0.0})
     precompute(g, tmp_path / "f.h5", PrecomputeConfig(hops=2, device="cpu", hag="auto"))
     with h5py.File(cache_path(g), "r") as f:
         prov = json.loads(f.attrs["provenance"])

@@ -228,3 +228,248 @@ def test_an_interrupted_search_resumes_to_the_same_file(store, tmp_path, monkeyp
     for k in whole:
         np.testing.assert_array_equal(whole[k], resumed[k])
     assert len(done) == len(total) - 2 and not list(tmp_path.glob("h.h5.partial*"))
+
+
+# -- the counting of window pairs (radix-partitioned, cache-sized buckets) ---------------------------------
+# The two-pass counting the bucketed one replaced (a one-hash Bloom filter over the block, then a hash
+# table counting the pairs it marks "twice", one hash partition at a time): its output order decides
+# which of the candidates tied at ``keep``'s cut are kept, so the new counting must reproduce it.
+from numba import njit  # noqa: E402
+
+from gnnprep.hag import greedy as G  # noqa: E402
+
+
+@njit(cache=True)
+def _ref_mark(rp, ent, w, big, bits, stride):
+    nbits = np.uint64(len(bits) * 32)
+    for v in range(len(rp) - 1):
+        a0, a1 = G._row_span(rp, v, stride)
+        for i in range(a0, a1):
+            for j in range(i + 1, min(a1, i + 1 + w)):
+                key = G._pair_key(np.int64(ent[i]), np.int64(ent[j]), big)
+                if key < 0:
+                    continue
+                h = G._mix(key) % nbits
+                word = 2 * np.int64(h >> np.uint64(6))
+                bit = np.uint64(1) << (h & np.uint64(63))
+                if bits[word] & bit:
+                    bits[word + 1] |= bit
+                else:
+                    bits[word] |= bit
+
+
+@njit(cache=True)
+def _ref_count(rp, ent, w, big, parts, part, bits, tkeys, tvals, stride):
+    mask = np.int64(len(tkeys) - 1)
+    nbits = np.uint64(len(bits) * 32)
+    limit = 3 * len(tkeys) // 4
+    fill = 0
+    for v in range(len(rp) - 1):
+        a0, a1 = G._row_span(rp, v, stride)
+        for i in range(a0, a1):
+            for j in range(i + 1, min(a1, i + 1 + w)):
+                key = G._pair_key(np.int64(ent[i]), np.int64(ent[j]), big)
+                if key < 0:
+                    continue
+                h = G._mix(key)
+                if parts > 1 and np.int64((h >> np.uint64(40)) % np.uint64(parts)) != part:
+                    continue
+                b = h % nbits
+                if (bits[2 * np.int64(b >> np.uint64(6)) + 1] & (np.uint64(1) << (b & np.uint64(63)))) == 0:
+                    continue
+                s = np.int64(h >> np.uint64(8)) & mask
+                while True:
+                    if tkeys[s] == key:
+                        tvals[s] += 1
+                        break
+                    if tkeys[s] == -1:
+                        tkeys[s], tvals[s] = key, 1
+                        fill += 1
+                        if fill > limit:
+                            return False
+                        break
+                    s = (s + 1) & mask
+    return True
+
+
+def _ref_count_candidates(rp, ent, w, big, room, min_share=2, keep=None, stride=1):
+    import math
+    total = G.window_pairs(np.diff(rp), w) // stride + 1
+    nbits = min(G._pow2_at_most(4 * total * 2), G._pow2_at_most(room * 8 // 4))
+    bits = np.zeros(2 * (nbits // 64), dtype=np.uint64)
+    _ref_mark(rp, ent, w, np.int64(big), bits, stride)
+    repeated = sum(bin(int(x)).count("1") for x in bits[1::2]) + 1024
+    table_room = max(1 << 16, room - bits.nbytes)
+    parts = max(1, math.ceil(2 * repeated * 16 / table_room))
+    slots = max(1024, G._pow2_at_most(max(1024, table_room // 16)))
+    slots = min(slots, max(1024, 1 << int(2 * math.ceil(repeated / parts) * 4 // 3).bit_length()))
+    tkeys, tvals = np.empty(slots, np.int64), np.empty(slots, np.int64)
+    while True:
+        out_k, out_c = np.empty(0, np.int64), np.empty(0, np.int64)
+        for part in range(parts):
+            tkeys.fill(-1)
+            if not _ref_count(rp, ent, w, np.int64(big), parts, part, bits, tkeys, tvals, stride):
+                break
+            good = (tkeys >= 0) & (tvals >= min_share)
+            out_k, out_c = np.concatenate([out_k, tkeys[good]]), np.concatenate([out_c, tvals[good]])
+            if keep is not None:
+                out_k, out_c = G._top(out_k, out_c, keep)
+        else:
+            return out_k, out_c
+        parts *= 2
+
+
+def _random_block(rng, rows, u, longest, repeats=0.1):
+    """A block as search_block sees it: rows of local ids (0..u−1) sorted, some ids repeated in a row,
+    a few rows empty, a few heavy pairs (ids 0..3 in many rows)."""
+    deg = rng.integers(0, longest + 1, rows)
+    deg[:3] = 0
+    rp = np.concatenate([[0], np.cumsum(deg)]).astype(np.int64)
+    ent = rng.integers(0, u, int(rp[-1])).astype(np.int32)
+    heavy = rng.random(len(ent)) < 0.05
+    ent[heavy] = rng.integers(0, 4, int(heavy.sum()))
+    rep = np.flatnonzero(rng.random(len(ent)) < repeats)
+    rep = rep[rep > 0]
+    ent[rep] = ent[rep - 1]  # a repeated id (a duplicate edge) where the previous entry is in the same row
+    G.sort_rows(rp, ent)
+    return rp, ent
+
+
+def _plain_count(rp, ent, w, big, stride):
+    counts = {}
+    for v in range(len(rp) - 1):
+        if not G._sampled(v, stride):
+            continue
+        row = ent[rp[v]:rp[v + 1]].tolist()
+        for i in range(len(row)):
+            for j in range(i + 1, min(len(row), i + 1 + w)):
+                if row[i] != row[j]:
+                    a, b = sorted((row[i], row[j]))
+                    counts[a * big + b] = counts.get(a * big + b, 0) + 1
+    return counts
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("stride", [1, 3])
+def test_the_bucketed_count_equals_a_plain_count_of_window_pairs(seed, stride):
+    rng = np.random.default_rng(seed)
+    u = int(rng.choice([5, 60, 3000]))
+    rp, ent = _random_block(rng, int(rng.integers(50, 400)), u, int(rng.choice([3, 12, 40])))
+    w = int(rng.choice([1, 4, 16]))
+    big = u + 7
+    counts = _plain_count(rp, ent, w, big, stride)
+    want = {k: c for k, c in counts.items() if c >= 2}
+    for room in (1 << 30, 4096):  # one group of buckets; many, the smallest table
+        for keep in (None, 10**9):
+            keys, got = G.count_candidates(rp, ent, w, big, room, 2, keep=keep, stride=stride)
+            assert dict(zip(keys.tolist(), got.tolist())) == want
+            assert len(set(keys.tolist())) == len(keys)
+        keys, got = G.count_candidates(rp, ent, w, big, room, 3, keep=10**9, stride=stride)
+        assert dict(zip(keys.tolist(), got.tolist())) == {k: c for k, c in want.items() if c >= 3}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_bucketed_count_cuts_keep_ties_where_the_bloom_table_did(seed, monkeypatch):
+    rng = np.random.default_rng(100 + seed)
+    u = int(rng.choice([40, 400, 5000]))
+    rp, ent = _random_block(rng, int(rng.integers(200, 2000)), u, int(rng.choice([8, 30])))
+    w, big, stride = int(rng.choice([2, 8, 16])), u + 11, int(rng.choice([1, 2]))
+    if seed % 2:
+        monkeypatch.setattr(G, "BUCKET_PAIRS", 64)  # many buckets, a bucket's table grown
+        monkeypatch.setattr(G, "STEP_OPS", 97)      # kernels stopping and resuming mid-block
+    n_cand = sum(c >= 2 for c in _plain_count(rp, ent, w, big, stride).values())
+    for room in (1 << 26, 20000, 3000):  # one table; partitions of it (and some refilled in twice as many)
+        for keep in (max(1, n_cand // 3), max(1, n_cand - 1), None):
+            k1, c1 = _ref_count_candidates(rp, ent, w, big, room, 2, keep, stride)
+            k2, c2 = G.count_candidates(rp, ent, w, big, room, 2, keep=keep, stride=stride)
+            assert np.array_equal(k1, k2) and np.array_equal(c1, c2), (room, keep)
+
+
+def test_local_ids_number_a_blocks_ids_by_frequency_rank():
+    rng = np.random.default_rng(3)
+    n = 1000
+    rank = rng.permutation(n).astype(np.int32)
+    order = np.empty(n, np.int32)
+    order[rank] = np.arange(n, dtype=np.int32)
+    for ids in (rng.integers(0, n, 5000), rng.integers(0, 64, 300), np.array([999, 0, 999, 5]), np.empty(0, np.int64)):
+        ent, glob, u = G.local_ids(ids.astype(np.int32), rank, order, extra=7)
+        ranks = np.unique(rank[ids])
+        assert u == len(ranks) and len(glob) == u + 7
+        assert np.array_equal(glob[:u], order[ranks])
+        assert np.array_equal(ent, np.searchsorted(ranks, rank[ids]))
+
+
+def test_the_frequency_rank_orders_ids_by_count_then_id():
+    from gnnprep.hag.stream import frequency_rank
+    rng = np.random.default_rng(4)
+    n = 500
+    ids = np.concatenate([rng.integers(0, n, 3000), np.full(40, 7)])
+    indptr = np.array([0, len(ids)])
+    rank, order = frequency_rank(indptr, lambda lo, hi: ids[lo:hi], n)
+    want = np.argsort(-np.bincount(ids, minlength=n), kind="stable")
+    assert np.array_equal(order, want) and np.array_equal(rank[order], np.arange(n))
+
+
+def test_rewired_rows_relabel_to_the_sorted_rows_of_the_greedys_in_lists():
+    """block_search's rows (stored ids less the merged ones, then the block's aggregation nodes), once
+    relabelled, equal each row of the greedy's in-lists mapped to graph ids and sorted, also with
+    repeated ids and in-lists the store did not sort."""
+    from gnnprep.hag.stream import block_search, frequency_rank, relabel_rows
+    for seed, directed in ((0, False), (1, True), (2, False)):
+        rng = np.random.default_rng(seed)
+        indptr, indices = _random_csr(rng, 300, 4000, directed=directed)
+        if seed == 2:  # unsorted in-lists
+            for v in range(len(indptr) - 1):
+                rng.shuffle(indices[indptr[v]:indptr[v + 1]])
+        n = len(indptr) - 1
+        rank, order = frequency_rank(indptr, lambda lo, hi: indices[lo:hi], n)
+        ids = indices.astype(np.int32)
+        seen = {}
+        real = G.search_block
+
+        def spy(rp, ent, u, *a, **k):
+            out = real(rp, ent, u, *a, **k)
+            seen["ent"], seen["u"] = out[2].copy(), u
+            return out
+
+        G.search_block = spy
+        import gnnprep.hag.stream as S
+        S.search_block = spy
+        try:
+            lengths, rows, inputs, levels = block_search(ids, indptr.copy(), rank, n, n, 60, 3, 2, 16, 1 << 20, 1, order)
+        finally:
+            G.search_block = S.search_block = real
+        assert len(inputs) > 5
+        ent, u = seen["ent"], seen["u"]
+        _, glob, _ = G.local_ids(ids, rank, order, extra=len(inputs))
+        glob[u:] = n + np.arange(len(inputs))
+        new = np.arange(len(inputs))[::-1].copy()  # any renumbering
+        got = relabel_rows(rows, lengths, n, new)
+        at = 0
+        for v in range(n):
+            row = ent[indptr[v]:indptr[v + 1]]
+            want = glob[row[row >= 0]]
+            want = np.where(want >= n, n + new[np.maximum(want - n, 0)], want)
+            assert np.array_equal(got[at:at + lengths[v]], np.sort(want)), v
+            at += lengths[v]
+        assert at == len(got)
+
+
+def test_the_bucketed_count_matches_a_saturated_filter_and_refilled_table_partitions(monkeypatch):
+    """A room so small that the filter is saturated (most pairs pass it) and the table's partitions
+    overfill and are counted again in twice as many: the same arrays as the Bloom-table count."""
+    rng = np.random.default_rng(7)
+    rp, ent = _random_block(rng, 1500, 20000, 40)
+    tried = []
+    real = G._parts_of
+
+    def parts_of(keys, parts, out):
+        tried.append(parts)
+        real(keys, parts, out)
+
+    monkeypatch.setattr(G, "_parts_of", parts_of)
+    for keep in (50, None):
+        k1, c1 = _ref_count_candidates(rp, ent, 16, 20011, 3000, 2, keep, 1)
+        k2, c2 = G.count_candidates(rp, ent, 16, 20011, 3000, 2, keep=keep, stride=1)
+        assert np.array_equal(k1, k2) and np.array_equal(c1, c2)
+    assert max(tried) >= 4 * min(tried)  # partitions doubled at least twice
