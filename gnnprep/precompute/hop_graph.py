@@ -40,9 +40,9 @@ class HopGraph:
     while the caller reads X and writes hop 0 on the other core; :meth:`ready` switches to it.
     ``force``: an explicit ``--reorder``; ``spare``: the shape of a column buffer to fault in
     meanwhile; ``hag_order``: the hops run through a HAG, in the order (order, inv) given
-    ((None, None): the stored order), and S's pattern is never read; ``copy``: an ordered copy the planner opened; ``copy_room``/``reserve``: the memory
-    and disk its writer may use; ``warn``: told of a damaged kept order (None: a
-    DamagedOrderWarning).
+    ((None, None): the stored order), and S's pattern is never read; ``copy``: an ordered copy the
+    planner opened; ``copy_room``/``reserve``: the memory and disk its writer may use; ``warn``:
+    told of a damaged kept order (None: a DamagedOrderWarning).
     """
 
     def __init__(self, store: GraphStore, plan: Plan, order_kind: str = "community", force: bool = False,
