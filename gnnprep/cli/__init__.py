@@ -45,9 +45,18 @@ class _Group(click.Group):
         except MemoryError:
             click.echo("Error: out of memory; lower --memory-budget or free RAM", err=True)
             ctx.exit(1)
-        except (KeyboardInterrupt, Interrupted):
-            click.echo("Error: interrupted; no output was written", err=True)
+        except (KeyboardInterrupt, Interrupted) as e:
+            click.echo(_interrupted_line(e), err=True)
             ctx.exit(130)
+
+
+def _interrupted_line(e: BaseException) -> str:
+    """The one line of an interrupted command: no output was written, and where a resumable run
+    had finished some of its work (``kept_partial``, set by gnnprep.core.output.ResumableOutput),
+    where that work is kept and how to resume it."""
+    kept = getattr(e, "kept_partial", None)
+    line = "Error: interrupted; no output was written"
+    return line if not kept else f"{line} (the finished part is kept in {kept}: run the same command again to resume)"
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

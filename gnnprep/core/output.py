@@ -304,8 +304,13 @@ class ResumableOutput:
                 raise
             self.close(keep=False)
             raise disk_full_error(self.path, needed) from None
-        except BaseException:
+        except BaseException as e:
             self.close(keep=bool(self.done))
+            if self.done:  # said in the interrupted run's one line (gnnprep.cli), so it is not a surprise
+                try:
+                    e.kept_partial = str(self.partial)
+                except AttributeError:
+                    pass
             raise
 
     def discard_partial(self) -> None:

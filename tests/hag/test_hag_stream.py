@@ -230,6 +230,38 @@ def test_an_interrupted_search_resumes_to_the_same_file(store, tmp_path, monkeyp
     assert len(done) == len(total) - 2 and not list(tmp_path.glob("h.h5.partial*"))
 
 
+def test_an_interrupted_command_says_where_the_finished_part_is_kept(store, tmp_path, monkeypatch):
+    """`gnnprep hag` interrupted after two blocks: exit 130, one line saying that no output was
+    written and where the finished blocks are kept for a rerun; before any block: the plain line."""
+    from fixtures import assert_one_error, run
+
+    import gnnprep.hag.stream as S
+    from gnnprep.graph.store import GraphStore
+
+    monkeypatch.setattr(S, "MIN_BLOCK_ENTRIES", 16)
+    with GraphStore(store) as g:
+        budget = S.fixed_bytes(g.num_nodes, g.num_nodes // 4) + S.BLOCK_ENTRY_BYTES * (g.num_edges // 6)
+    real, calls = S.block_search, []
+
+    def stop_after(n):
+        def search(*a, **k):
+            if len(calls) == n:
+                raise KeyboardInterrupt
+            calls.append(1)
+            return real(*a, **k)
+        return search
+
+    out = tmp_path / "h.h5"
+    monkeypatch.setattr(S, "block_search", stop_after(0))
+    r = run(["hag", store, "-o", out, "--memory-budget", budget])
+    assert_one_error(r, 130, r"^Error: interrupted; no output was written$")
+    monkeypatch.setattr(S, "block_search", stop_after(2))
+    r = run(["hag", store, "-o", out, "--memory-budget", budget])
+    assert_one_error(r, 130, r"^Error: interrupted; no output was written \(the finished part is kept in .*h\.h5\.partial: "
+                             r"run the same command again to resume\)$")
+    assert not out.exists()
+
+
 # -- the counting of window pairs (radix-partitioned, cache-sized buckets) ---------------------------------
 # The two-pass counting the bucketed one replaced (a one-hash Bloom filter over the block, then a hash
 # table counting the pairs it marks "twice", one hash partition at a time): its output order decides
