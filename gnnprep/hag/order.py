@@ -56,10 +56,10 @@ def _down_levels(inputs, level_ptr, key, n):
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _rewrite(indptr, indices, order, inv, agg_new, n, out_indptr, out_indices, ascending):
+def _rewrite(indptr, indices, order, inv, agg_new, n, out_indptr, out_indices):
     """The in-lists in computation order (``out_indptr`` given): row i = stored row order[i], graph
-    ids through ``inv`` first (ascending with ``ascending``, else in their stored order), then the
-    aggregation ids through ``agg_new`` in their stored order."""
+    ids through ``inv`` first, ascending, then the aggregation ids through ``agg_new`` in their
+    stored order."""
     for i in prange(n):
         v = order[i]
         q = out_indptr[i]
@@ -68,7 +68,7 @@ def _rewrite(indptr, indices, order, inv, agg_new, n, out_indptr, out_indices, a
             if u < n:
                 out_indices[q] = inv[u]
                 q += 1
-        if ascending and q - out_indptr[i] > 1:
+        if q - out_indptr[i] > 1:
             out_indices[out_indptr[i]:q] = np.sort(out_indices[out_indptr[i]:q])
         for p in range(indptr[v], indptr[v + 1]):
             u = indices[p]
@@ -86,7 +86,7 @@ def _rewrite_inputs(inputs, inv, agg_new, n, out):
             out[b, s] = inv[x] if x < n else n + agg_new[x - n]
 
 
-def in_order(h: Hag, order: np.ndarray, inv: np.ndarray | None = None, ascending: bool = True) -> Hag:
+def in_order(h: Hag, order: np.ndarray, inv: np.ndarray | None = None) -> Hag:
     """``h`` in the computation order ``order`` (computation row i = stored row order[i]; ``inv`` its
     inverse, computed when not given); aggregation nodes renumbered within each level by their first
     reader (the module docstring). Same aggregation count, same levels, equivalent to the graph
@@ -109,7 +109,7 @@ def in_order(h: Hag, order: np.ndarray, inv: np.ndarray | None = None, ascending
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.diff(h.indptr)[order], out=indptr[1:])
     indices = np.empty(len(h.indices), dtype=ids)
-    _rewrite(h.indptr, h.indices, order, np.asarray(inv, dtype=np.int64), agg_new, n, indptr, indices, ascending)
+    _rewrite(h.indptr, h.indices, order, np.asarray(inv, dtype=np.int64), agg_new, n, indptr, indices)
     inputs = np.empty((num_agg, 2), dtype=ids)
     _rewrite_inputs(h.inputs, np.asarray(inv, dtype=np.int64), agg_new, n, inputs)
     return Hag(num_nodes=n, inputs=inputs, level_ptr=level_ptr, indptr=indptr, indices=indices)

@@ -192,16 +192,21 @@ def _gathered(ip, idx, weights, base, rows, slots, targets, parts, left, right, 
 PARTS = 256   # parts of about equal entries a listed-rows call is cut into (threads take them in turn)
 
 
+def _parts(ip, slots) -> np.ndarray:
+    """Bounds of the PARTS runs of about equal entries + rows that the listed rows (row ``slots[t]``
+    of the row pointer ``ip``, t in order) are cut into."""
+    cost = np.cumsum(ip[slots + 1] - ip[slots] + 1)
+    return np.unique(np.concatenate([[0], np.searchsorted(cost, np.linspace(0, cost[-1], PARTS + 1)[1:-1]),
+                                     [len(slots)]])).astype(np.int64)
+
+
 def _run(ip, idx, weights, base, rows, slots, targets, left, right, loop, x, out, ahead) -> None:
     rows = np.asarray(rows, dtype=np.int64)
     if not len(rows):
         return
     slots = np.asarray(slots, dtype=np.int64)
-    cost = np.cumsum(ip[slots + 1] - ip[slots] + 1)
-    parts = np.unique(np.concatenate([[0], np.searchsorted(cost, np.linspace(0, cost[-1], PARTS + 1)[1:-1]),
-                                      [len(rows)]])).astype(np.int64)
-    _gathered(ip, idx, weights, np.int64(base), rows, slots, np.asarray(targets, dtype=np.int64), parts, left,
-              right, np.float32(loop), x, out, _ahead(ahead, x))
+    _gathered(ip, idx, weights, np.int64(base), rows, slots, np.asarray(targets, dtype=np.int64), _parts(ip, slots),
+              left, right, np.float32(loop), x, out, _ahead(ahead, x))
 
 
 def spmm_listed(ip_block, idx_block, w_block, r0, rows, left, right, loop, x, out,
@@ -240,11 +245,8 @@ def _hag_run(indptr, indices, rows, targets, left, right, loop, x, h, out, ahead
     rows = np.asarray(rows, dtype=np.int64)
     if not len(rows):
         return
-    cost = np.cumsum(indptr[rows + 1] - indptr[rows] + 1)
-    parts = np.unique(np.concatenate([[0], np.searchsorted(cost, np.linspace(0, cost[-1], PARTS + 1)[1:-1]),
-                                      [len(rows)]])).astype(np.int64)
-    _hag_listed(indptr, indices, rows, np.asarray(targets, dtype=np.int64), parts, left, right, np.float32(loop), x,
-                h, out, _ahead(ahead, x))
+    _hag_listed(indptr, indices, rows, np.asarray(targets, dtype=np.int64), _parts(indptr, rows), left, right,
+                np.float32(loop), x, h, out, _ahead(ahead, x))
 
 
 def hag_selected(indptr, indices, rows, left, right, loop, x, h, out, ahead: int | None = None) -> None:
