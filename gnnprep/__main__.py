@@ -43,9 +43,25 @@ def install_start_handlers() -> None:
         signal.signal(signal.SIGINT, _interrupted_at_start)
 
 
+def check_address_space_at_start() -> None:
+    """Under a small ``ulimit -v`` the first import of numpy can already fail: OpenBLAS reserves a
+    buffer per core and, refused, prints its own line and exits (seen on a 16-core machine at
+    400 MiB). So the limit is checked here, before numpy is imported (:mod:`gnnprep.core.memory`
+    imports only ``sys``): one ``Error:`` line, exit 1."""
+    from gnnprep.core.errors import GnnprepError
+    from gnnprep.core.memory import check_address_space
+
+    try:
+        check_address_space()
+    except GnnprepError as e:
+        os.write(2, f"Error: {e}\n".encode())
+        raise SystemExit(1) from None
+
+
 def main():
-    """Install the start-up handlers, then import and run the command line."""
+    """Install the start-up handlers, check the address space, then import and run the command line."""
     install_start_handlers()
+    check_address_space_at_start()
     from gnnprep.cli import main as cli_main
 
     return cli_main()

@@ -80,6 +80,11 @@ def _hag_unsupported(backend: str, store: GraphStore, user: dict | None = None) 
     return None
 
 
+class CpuKernelOnly(GnnprepError):
+    """An input that only the CPU kernel runs (a user operator's ``reduce = 'max'``) on a torch
+    backend: an explicit ``--device cuda`` is refused with this line; ``--device auto`` runs on the CPU."""
+
+
 def _user_operators(store: GraphStore, config: PrecomputeConfig, backend: str) -> tuple[dict, object]:
     """``--operator-file`` functions, loaded, checked and classified on this graph's degrees and
     weights: ({name: (UserFunction, Factors)}, the :class:`gnnprep.precompute.user_operators.Degrees` or None)."""
@@ -93,7 +98,7 @@ def _user_operators(store: GraphStore, config: PrecomputeConfig, backend: str) -
         if fn.name in user:
             raise OptionError("--operator-file", f"{spec!r}: the channel {fn.name!r} is named twice")
         if fn.reduce == "max" and backend != "numba":
-            raise GnnprepError(f"{fn.path}: {fn.name}.reduce = 'max' runs on the CPU kernel; use --device cpu")
+            raise CpuKernelOnly(f"{fn.path}: {fn.name}.reduce = 'max' runs on the CPU kernel; use --device cpu")
         if deg is None:  # once for every function: the degrees and a sample of the weights
             deg, sample = udf.degrees(store, 0.0), udf.weight_sample(store)
         factors = udf.classify(fn, deg.with_loop(fn.loop), sample)
@@ -469,7 +474,14 @@ def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeCon
         warn(message)
 
     with GraphStore(graph_path) as store:
-        job = prepare_job(store, config, device, backend, warn=say)
+        try:
+            job = prepare_job(store, config, device, backend, warn=say)
+        except CpuKernelOnly as e:
+            if config.device != "auto" or config.backend != "auto" or device == "cpu":
+                raise
+            say(f"--device auto runs this on the CPU: {str(e).split('; use ')[0]}")
+            device, backend = "cpu", "numba"
+            job = prepare_job(store, config, device, backend, warn=say)
         config = job.config  # with the --operator-file channels named
         if config.dry_run:
             if job.copy is not None:

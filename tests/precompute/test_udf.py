@@ -454,6 +454,32 @@ def test_the_torch_path_runs_user_operators_like_the_cpu_kernel(tmp_path, rng, w
                                                               device="cpu", backend="torch"))
 
 
+def test_device_auto_runs_a_max_operator_on_the_cpu_where_a_gpu_is_found(tmp_path, rng, monkeypatch):
+    """--device auto on a machine with a GPU: a ``reduce = 'max'`` operator (CPU kernel only) runs the
+    whole job on the CPU, with a warning, instead of refusing what the user did not pin (seen on the
+    lent GPU machine); an explicit --device cuda is still refused with the one line."""
+    from gnnprep.core import device as devices
+
+    store = make_store(tmp_path, rng, n=50, d=3)[0]
+    ops_max = write_ops(tmp_path, "def m(s, d, w):\n    return w\nm.reduce = 'max'\n", "max.py")
+    files = (f"{ops_max}:m",)
+    plain = precompute(store, tmp_path / "cpu.h5", PrecomputeConfig(hops=2, operator_files=files, device="cpu"))
+    monkeypatch.setattr(devices, "resolve", lambda name: "cuda" if name in ("auto", "cuda") else name)
+    said = []
+    auto = precompute(store, tmp_path / "auto.h5", PrecomputeConfig(hops=2, operator_files=files,
+                                                                    memory_budget=1 << 30), warn=said.append)
+    assert auto.plan.device == "cpu" and said == ["--device auto runs this on the CPU: "
+                                                  f"{ops_max}: m.reduce = 'max' runs on the CPU kernel"]
+    with FeatureStore(tmp_path / "cpu.h5") as a, FeatureStore(tmp_path / "auto.h5") as b:
+        for name in plain.operators:
+            for k in range(3):
+                assert a.hop(k, name)[:].tobytes() == b.hop(k, name)[:].tobytes()
+    with pytest.raises(GnnprepError, match="runs on the CPU kernel; use --device cpu"):
+        precompute(store, tmp_path / "c.h5", PrecomputeConfig(hops=1, operator_files=files, device="cuda",
+                                                              memory_budget=1 << 30))
+    assert not (tmp_path / "c.h5").exists()
+
+
 def test_a_hag_runs_a_separable_user_operator_and_refuses_per_entry_values(tmp_path, rng):
     store = make_store(tmp_path, rng, n=80, d=4)[0]
     ops = write_ops(tmp_path)

@@ -181,8 +181,8 @@ def test_reported_test_score_is_from_the_best_validation_epoch(tmp_path, rng, mo
     assert (s["best_epoch"], s["test_acc"], s["valid_acc"]) == (3, 0.61, 0.7)
     saved = torch.load(tmp_path / "run" / "model.pt", weights_only=False)
     for k, v in states[3].items():
-        torch.testing.assert_close(saved["state_dict"][k], v)
-    assert any(not torch.equal(saved["state_dict"][k], v) for k, v in states[-1].items())
+        torch.testing.assert_close(saved["state_dict"][k], v.cpu())  # model.pt holds CPU tensors on every device
+    assert any(not torch.equal(saved["state_dict"][k], v.cpu()) for k, v in states[-1].items())
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert [h["test_acc"] for h in metrics["runs"][0]["history"]] == [t for _, _, t in script]
     assert metrics["summary"]["test_acc"] == 0.61

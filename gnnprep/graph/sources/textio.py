@@ -258,7 +258,14 @@ class TableReader:
                 if values.dtype.kind == "f":
                     finite = np.isfinite(values)
                     bad = bool(np.any(values[finite] != np.round(values[finite])))
+                    # beyond 2**53 a float is not the id the line holds (a newer pandas gives floats
+                    # for a token above int64 where an older one raised): the slow path says which
+                    bad = bad or bool(np.any(np.abs(values[finite]) > 2.0**53))
                     bad = bad or self._below_minimum(values[finite]) or (not self.allow_nan and not finite.all())
+                elif values.dtype.kind == "u":  # a token in [2**63, 2**64): not an int64
+                    bad = bool(values.size and values.max() > np.iinfo(np.int64).max) or self._below_minimum(values)
+                elif values.dtype.kind != "i":
+                    bad = True
                 else:
                     bad = self._below_minimum(values)
             elif not bad and not self.allow_nan:
