@@ -36,6 +36,7 @@ is the block's j-th aggregation node.
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 from numba import njit
@@ -485,42 +486,6 @@ def _lose(ent, lo, hi, at, me, other, w, pkeys, pvals, big, step, tracked):
 
 # -- the block's in-lists and who uses each id ----------------------------------------------------------------
 @njit(inline="always")
-def _find(arr, lo, hi, x):
-    """Index of x in the ascending arr[lo:hi], or −1."""
-    end = hi
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if arr[mid] < x:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo < end and arr[lo] == x:
-        return lo
-    return -1
-
-
-@njit(inline="always")
-def _slot_in(x, v, rp, orig, ent, u, aptr, prow, pslot):
-    """The slot of id x in row v, or −1 when x is not (or no longer) there."""
-    if x < u:
-        s = _find(orig, rp[v], rp[v + 1], x)
-        if s < 0:
-            return -1
-        while s < rp[v + 1] and orig[s] == x:  # a repeated id: any copy still there
-            if ent[s] == x:
-                return s
-            s += 1
-        return -1
-    j = x - u
-    k = _find(prow, aptr[j], aptr[j + 1], v)
-    if k >= 0:
-        s = pslot[k]
-        if ent[s] == x:
-            return s
-    return -1
-
-
-@njit(inline="always")
 def _users(x, u, uptr, aptr):
     if x < u:
         return uptr[x], uptr[x + 1]
@@ -535,8 +500,52 @@ def _user_at(x, u, i, urow, uslot, prow, pslot):
     return prow[i], pslot[i]
 
 
+@njit(inline="always")
+def _row_at(x, u, k, urow, prow):
+    """The row of x's k-th user."""
+    if x < u:
+        return urow[k]
+    return prow[k]
+
+
+@njit(inline="always")
+def _gallop(x, u, urow, prow, lo, hi, v):
+    """The first k in [lo, hi) whose user row of x is ≥ v (hi if none): steps of 1, 2, 4, ... from
+    lo, then a binary search in the last step (x's users are ascending by row)."""
+    if lo >= hi or _row_at(x, u, lo, urow, prow) >= v:
+        return lo
+    step = 1
+    prev = lo
+    k = lo + 1
+    while k < hi and _row_at(x, u, k, urow, prow) < v:
+        prev = k
+        step *= 2
+        k = prev + step
+    end = min(k, hi)
+    lo = prev + 1
+    while lo < end:
+        mid = (lo + end) >> 1
+        if _row_at(x, u, mid, urow, prow) < v:
+            lo = mid + 1
+        else:
+            end = mid
+    return lo
+
+
+@njit(inline="always")
+def _live_slot(x, u, v, k, hi, ent, urow, uslot, prow, pslot):
+    """The first slot of row v still holding x, from x's users k.. (those of row v), or −1 (a
+    repeated id: its copies in slot order)."""
+    while k < hi and _row_at(x, u, k, urow, prow) == v:
+        s = uslot[k] if x < u else pslot[k]
+        if ent[s] == x:
+            return s
+        k += 1
+    return -1
+
+
 @njit(nogil=True, cache=True)
-def greedy_steps(rp, orig, ent, u, uptr, urow, uslot, aptr, prow, pslot, level, inputs, hc, hk, pkeys, pvals,
+def greedy_steps(rp, ent, u, uptr, urow, uslot, aptr, prow, pslot, level, inputs, hc, hk, pkeys, pvals,
                  tracked, tmpc, touched, state, w, min_share, max_depth, cap, big, ops, stride):
     """Run the greedy for about ``ops`` work units.
 
@@ -584,11 +593,17 @@ def greedy_steps(rp, orig, ent, u, uptr, urow, uslot, aptr, prow, pslot, level, 
         aptr[made] = used
         nt = 0
         ra, ro, rdrop = np.int32(0), np.int32(0), np.int64(0)
+        j, j1 = _users(o, u, uptr, aptr)
         for i in range(i0, i1):
             v, sr = _user_at(r, u, i, urow, uslot, prow, pslot)
-            if ent[sr] != r:
+            # o's users are ascending by row as r's are: a galloping cursor finds row v among them
+            # (sequential reads; row v's ids are touched only where both ids are listed)
+            j = _gallop(o, u, urow, prow, j, j1, v)
+            if j >= j1:
+                break
+            if _row_at(o, u, j, urow, prow) != v or ent[sr] != r:
                 continue
-            so = _slot_in(o, v, rp, orig, ent, u, aptr, prow, pslot)
+            so = _live_slot(o, u, v, j, j1, ent, urow, uslot, prow, pslot)
             if so < 0:
                 continue
             lo, hi = rp[v], rp[v + 1]
@@ -909,8 +924,9 @@ def search_block(rp: np.ndarray, ent: np.ndarray, u: int, cap: int, window: int,
     tmpc = np.zeros(u + cap + 1, dtype=np.int32)
     touched = np.empty(u + cap + 1, dtype=np.int32)
     state = np.array([0, size, 0, 1, fill, 0, 0, 0], dtype=np.int64)
+    t_greedy = time.perf_counter()
     while True:
-        greedy_steps(rp, orig, ent, u, uptr, urow, uslot, aptr, prow, pslot, level, inputs, hc, hk, pkeys, pvals,
+        greedy_steps(rp, ent, u, uptr, urow, uslot, aptr, prow, pslot, level, inputs, hc, hk, pkeys, pvals,
                      tracked, tmpc, touched, state, window, min_share, max_depth, cap, big, STEP_OPS, stride)
         if state[3] == 0:
             break
@@ -931,5 +947,5 @@ def search_block(rp: np.ndarray, ent: np.ndarray, u: int, cap: int, window: int,
             check()
     made = int(state[0])
     stats = {"candidates": size, "pops": int(state[5]), "rows_merged": int(state[7]), "too_deep": int(state[6]),
-             "orig": orig}
+             "greedy_seconds": time.perf_counter() - t_greedy, "orig": orig}
     return inputs[:made].copy(), level[u:u + made].copy(), ent, stats
