@@ -47,9 +47,11 @@ COUNTED_PAIRS_PER_ENTRY = 2   # beyond that size, pairs are counted on a sample 
 SEARCH_NS_PER_PAIR = 25.0     # predicted seconds: per counted window pair occurrence (sizing, scattering and
 SEARCH_NS_PER_ENTRY = 160.0   # counting its bucket), and per stored entry (reading, local ids, sorting, the users'
 SEARCH_SECONDS_FIXED = 1.0    # index, the greedy, the partial file, the assembly), plus start-up. The papers100M
-                              # shape at 1/10 (2-core machine, quiet): 59 s measured, 68 s predicted; graphs with
-                              # much overlap take 1.7-3x the prediction (each merge rewrites many rows: not known
-                              # from sizes)
+                              # shape at 1/10 (2-core machine, quiet): 64 s measured, 68 s predicted. The greedy
+                              # also costs ~1 us per stored entry it saves (each merged row: its window pairs'
+                              # counts, and the pops): on graphs of much overlap (8M entries, aggregation ratio
+                              # 1.09-1.39) 1.5-2x the prediction, a term that sizes cannot give (the savings are
+                              # what the search finds)
 MIN_BLOCK_ENTRIES = 1 << 16
 
 
