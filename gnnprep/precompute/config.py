@@ -128,6 +128,9 @@ class PrecomputeReport(Record):
     # bytes read from the disk (page-cache misses, /proc/self/io) while computing each hop: hop 0 is
     # reading X, hop k >= 1 mostly S's row blocks; None where the kernel does not say
     hop_disk_read_bytes: tuple[int, ...] | None = None
+    # per hop, where its seconds went on the compute thread: {"kernel", "reads" (X for hop 0, streamed S
+    # blocks), "writes_waited" (its rows reaching the disk), "other" (gathers, queueing, bookkeeping)}
+    hop_breakdown: tuple[dict, ...] = ()
 
     def to_dict(self) -> dict:
         return Record.to_dict(self)

@@ -103,6 +103,10 @@ class HopRun:
         self.r = self.n if job.out_rows is None else len(job.out_rows)
         self.timer = Timer()
         self.hop_seconds = [0.0] * (self.config.hops + 1)
+        # where each hop's seconds went on the compute thread: the kernels, reads (X, streamed S),
+        # waits for its writes; the rest (gathers, queueing, bookkeeping) is reported as "other"
+        self.hop_parts = [{"kernel": 0.0, "reads": 0.0, "writes_waited": 0.0} for _ in range(self.config.hops + 1)]
+        self._k = 0  # the hop being computed
         # bytes read from the disk per hop (None: the kernel does not say); see _spent
         self.hop_read = [0] * (self.config.hops + 1) if disk_read_bytes() is not None else None
         self.done = set(out.done)
@@ -170,6 +174,8 @@ class HopRun:
         """Hops 1..K of operator ``name`` for every column block (and hop 0 where not yet written)."""
         be = None  # one backend per operator for the whole run: a resident S is built (and moved) once
         for j, (c0, c1) in enumerate(self.cols):
+            if j == 0 and self.job.backend == "numba" and not self.plan.reorder:
+                self.graph.fault_in_spare((self.n, c1 - c0))  # hop 1's buffer, while X is read
             x_block, hop0 = self._hop0(j, c0, c1)
             todo = [k for k in range(1, self.config.hops + 1) if (name, j, k) not in self.done]
             if not todo:
@@ -227,6 +233,7 @@ class HopRun:
             self._finish(hop0)  # hop 1 overwrites X's buffer
         for k in range(start_k, self.config.hops + 1):
             t0, r0 = time.perf_counter(), disk_read_bytes()
+            self._k = k
             write = (name, j, k) not in self.done
             ds = self.f[fa.channel_path(name, k)]
             pruned = self.job.out_rows is not None and be.selects_rows
@@ -245,11 +252,15 @@ class HopRun:
                 self._finish(pending)
             pending = ((name, j, k), seq) if write else None
             if not write:
+                t1 = time.perf_counter()
                 self.writer.wait(seq)
+                self.hop_parts[k]["writes_waited"] += time.perf_counter() - t1
             cur, nxt = nxt, cur
         if pending is not None:
             self._finish(pending)
         self.writer.wait()
+        del nxt
+        self.graph.keep_spare(cur)  # the next column block's output buffer
 
     def _diffusion_hop(self, be, ds, write: bool, cur, nxt, c0: int, c1: int) -> int:
         """nxt = P cur for a diffusion operator (``ppr``): K passes z ← (1-α) Ŝ z + α cur (the
@@ -262,9 +273,9 @@ class HopRun:
         z = cur
         for t in range(steps - 1):
             out = self._spare_buffer if (steps - 1 - t) % 2 == 1 else nxt
-            be.begin_hop(z)
+            self._compute(be.begin_hop, z)
             for r0, r1 in self.graph.blocks():
-                be.hop_block(r0, r1, z, out)
+                self._compute(be.hop_block, r0, r1, z, out)
                 out[r0:r1] += alpha * cur[r0:r1]
             z = out
         return self._hop(be, ds, write, z, nxt, c0, c1, restart=(alpha, cur))
@@ -277,21 +288,21 @@ class HopRun:
         row_parts, write_parts = self._row_parts()
         seq = self.writer.issued
         c0, c1 = c0 - self.col0, c1 - self.col0  # the output's columns
-        be.begin_hop(cur)
+        self._compute(be.begin_hop, cur)
         for r0, r1, writes in row_parts:
             if only is None:
-                be.hop_block(r0, r1, cur, nxt)
+                self._compute(be.hop_block, r0, r1, cur, nxt)
             else:
                 a, z = np.searchsorted(only, [r0, r1])
                 if z > a:
-                    be.hop_rows_in_place(only[a:z], cur, nxt, r0, r1)
+                    self._compute(be.hop_rows_in_place, only[a:z], cur, nxt, r0, r1)
             if restart is not None:
                 nxt[r0:r1] += restart[0] * restart[1][r0:r1]
             if write and write_parts is None:
-                be.sync()
+                self._compute(be.sync)
                 for rows, p0, p1 in writes:
                     seq = self.writer.put(ds, p0, p1, c0, c1, be.to_host(nxt, rows), owned=be.name == "torch")
-        be.sync()
+        self._compute(be.sync)
         if write and write_parts is not None:
             for p0, p1, idx in write_parts:
                 seq = self.writer.put(ds, p0, p1, c0, c1, Gather(nxt, idx))
@@ -339,16 +350,18 @@ class HopRun:
         rows = self._computation_rows()
         if not self.graph.resident and not self.graph.hag:
             self.graph.select(np.sort(rows))
-        be.begin_hop(cur)  # (a HAG's aggregation rows)
+        self._compute(be.begin_hop, cur)  # (a HAG's aggregation rows)
         bufs = [np.empty((min(self.step, self.r), c1 - c0), dtype=np.float32) for _ in range(2)]
         c0, c1 = c0 - self.col0, c1 - self.col0  # the output's columns
         seqs = []
         for i, p0 in enumerate(range(0, self.r, self.step)):
             p1 = min(self.r, p0 + self.step)
             if i >= 2:
+                t1 = time.perf_counter()
                 self.writer.wait(seqs[i - 2])  # that buffer's rows are written
+                self.hop_parts[self._k]["writes_waited"] += time.perf_counter() - t1
             out = bufs[i % 2][:p1 - p0]
-            be.hop_rows(rows[p0:p1], cur, out)
+            self._compute(be.hop_rows, rows[p0:p1], cur, out)
             seqs.append(self.writer.put(ds, p0, p1, c0, c1, out))
         return self.writer.put("sync", self.f)
 
@@ -389,8 +402,29 @@ class HopRun:
                 l1 = self.store.feature_row_l1()
                 self._row_l1 = np.where(l1 > 0, l1, 1.0).astype(np.float32)
             np.divide(xb, self._row_l1[:, None], out=xb)
+        self.hop_parts[0]["reads"] += time.perf_counter() - t0
         self._spent(0, t0, r0)
         return xb
+
+    def _compute(self, kernel, *args) -> None:
+        """Call a backend step, charging its time to the current hop's kernel seconds, less the
+        streamed S reads inside it (charged to its reads)."""
+        t0, s0 = time.perf_counter(), self.graph.read_seconds
+        kernel(*args)
+        read = self.graph.read_seconds - s0
+        part = self.hop_parts[self._k]
+        part["kernel"] += time.perf_counter() - t0 - read
+        part["reads"] += read
+
+    def hop_breakdown(self) -> tuple[dict, ...]:
+        """Per hop: kernel, reads, writes waited for and other seconds (the hop's seconds less the
+        three), as ``--json`` reports them."""
+        out = []
+        for k, parts in enumerate(self.hop_parts):
+            row = {name: round(v, 4) for name, v in parts.items()}
+            row["other"] = round(max(0.0, self.hop_seconds[k] - sum(parts.values())), 4)
+            out.append(row)
+        return tuple(out)
 
     def _spent(self, k: int, t0: float, r0: int | None) -> None:
         """Charge the time and disk reads since (t0, r0) to hop k."""
@@ -407,9 +441,11 @@ class HopRun:
         """Wait for a unit's writes, then record it as finished."""
         t0, r0 = time.perf_counter(), disk_read_bytes()
         self.writer.wait(unit_seq[1])
-        self._mark(unit_seq[0])
         unit = unit_seq[0]
-        self._spent(0 if unit[0] == "x" else unit[2], t0, r0)
+        k = 0 if unit[0] == "x" else unit[2]
+        self.hop_parts[k]["writes_waited"] += time.perf_counter() - t0
+        self._mark(unit)
+        self._spent(k, t0, r0)
 
     def _hdg_channels(self) -> None:
         """HDG channels (FlexGraph's hierarchical aggregation, Wang et al. 2021) of every hop:
@@ -467,4 +503,5 @@ class HopRun:
             measured_peak_bytes=None, baseline_rss_bytes=self.job.baseline, resumed_units=self.resumed_units,
             reorder=self.graph.reorder_info, hop_entries=tuple(self.job.problem.hop_entries),
             decisions=self.job.decisions or None, ordered_copy=self.graph.copy_report,
-            hop_disk_read_bytes=None if self.hop_read is None else tuple(self.hop_read))
+            hop_disk_read_bytes=None if self.hop_read is None else tuple(self.hop_read),
+            hop_breakdown=self.hop_breakdown())

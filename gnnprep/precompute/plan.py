@@ -240,6 +240,12 @@ def x_read_rate(p: Problem, prof: Profile, b: int, c: int) -> float:
 
 
 LISTED_BLOCKS = 4096  # above this many column blocks the kernel term counts equal widths instead of listing them
+# A column block narrower than the output is written through h5py (a hyperslab of every row: buffered, a
+# copy into the page cache per row segment), not the direct full-width path (gnnprep.precompute.hop_writer):
+# measured 0.54 GB/s against 1.89 GB/s for full-width rows on the same disk, with the copies on the compute
+# cores. The R-MAT graph at 1/40 (2.8M nodes, 80M entries, d = 128, 8 GiB): c = 2 ran 21.5 s, c = 1 14.5 s,
+# where the model without this term put c = 2 ahead (13.5 against 13.7 s predicted).
+STRIDED_WRITE_COST = 3.5
 
 
 def predict_seconds(p: Problem, prof: Profile, b: int, c: int) -> float:
@@ -259,7 +265,8 @@ def predict_seconds(p: Problem, prof: Profile, b: int, c: int) -> float:
     if p.device.startswith("cuda"):
         stream += reads * _s_bytes(p) / prof.copy_bytes_per_s + p.operators * 2 * K * n * d * 4 / prof.copy_bytes_per_s
     io = x_read_bytes(p, len(widths)) / x_read_rate(p, prof, b, len(widths))
-    io += (p.operators * K + 1) * p.out_rows * d * p.out_itemsize / prof.write_bytes_per_s
+    written = (p.operators * K + 1) * p.out_rows * d * p.out_itemsize
+    io += written / prof.write_bytes_per_s * (STRIDED_WRITE_COST if len(widths) > 1 else 1.0)
     overhead = _passes(p) * K * b * len(widths) * prof.block_overhead_s
     fresh = 0.0 if p.device.startswith("cuda") else 2 * n * w * 4 / prof.fault_bytes_per_s
     return compute + stream + io + overhead + fresh
