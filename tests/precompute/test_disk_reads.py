@@ -23,3 +23,20 @@ def test_the_report_has_one_disk_read_figure_per_hop(tmp_path, rng):
         assert got is None
     else:
         assert len(got) == 3 and all(isinstance(b, int) and b >= 0 for b in got)
+
+
+@pytest.mark.parametrize("blocks", [None, "1,2,3"])
+def test_the_report_says_where_each_hops_seconds_went(tmp_path, rng, blocks):
+    """Issue 34, build item 3: per hop, kernel + reads + writes waited for + other = the hop's seconds
+    (hop 0 is X's read: no kernel), with column blocks and edge blocks too."""
+    path, *_ = make_store(tmp_path, rng, n=300, m=2000, d=7)
+    extra = [] if blocks is None else ["--blocks", blocks]
+    out = run_json(["precompute", str(path), "--hops", "3", "-o", str(tmp_path / "f.h5"), *extra])
+    parts = out["hop_breakdown"]
+    assert len(parts) == 4 and out["hop_seconds"][0] >= 0
+    for k, part in enumerate(parts):
+        assert set(part) == {"kernel", "reads", "writes_waited", "other"}
+        assert all(v >= 0 for v in part.values())
+        assert sum(part.values()) == pytest.approx(out["hop_seconds"][k], abs=2e-3)
+    assert parts[0]["kernel"] == 0 and parts[0]["reads"] > 0
+    assert all(p["kernel"] > 0 for p in parts[1:])
