@@ -82,7 +82,12 @@ def _hag_unsupported(backend: str, store: GraphStore, user: dict | None = None) 
 
 class CpuKernelOnly(GnnprepError):
     """An input that only the CPU kernel runs (a user operator's ``reduce = 'max'``) on a torch
-    backend: an explicit ``--device cuda`` is refused with this line; ``--device auto`` runs on the CPU."""
+    backend: an explicit ``--device cuda`` is refused with this line; ``--device auto`` runs on the CPU
+    and says ``reason``."""
+
+    def __init__(self, reason: str):
+        super().__init__(f"{reason}; use --device cpu")
+        self.reason = reason
 
 
 def _user_operators(store: GraphStore, config: PrecomputeConfig, backend: str) -> tuple[dict, object]:
@@ -98,7 +103,7 @@ def _user_operators(store: GraphStore, config: PrecomputeConfig, backend: str) -
         if fn.name in user:
             raise OptionError("--operator-file", f"{spec!r}: the channel {fn.name!r} is named twice")
         if fn.reduce == "max" and backend != "numba":
-            raise CpuKernelOnly(f"{fn.path}: {fn.name}.reduce = 'max' runs on the CPU kernel; use --device cpu")
+            raise CpuKernelOnly(f"{fn.path}: {fn.name}.reduce = 'max' runs on the CPU kernel")
         if deg is None:  # once for every function: the degrees and a sample of the weights
             deg, sample = udf.degrees(store, 0.0), udf.weight_sample(store)
         factors = udf.classify(fn, deg.with_loop(fn.loop), sample)
@@ -479,7 +484,7 @@ def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeCon
         except CpuKernelOnly as e:
             if config.device != "auto" or config.backend != "auto" or device == "cpu":
                 raise
-            say(f"--device auto runs this on the CPU: {str(e).split('; use ')[0]}")
+            say(f"--device auto runs this on the CPU: {e.reason}")
             device, backend = "cpu", "numba"
             job = prepare_job(store, config, device, backend, warn=say)
         config = job.config  # with the --operator-file channels named

@@ -272,55 +272,64 @@ from gnnprep.hag import greedy as G  # noqa: E402
 
 
 @njit(cache=True)
-def _ref_mark(rp, ent, w, big, bits, stride):
-    nbits = np.uint64(len(bits) * 32)
+def _ref_keys(rp, ent, w, big, stride):
+    """The window pairs' keys in the order both passes visited them (row by row, sampled rows only)."""
+    total = 0
+    for v in range(len(rp) - 1):
+        a0, a1 = G._row_span(rp, v, stride)
+        for i in range(a0, a1):
+            total += min(a1, i + 1 + w) - (i + 1)
+    keys = np.empty(max(0, total), dtype=np.int64)
+    k = 0
     for v in range(len(rp) - 1):
         a0, a1 = G._row_span(rp, v, stride)
         for i in range(a0, a1):
             for j in range(i + 1, min(a1, i + 1 + w)):
                 key = G._pair_key(np.int64(ent[i]), np.int64(ent[j]), big)
-                if key < 0:
-                    continue
-                h = G._mix(key) % nbits
-                word = 2 * np.int64(h >> np.uint64(6))
-                bit = np.uint64(1) << (h & np.uint64(63))
-                if bits[word] & bit:
-                    bits[word + 1] |= bit
-                else:
-                    bits[word] |= bit
+                if key >= 0:
+                    keys[k] = key
+                    k += 1
+    return keys[:k]
 
 
 @njit(cache=True)
-def _ref_count(rp, ent, w, big, parts, part, bits, tkeys, tvals, stride):
+def _ref_mark(keys, bits):
+    nbits = np.uint64(len(bits) * 32)
+    for key in keys:
+        h = G._mix(key) % nbits
+        word = 2 * np.int64(h >> np.uint64(6))
+        bit = np.uint64(1) << (h & np.uint64(63))
+        if bits[word] & bit:
+            bits[word + 1] |= bit
+        else:
+            bits[word] |= bit
+
+
+@njit(cache=True)
+def _ref_count(keys, parts, part, bits, tkeys, tvals):
     mask = np.int64(len(tkeys) - 1)
     nbits = np.uint64(len(bits) * 32)
     limit = 3 * len(tkeys) // 4
     fill = 0
-    for v in range(len(rp) - 1):
-        a0, a1 = G._row_span(rp, v, stride)
-        for i in range(a0, a1):
-            for j in range(i + 1, min(a1, i + 1 + w)):
-                key = G._pair_key(np.int64(ent[i]), np.int64(ent[j]), big)
-                if key < 0:
-                    continue
-                h = G._mix(key)
-                if parts > 1 and np.int64((h >> np.uint64(40)) % np.uint64(parts)) != part:
-                    continue
-                b = h % nbits
-                if (bits[2 * np.int64(b >> np.uint64(6)) + 1] & (np.uint64(1) << (b & np.uint64(63)))) == 0:
-                    continue
-                s = np.int64(h >> np.uint64(8)) & mask
-                while True:
-                    if tkeys[s] == key:
-                        tvals[s] += 1
-                        break
-                    if tkeys[s] == -1:
-                        tkeys[s], tvals[s] = key, 1
-                        fill += 1
-                        if fill > limit:
-                            return False
-                        break
-                    s = (s + 1) & mask
+    for key in keys:
+        h = G._mix(key)
+        if parts > 1 and np.int64((h >> np.uint64(40)) % np.uint64(parts)) != part:
+            continue
+        b = h % nbits
+        if (bits[2 * np.int64(b >> np.uint64(6)) + 1] & (np.uint64(1) << (b & np.uint64(63)))) == 0:
+            continue
+        s = np.int64(h >> np.uint64(8)) & mask
+        while True:
+            if tkeys[s] == key:
+                tvals[s] += 1
+                break
+            if tkeys[s] == -1:
+                tkeys[s], tvals[s] = key, 1
+                fill += 1
+                if fill > limit:
+                    return False
+                break
+            s = (s + 1) & mask
     return True
 
 
@@ -329,7 +338,8 @@ def _ref_count_candidates(rp, ent, w, big, room, min_share=2, keep=None, stride=
     total = G.window_pairs(np.diff(rp), w) // stride + 1
     nbits = min(G._pow2_at_most(4 * total * 2), G._pow2_at_most(room * 8 // 4))
     bits = np.zeros(2 * (nbits // 64), dtype=np.uint64)
-    _ref_mark(rp, ent, w, np.int64(big), bits, stride)
+    keys = _ref_keys(rp, ent, w, np.int64(big), stride)
+    _ref_mark(keys, bits)
     repeated = sum(bin(int(x)).count("1") for x in bits[1::2]) + 1024
     table_room = max(1 << 16, room - bits.nbytes)
     parts = max(1, math.ceil(2 * repeated * 16 / table_room))
@@ -340,7 +350,7 @@ def _ref_count_candidates(rp, ent, w, big, room, min_share=2, keep=None, stride=
         out_k, out_c = np.empty(0, np.int64), np.empty(0, np.int64)
         for part in range(parts):
             tkeys.fill(-1)
-            if not _ref_count(rp, ent, w, np.int64(big), parts, part, bits, tkeys, tvals, stride):
+            if not _ref_count(keys, parts, part, bits, tkeys, tvals):
                 break
             good = (tkeys >= 0) & (tvals >= min_share)
             out_k, out_c = np.concatenate([out_k, tkeys[good]]), np.concatenate([out_c, tvals[good]])
