@@ -22,13 +22,17 @@ EXIT_INTERRUPTED = 130   # docs/cli.md: "130 when interrupted (SIGINT/SIGTERM)"
 _LINE = b"Error: interrupted; no output was written\n"
 
 
+_SILENT = False   # a torchrun rank other than 0 (set by main): rank 0 alone speaks
+
+
 def _interrupted_at_start(signum, frame):
     """SIGINT/SIGTERM before the command line's handlers are installed: one line, exit 130, no
     traceback (``os._exit``: an exception raised here would surface inside some module's import)."""
-    try:
-        os.write(2, _LINE)
-    except OSError:
-        pass
+    if not _SILENT:
+        try:
+            os.write(2, _LINE)
+        except OSError:
+            pass
     os._exit(EXIT_INTERRUPTED)
 
 
@@ -60,6 +64,10 @@ def check_address_space_at_start() -> None:
 
 def main():
     """Install the start-up handlers, check the address space, then import and run the command line."""
+    global _SILENT
+    from gnnprep.core.distributed import speaks  # the standard library and gnnprep.core.errors only
+
+    _SILENT = not speaks()
     install_start_handlers()
     check_address_space_at_start()
     from gnnprep.cli import main as cli_main

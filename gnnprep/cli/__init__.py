@@ -14,6 +14,7 @@ import sys
 import click
 
 from gnnprep import __version__
+from gnnprep.core.distributed import speaks
 from gnnprep.core.errors import GnnprepError, Interrupted
 
 
@@ -24,7 +25,8 @@ class _Group(click.Group):
         try:
             return super().make_context(info_name, args, parent=parent, **extra)
         except (KeyboardInterrupt, Interrupted):
-            click.echo("Error: interrupted; no output was written", err=True)
+            if speaks():
+                click.echo("Error: interrupted; no output was written", err=True)
             raise click.exceptions.Exit(130) from None
 
     def invoke(self, ctx):
@@ -46,7 +48,8 @@ class _Group(click.Group):
             click.echo("Error: out of memory; lower --memory-budget or free RAM", err=True)
             ctx.exit(1)
         except (KeyboardInterrupt, Interrupted) as e:
-            click.echo(_interrupted_line(e), err=True)
+            if speaks():
+                click.echo(_interrupted_line(e), err=True)
             ctx.exit(130)
 
 
@@ -195,7 +198,7 @@ def main() -> None:
     if code == 0 and arrived:
         code, late = 130, True
     sys.stdout.flush()
-    if late:
+    if late and speaks():
         click.echo("Error: interrupted as the command finished (its output, if any, is complete)", err=True)
     from gnnprep.core.distributed import exit_now
 

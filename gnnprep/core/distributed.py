@@ -105,6 +105,15 @@ def _describe(error: BaseException) -> str:
     return f"failed: {type(error).__name__}" + (f": {text}" if text else "")
 
 
+
+def speaks(environ=os.environ) -> bool:
+    """False in a torchrun process other than rank 0 (``RANK`` a nonzero integer, ``WORLD_SIZE``
+    set): rank 0 alone speaks for the job, its interrupts included (torchrun stops the other ranks
+    with SIGTERM as soon as one exits, and a rank stopped while it started up used to print a
+    second line). Read from the environment alone, so it holds from the process's first instant."""
+    rank = environ.get("RANK", "").strip()
+    return "WORLD_SIZE" not in environ or not rank.isdigit() or int(rank) == 0
+
 @dataclass
 class Dist:
     """This process's place in a torchrun job; :meth:`start` joins the process group."""

@@ -173,3 +173,25 @@ def test_a_signal_in_the_commands_own_windows_exits_130_at_once(store, script, s
     where = (sig, p.returncode, round(took, 2), p.stderr[-800:])
     assert p.returncode == 130 and p.stdout == "" and took < 10, where
     assert p.stderr.strip().splitlines() == ["Error: interrupted; no output was written"], where
+
+
+def test_a_torchrun_rank_other_than_0_is_stopped_without_a_word(tmp_path, store):
+    """torchrun stops the other ranks (SIGTERM) as soon as one exits: a rank other than 0 stopped
+    while it starts up or parses exits 130 silently, since rank 0 alone speaks (seen under load: a
+    usage error printed by rank 0, then "Error: interrupted" from rank 1)."""
+    import os
+
+    from gnnprep.core.distributed import speaks
+
+    assert speaks({}) and speaks({"RANK": "0", "WORLD_SIZE": "2"}) and speaks({"RANK": "1"})
+    assert not speaks({"RANK": "1", "WORLD_SIZE": "2"})
+    out = tmp_path / "out.h5"
+    argv = [sys.executable, "-m", "gnnprep", *_commands(store, out)["info"]]
+    env = {**os.environ, "RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"}
+    for delay in (0.0, 0.05):
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env)
+        assert _started(p)
+        time.sleep(delay)
+        p.send_signal(signal.SIGTERM)
+        stdout, stderr = p.communicate(timeout=60)
+        assert p.returncode == 130 and stdout == "" and "Error" not in stderr, (delay, p.returncode, stderr)
