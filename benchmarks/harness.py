@@ -61,7 +61,8 @@ def gnnprep_cmd(*args) -> list[str]:
 
 def run_measured(cmd: list, log: Path | None = None) -> dict:
     """Run ``cmd`` under :file:`launcher.py`: {"seconds" (wall), "peak_rss" (the command's own, bytes),
-    "stdout"}; its stderr goes to ``log`` when given. Exits with the command's stderr if it fails."""
+    "read_bytes" (what it read from the disk), "stdout"}; its stderr goes to ``log`` when given. Exits
+    with the command's stderr if it fails."""
     cmd = [str(c) for c in cmd]
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, str(HERE / "launcher.py"), *cmd], capture_output=True)
@@ -73,7 +74,9 @@ def run_measured(cmd: list, log: Path | None = None) -> dict:
     if proc.returncode != 0 or not tail:
         where = f"; stderr in {log}" if log is not None else ""
         sys.exit(f"command failed ({proc.returncode}){where}: {' '.join(cmd)}\n{err[-3000:]}")
-    return {"seconds": wall, "peak_rss": int(tail.split()[0]), "stdout": proc.stdout.decode().strip()}
+    fields = dict(f.split("=", 1) for f in ("__peak_rss=" + tail).split() if f.startswith("__"))
+    return {"seconds": wall, "peak_rss": int(fields["__peak_rss"]), "read_bytes": int(fields["__read_bytes"]),
+            "stdout": proc.stdout.decode().strip()}
 
 
 def last_json(stdout: str):
