@@ -18,6 +18,7 @@ import numpy as np
 
 from gnnprep.core.directio import RawWriter, contiguous_offset
 from gnnprep.core.errors import GnnprepError
+from gnnprep.sparse import kernels  # numba: compiled on first use, loaded from its cache afterwards
 
 
 def check_finite(block: np.ndarray, ds, p0: int, c0: int) -> None:
@@ -45,8 +46,12 @@ class Gather:
     def __call__(self) -> np.ndarray:
         return self.src[self.idx]
 
-    def into(self, out: np.ndarray) -> None:
+    def into(self, out: np.ndarray) -> bool:
+        """Gather into ``out`` (``out``'s dtype is the source's); whether every value is finite."""
+        if self.src.flags.c_contiguous and self.src.ndim == 2:
+            return kernels.take_rows_finite(self.src, self.idx, out)
         np.take(self.src, self.idx, axis=0, out=out)
+        return bool(np.isfinite(out).all())
 
 
 class HopWriter:
@@ -87,11 +92,12 @@ class HopWriter:
         offset, nbytes = base + p0 * row, (p1 - p0) * row
         stage = self.raw.stage(offset, nbytes).view(self.dtype).reshape(p1 - p0, ds.shape[1])
         if isinstance(arr, Gather) and arr.src.dtype == self.dtype:
-            arr.into(stage)
+            if not arr.into(stage):  # gathered and checked in one pass
+                check_finite(stage, ds, p0, c0)  # (names the row and column)
         else:
             with np.errstate(over="ignore"):  # checked just below, with the rows named
                 stage[:] = arr() if callable(arr) else arr
-        check_finite(stage, ds, p0, c0)
+            check_finite(stage, ds, p0, c0)
         self.raw.write_staged(offset, nbytes, self._finish)
         return True
 

@@ -21,6 +21,8 @@ import warnings
 import numpy as np
 from numba import njit, prange
 
+from gnnprep.sparse.prefetch import prefetch
+
 PARTS_PER_BLOCK = 64
 
 
@@ -231,6 +233,39 @@ def _take_rows(x, order, out):
             out[i, j] = x[k, j]
 
 
+GATHER_AHEAD = 8   # rows :func:`take_rows_finite` prefetches ahead (4-16 alike; 0: 1.4x slower)
+
+
+@njit(nogil=True, cache=True)
+def take_rows_finite(x, idx, out) -> bool:
+    """out[i] = x[idx[i]] on one thread, and whether every value copied is finite: the hop writer's
+    gather of rows back to the stored order fused with its overflow check (the output is read once,
+    in cache, instead of gathered and then scanned again), prefetching the row
+    :data:`GATHER_AHEAD` rows ahead. ``v - v`` is 0 for a finite v and NaN for inf or NaN, summed
+    per column. Measured for 2.78M rows of 128 float32 in a random order, 32 MiB at a time:
+    0.25 s against 0.68-0.80 s for ``np.take`` and ``np.isfinite`` (what it replaced); the
+    contiguous copy and check of the stored order take 0.15 s."""
+    d = x.shape[1]
+    xf = x.reshape(x.size)
+    acc = np.zeros(d, dtype=np.float32)
+    n = len(idx)
+    for i in range(n):
+        if i + GATHER_AHEAD < n:
+            start = idx[i + GATHER_AHEAD] * d
+            for k in range(0, d, 16):  # a 64-byte line holds 16 float32
+                prefetch(xf, start + k)
+        src = x[idx[i]]
+        dst = out[i]
+        for j in range(d):
+            v = src[j]
+            dst[j] = v
+            acc[j] += np.float32(v - v)
+    for j in range(d):
+        if acc[j] != acc[j]:
+            return False
+    return True
+
+
 def take_rows(x: np.ndarray, order: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """x[order] (rows), gathered on all cores (into ``out`` when given)."""
     if out is None:
@@ -261,3 +296,4 @@ def warm_up(index_dtypes=(np.int32, np.int64), weights=(False, True), hag: bool 
             hag_prepare(x, one, np.array([[0, 1]], dtype=ids), np.array([0, 1], dtype=np.int64), h)
     if gather:
         take_rows(x, np.array([1, 0], dtype=np.int64))
+        take_rows_finite(x, np.array([1, 0], dtype=np.int64), out)

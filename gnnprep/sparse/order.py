@@ -441,12 +441,14 @@ def prefix_share(indices: np.ndarray, rows: int, inv: np.ndarray | None = None, 
 COMMUNITY_MIN_GAIN = 0.2   # near share gained: the community order pays (precompute's REORDER_MIN_GAIN)
 DEGREE_MIN_GAIN = 0.3      # prefix share gained (65,536 rows): a degree order pays where no community does
 PREFIX_ROWS = 65536        # the prefix share's rows: 32 MiB of X at d = 128, a last-level cache
-# kernel seconds in a degree order / in random ids (the planner's ``reorder_speedup`` for it), CPU
-# seconds per hop on the 2.8M-node R-MAT graph of benchmarks/bench_rmat.py (d = 128, 2 threads):
-# 0.92-0.95 with the row kernel's prefetch distance for the width (1.89 / 2.06 s, 1.89 / 1.99 s);
-# it was 0.81 (2.09 / 2.59 s) with the earlier fixed 64 entries, which left more misses for an order
-# to save. So on such a graph the order pays only over many hops or an ordered copy already written.
-DEGREE_KERNEL_RATIO = 0.93
+# kernel seconds in a degree order / in random ids (the planner's ``reorder_speedup`` for it), on the
+# 2.8M-node R-MAT graph (d = 128, 2 threads). As the command runs it (hop_breakdown's kernel, mean of
+# hops 1-3, benchmarks/bench_precompute_command.py --args '--reorder degree' against '--reorder none',
+# interleaved, 2026-11-26): 2.03 / 2.66 s and 2.05 / 2.60 s, 0.77-0.79, once the writer's gather back
+# to the stored order stopped competing with the kernels (kernels.take_rows_finite: before it, hops
+# 2-3 took 2.4-3.1 s in the order and the ratio was ~0.95). The kernel alone, in one process:
+# 1.93-2.0 / 2.1-2.5 s. Earlier, CPU seconds in benchmarks/bench_rmat.py: 0.92-0.95. Taken as 0.82.
+DEGREE_KERNEL_RATIO = 0.82
 AUTO_KINDS = ("community", "degree")   # the orders ``choose_order`` weighs, best first
 
 
