@@ -271,19 +271,25 @@ def same_hops(a_path: Path, b_path: Path, hops: int | None = None, rows_per_read
             if f"hops/{k}" not in fb:
                 ok, first_bad = False, f"hop {k}: missing in {b_path}"
                 break
-            da, db = fa[f"hops/{k}"], fb[f"hops/{k}"]
-            if da.shape != db.shape or da.dtype != db.dtype:
-                ok, first_bad = False, f"hop {k}: shape/dtype {da.shape} {da.dtype} vs {db.shape} {db.dtype}"
-                break
-            for r0 in range(0, da.shape[0], rows_per_read):
-                xa, xb = da[r0:r0 + rows_per_read], db[r0:r0 + rows_per_read]
-                ua, ub = xa.view(f"u{xa.dtype.itemsize}"), xb.view(f"u{xb.dtype.itemsize}")
-                if not np.array_equal(ua, ub):
-                    bad = np.argwhere(ua != ub)[0]
-                    ok, first_bad = False, f"hop {k}: row {r0 + bad[0]}, column {bad[1]}"
-                    break
+            where = first_difference(fa[f"hops/{k}"], fb[f"hops/{k}"], rows_per_read)
+            if where is not None:
+                ok, first_bad = False, f"hop {k}: {where}"
     return {"equal": bool(ok), "virtual": virtual, "virtual_sources": sources, "first_difference": first_bad,
             "hops": len(ks)}
+
+
+def first_difference(da, db, rows_per_read: int = 1 << 17) -> str | None:
+    """Where two 2-d datasets (or arrays) first differ bit for bit, read in row blocks: their
+    shape/dtype, or "row r, column c"; None when they are equal."""
+    if da.shape != db.shape or da.dtype != db.dtype:
+        return f"shape/dtype {da.shape} {da.dtype} vs {db.shape} {db.dtype}"
+    for r0 in range(0, da.shape[0], rows_per_read):
+        xa, xb = da[r0:r0 + rows_per_read], db[r0:r0 + rows_per_read]
+        ua, ub = xa.view(f"u{xa.dtype.itemsize}"), xb.view(f"u{xb.dtype.itemsize}")
+        if not np.array_equal(ua, ub):
+            bad = np.argwhere(ua != ub)[0]
+            return f"row {r0 + bad[0]}, column {bad[1]}"
+    return None
 
 
 # -- bench graphs ----------------------------------------------------------------------------------

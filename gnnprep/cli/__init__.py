@@ -214,12 +214,13 @@ def _forget_interrupted_exec() -> None:
     The interpreter keeps one flag, set when a KeyboardInterrupt leaves code it runs from a string
     (``exec("...")``: ``run_eval_code_obj`` in Python/pythonrun.c) and never cleared when a caller
     catches it; at exit a set flag makes ``python -m`` (how torchrun starts every rank) kill itself
-    by SIGINT (so a shell sees an uncaught Ctrl-C), whatever status ``sys.exit`` gave. Libraries exec strings while they import
-    (scipy's array_api_compat runs ``exec(f"from {mod} import *")``), so a SIGINT that landed there
-    was handled like any other (the ``Error: interrupted`` line) and the process still died by
-    SIGINT (-2) instead of exiting 130. Each such run clears the flag as it starts and leaves it clear
-    when its code returns, so running one empty string resets it; the command's status has been
-    settled by now, and a KeyboardInterrupt that escapes :func:`main` still sets it again."""
+    by SIGINT (so a shell sees an uncaught Ctrl-C), whatever status ``sys.exit`` gave. Libraries
+    exec strings while they import (scipy's array_api_compat runs ``exec(f"from {mod} import *")``),
+    so a SIGINT that landed there was handled like any other (the ``Error: interrupted`` line) and
+    the process still died by SIGINT (-2) instead of exiting 130. Each such run clears the flag as
+    it starts and leaves it clear when its code returns, so running one empty string resets it; the
+    command's status has been settled by now, and a KeyboardInterrupt that escapes :func:`main`
+    still sets it again."""
     exec("None")  # (a constant string: see above)
 
 

@@ -47,11 +47,9 @@ class Gather:
         return self.src[self.idx]
 
     def into(self, out: np.ndarray) -> bool:
-        """Gather into ``out`` (``out``'s dtype is the source's); whether every value is finite."""
-        if self.src.flags.c_contiguous and self.src.ndim == 2:
-            return kernels.take_rows_finite(self.src, self.idx, out)
-        np.take(self.src, self.idx, axis=0, out=out)
-        return bool(np.isfinite(out).all())
+        """Gather into ``out`` (``out``'s dtype is the source's, a hop or X buffer: C-contiguous rows)
+        and check in the same pass; whether every value is finite."""
+        return kernels.take_rows_finite(self.src, self.idx, out)
 
 
 class HopWriter:
