@@ -9,7 +9,8 @@ Rows are then written in order, bucket by bucket, straight into the HDF5 dataset
 edges nor ``indptr`` are ever held whole.
 
 Symmetrisation adds (dst, src) for every (src, dst); self-loops are dropped when they arrive.
-Memory per processed entry: 8 B key + 1 B mask + 8 B deduplicated copy (~20 B with slack).
+Memory per processed entry: 8 B key + 1 B mask + 8 B deduplicated copy with numpy; 8 B key + 8 B
+sorted copy + at most 2 B of row counters with the compiled counting sort (~20 B with slack).
 
 Large chunks and buckets go through compiled kernels (:mod:`gnnprep.sparse.csr_kernels`) that fuse the
 numpy steps (self-loop mask, concatenation, bucket sort and gather; deduplication, column and row
@@ -264,10 +265,11 @@ class CSRBuilder:
             return
         if count:
             keys = np.fromfile(path, dtype=np.int64)
-            keys.sort()  # in place
             if self._compiled(len(keys)):
+                keys = self._sorted(keys, lo, hi)
                 keys = keys[:_kernels().unique_sorted(keys)]
             else:
+                keys.sort()  # in place
                 keep = np.empty(len(keys), dtype=bool)
                 keep[0] = True
                 np.not_equal(keys[1:], keys[:-1], out=keep[1:])
@@ -284,6 +286,20 @@ class CSRBuilder:
         self._offset += len(keys)
         self._done += count
         self._progress("sort", self._done, total)
+
+    def _sorted(self, keys: np.ndarray, lo: int, hi: int) -> np.ndarray:
+        """The keys of rows [lo, hi) sorted: by the compiled counting sort by row when its counters
+        (``threads`` int64 per row) come to at most 2 B per key, else by numpy's sort in place. The
+        counting sort's second array of keys is within the 20 B per entry a bucket is sized for."""
+        import numba
+
+        threads = numba.get_num_threads()
+        if threads * (hi - lo) * 8 > 2 * len(keys):
+            keys.sort()
+            return keys
+        out = np.empty_like(keys)
+        _kernels().sort_keys(keys, lo, hi - lo, self.n, out, threads)
+        return out
 
     def _hash_later(self, h, block: np.ndarray) -> None:
         """Feed ``block`` to ``h`` in the worker thread (in submission order) while HDF5 writes;

@@ -9,7 +9,9 @@ block can run beside them.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
+
+SMALL_ROW = 16   # rows of at most this many keys are sorted by insertion, longer ones by quicksort
 
 
 @njit(nogil=True, cache=True)
@@ -82,3 +84,72 @@ def row_ends(keys, a, b, n, r0, out, offset):
         while j < b and keys[j] < limit:
             j += 1
         out[r - r0] = offset + j
+
+
+@njit(inline="always", nogil=True, cache=True)
+def _row_of(k, n, inv):
+    """``k // n`` for 0 <= k < n * n through a float product and one correction step: the float
+    estimate is within 1 of the quotient (relative error ~3 * 2**-53 of a quotient below 2**32), and an
+    int64 division per key would cost more than the rest of the pass."""
+    r = np.int64(k * inv)
+    if r * n > k:
+        r -= 1
+    elif (r + 1) * n <= k:
+        r += 1
+    return r
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def sort_keys(keys, lo, rows, n, out, threads):
+    """``out[:] = np.sort(keys)`` for keys ``row * n + col`` of rows in [lo, lo + rows): a counting
+    sort by row (per-thread histograms, then a stable scatter), then each row's keys sorted in place
+    (insertion for short rows, quicksort for long ones), rows shared among threads by entries. Linear
+    in the keys plus the rows instead of numpy's O(m log m) sort: 2.4 s against 7.5 s for 81M keys of
+    2.8M power-law rows on 2 cores. Needs ``threads * rows`` int64 counters besides ``out``
+    (``threads``: numba's thread count, passed in as a cached kernel cannot read it)."""
+    m = len(keys)
+    inv = 1.0 / n
+    hist = np.zeros((threads, rows), dtype=np.int64)
+    step = (m + threads - 1) // threads
+    for t in prange(threads):
+        h = hist[t]
+        for i in range(t * step, min(m, (t + 1) * step)):
+            h[_row_of(keys[i], n, inv) - lo] += 1
+    starts = np.empty(rows + 1, dtype=np.int64)
+    total = 0
+    for r in range(rows):
+        starts[r] = total
+        for t in range(threads):
+            c = hist[t, r]
+            hist[t, r] = total
+            total += c
+    starts[rows] = total
+    for t in prange(threads):
+        h = hist[t]
+        for i in range(t * step, min(m, (t + 1) * step)):
+            k = keys[i]
+            r = _row_of(k, n, inv) - lo
+            out[h[r]] = k
+            h[r] += 1
+    bounds = np.empty(threads + 1, dtype=np.int64)
+    bounds[0] = 0
+    r = 0
+    for t in range(1, threads):
+        target = total * t // threads
+        while r < rows and starts[r] < target:
+            r += 1
+        bounds[t] = r
+    bounds[threads] = rows
+    for t in prange(threads):
+        for r in range(bounds[t], bounds[t + 1]):
+            a, b = starts[r], starts[r + 1]
+            if b - a > SMALL_ROW:
+                out[a:b].sort()
+                continue
+            for i in range(a + 1, b):
+                v = out[i]
+                j = i - 1
+                while j >= a and out[j] > v:
+                    out[j + 1] = out[j]
+                    j -= 1
+                out[j + 1] = v

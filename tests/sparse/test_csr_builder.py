@@ -138,3 +138,28 @@ def test_close_spills_after_an_error_leaves_no_writer(tmp_path, rng):
     b.close_spills(check=False)
     assert not [t for t in threading.enumerate() if t.name.startswith("csr-spill")]
     assert not b._files
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("n,lo,rows", [(700, 0, 700), (700, 300, 11), (3_037_000_499, 3_037_000_399, 100),
+                                       (2**31 + 11, 5, 40)])
+def test_sort_keys_equals_numpy_sort(rng, threads, n, lo, rows):
+    """The counting sort by row gives numpy's sorted keys: power-law rows (a hub, empty rows,
+    duplicates, rows longer and shorter than the insertion limit), ids near the largest node count
+    the int64 keys allow (where the float quotient needs its correction), 1 and 2 threads."""
+
+    from gnnprep.sparse import csr_kernels
+
+    m = 20 * rows
+    weights = rng.pareto(1.5, rows) + 1
+    weights[rows // 3] = 0                      # an empty row
+    row = lo + rng.choice(rows, m, p=weights / weights.sum())
+    row[: m // 10] = lo + rows // 2             # a hub far beyond the insertion limit
+    col = np.concatenate([rng.integers(0, n, m - 50), np.full(50, n - 1)])   # duplicates, the last column
+    keys = (row.astype(np.int64) * n + col).astype(np.int64)
+    keys[-5:] = keys[:5]
+    out = np.full_like(keys, -1)
+    csr_kernels.sort_keys(keys, lo, rows, n, out, threads)
+    np.testing.assert_array_equal(out, np.sort(keys))
+    empty = np.empty(0, dtype=np.int64)
+    csr_kernels.sort_keys(empty, lo, rows, n, empty, threads)
