@@ -27,7 +27,8 @@ peak RSS is the command's own):
    full size) ``--method rounds`` and the stream search: entries/s of each, stream / rounds, and
    both aggregation ratios;
 3. ``precompute --hops 3 --rows all --device cpu`` without and with ``--hag hag.h5`` (interleaved
-   with 4., best of ``--reps`` each): the wall ratio and the ratio of hops 1..3's seconds, next to the bound
+   with 4., best of ``--reps`` each): the wall ratio and the ratio of hops 1..3's seconds (each side's fastest
+   over the reps), next to the bound
    1 + 0.5 (aggregation ratio - 1) (acceptance: the hop ratio meets it where the aggregation ratio
    is >= 1.4), whether both outputs are bit-identical (and their max relative difference);
 4. ``precompute --hag auto`` with the HAG copied to ``<store>.hag.h5`` (best of ``--reps``): what it
@@ -164,7 +165,9 @@ def precompute(graph: Path, out: Path, budget: str, *extra) -> dict:
 
 def best_runs(graph: Path, work: Path, budget: str, hag: Path, reps: int) -> tuple[dict, dict, dict]:
     """precompute without ``--hag``, with ``--hag hag.h5`` and with ``--hag auto`` (the HAG copied
-    to the cache path beside the store) in turn, ``reps`` times; each one's fastest run."""
+    to the cache path beside the store) in turn, ``reps`` times; each one's fastest run (by wall),
+    with ``best_hops_1_K_s``: its fastest hops 1..K over all the reps (the hop ratio's terms: the
+    runs take ~2 s, so one slow hop of a shared machine decides a best-of-wall pick)."""
     from gnnprep.hag.builder import cache_path
 
     shutil.copyfile(hag, cache_path(graph))
@@ -172,8 +175,10 @@ def best_runs(graph: Path, work: Path, budget: str, hag: Path, reps: int) -> tup
     for _ in range(reps):
         for i, extra in enumerate(((), ("--hag", hag), ("--hag", "auto"))):
             r = precompute(graph, work / ("p_plain.h5", "p_hag.h5", "p_auto.h5")[i], budget, *extra)
+            hops = min(x for x in (r["hops_1_K_s"], (best[i] or {}).get("best_hops_1_K_s")) if x is not None)
             if best[i] is None or r["wall_s"] < best[i]["wall_s"]:
                 best[i] = r
+            best[i]["best_hops_1_K_s"] = hops
     return best[0], best[1], best[2]
 
 
@@ -223,7 +228,7 @@ def bench_kind(args, kind: str) -> dict:
     plain, with_hag, auto = best_runs(graph, work, budget, hag, args.reps)
     agg = s["aggregation_ratio"]
     bound = 1 + 0.5 * (agg - 1)
-    hop_ratio = ratio(plain["hops_1_K_s"], with_hag["hops_1_K_s"])
+    hop_ratio = ratio(plain["best_hops_1_K_s"], with_hag["best_hops_1_K_s"])
     same = H.same_hops(work / "p_plain.h5", work / "p_hag.h5", HOPS)
     err = max(H.max_rel_error(H.read_hop(work / "p_hag.h5", k), H.read_hop(work / "p_plain.h5", k))
               for k in range(HOPS + 1))
@@ -279,7 +284,7 @@ def print_tables(results: list[dict], budget: str) -> None:
         verdict = ("met" if p["bound_met"] else "NOT met") if p["bound_applies"] else "n/a"
         hag = a["hag"] or {}
         rows.append([r["kind"], f"{p['plain']['wall_s']:.2f}", f"{p['hag']['wall_s']:.2f}", fmt(p["wall_ratio"]),
-                     fmt(p["plain"]["hops_1_K_s"], ".3f"), fmt(p["hag"]["hops_1_K_s"], ".3f"), fmt(p["hop_ratio"]),
+                     fmt(p["plain"]["best_hops_1_K_s"], ".3f"), fmt(p["hag"]["best_hops_1_K_s"], ".3f"), fmt(p["hop_ratio"]),
                      f"{p['bound']:.2f}", verdict, "yes" if p["bit_identical"] else "no", f"{p['max_rel_diff']:.1e}",
                      f"{a['wall_s']:.2f}", hag.get("used")])
     table(f"3./4. precompute --hops {HOPS} --rows all --device cpu: no HAG, --hag hag.h5 (best of each), --hag auto",

@@ -17,6 +17,9 @@ shaped like ogbn-papers100M at fraction F of the real sizes:
     <root>/ogbn_papers100M/raw/node-label.npz  node_label [n, 1] float64, NaN = unlabeled
     <root>/ogbn_papers100M/split/time/{train,valid,test}.csv.gz   one id per line
 
+  ``--shape rmat``: the same sizes, features, labels and splits, but Graph500 R-MAT edges (no
+  communities, heavy hubs, ids permuted; ``RmatShape``).
+
   data.npz is stored (np.savez-like) by default, DEFLATE (np.savez_compressed-like) with
   --compressed. Its members are written as streams (header, then chunks), so generation holds only
   O(n) ids and weights plus one chunk of edges or feature rows.
@@ -41,6 +44,7 @@ numbers come from may be shared: timings are noisy.
     .venv/bin/python benchmarks/bench_scale.py --fraction 0.002 --memory-budget 1GiB          # ~1 min
     .venv/bin/python benchmarks/bench_scale.py --fraction 0.002 --memory-budget 1GiB --compressed
     .venv/bin/python benchmarks/bench_scale.py --fraction 0.05 --memory-budget 4GiB           # 4 GB npz
+    .venv/bin/python benchmarks/bench_scale.py --fraction 0.025 --memory-budget 4GiB --shape rmat
 """
 
 from __future__ import annotations
@@ -122,6 +126,31 @@ class Shape:
         return self.perm[src], self.perm[self.draw(u)]
 
 
+class RmatShape(Shape):
+    """The R-MAT shape (``--shape rmat``): the same sizes, features, labels and splits, but the edges
+    drawn by the Graph500 R-MAT initiator (``harness._rmat_draw``: no communities, heavy hubs; ends
+    beyond n dropped and drawn again; self-loops and repeats kept, as ingest drops them) and ids
+    permuted. Each node is its own "community" with a random class (a feature mean per class)."""
+
+    def __init__(self, n: int, rng: np.random.Generator):
+        self.n = n
+        self.scale = max(1, int(np.ceil(np.log2(max(n, 2)))))
+        self.comm_class = rng.integers(0, CLASSES, n)
+        self.perm = rng.permutation(n)
+
+    def community(self, old: np.ndarray) -> np.ndarray:
+        return old
+
+    def edges(self, rng: np.random.Generator, k: int):
+        src, dst = np.empty(0, np.int64), np.empty(0, np.int64)
+        while len(src) < k:
+            s, d = H._rmat_draw(k, self.scale, H.RMAT_GRAPH500, rng)
+            keep = (s < self.n) & (d < self.n)
+            src = np.concatenate([src, s[keep].astype(np.int64)])
+            dst = np.concatenate([dst, d[keep].astype(np.int64)])
+        return self.perm[src[:k]], self.perm[dst[:k]]
+
+
 def write_data_npz(path: Path, shape: Shape, m: int, rng: np.random.Generator, compressed: bool) -> None:
     n = shape.n
     how = zipfile.ZIP_DEFLATED if compressed else zipfile.ZIP_STORED
@@ -170,9 +199,11 @@ def write_labels_and_splits(folder: Path, shape: Shape, rng: np.random.Generator
             f.write("\n".join(map(str, ids.tolist())) + "\n")
 
 
-def generate(workdir: Path, fraction: float, seed: int, compressed: bool) -> tuple[Path, dict]:
+def generate(workdir: Path, fraction: float, seed: int, compressed: bool,
+             kind: str = "community") -> tuple[Path, dict]:
     """The cached data root (holding ogbn_papers100M/) and its meta (sizes, generation seconds)."""
-    root = workdir / f"data-f{fraction:g}-seed{seed}{'-deflate' if compressed else ''}"
+    tag = "" if kind == "community" else f"-{kind}"
+    root = workdir / f"data-f{fraction:g}-seed{seed}{tag}{'-deflate' if compressed else ''}"
     if (root / "meta.json").is_file():
         return root, json.loads((root / "meta.json").read_text())
     n, m = round(FULL_NODES * fraction), round(FULL_EDGES * fraction)
@@ -183,11 +214,11 @@ def generate(workdir: Path, fraction: float, seed: int, compressed: bool) -> tup
     print(f"generating n={n:,} m={m:,} in {root} ...", file=sys.stderr)
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
-    shape = Shape(n, rng)
+    shape = (RmatShape if kind == "rmat" else Shape)(n, rng)
     write_labels_and_splits(folder, shape, rng, compressed)
     write_data_npz(folder / "raw" / "data.npz", shape, m, rng, compressed)
     (folder / "RELEASE_v1.txt").write_text("synthetic ogbn-papers100M-shaped data (benchmarks/bench_scale.py)\n")
-    meta = {"nodes": n, "edges": m, "fraction": fraction, "seed": seed, "compressed": compressed,
+    meta = {"nodes": n, "edges": m, "fraction": fraction, "seed": seed, "compressed": compressed, "shape": kind,
             "generate_seconds": round(time.perf_counter() - t0, 1),
             "data_npz_bytes": (folder / "raw" / "data.npz").stat().st_size}
     (tmp / "meta.json").write_text(json.dumps(meta))
@@ -415,6 +446,8 @@ def main() -> None:
     ap.add_argument("--fraction", type=float, required=True)
     ap.add_argument("--memory-budget", required=True)
     ap.add_argument("--compressed", action="store_true", help="data.npz with DEFLATE members")
+    ap.add_argument("--shape", choices=("community", "rmat"), default="community",
+                    help="the edges: communities with Pareto-skewed ends (default), or Graph500 R-MAT")
     ap.add_argument("--no-peer", action="store_true")
     ap.add_argument("--workdir", default="/tmp/gnnprep-bench-scale")
     ap.add_argument("--hops", type=int, default=3)
@@ -425,7 +458,7 @@ def main() -> None:
     budget = H.parse_size(args.memory_budget)
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    root, meta = generate(workdir, args.fraction, args.seed, args.compressed)
+    root, meta = generate(workdir, args.fraction, args.seed, args.compressed, args.shape)
     if args.generate_only:
         print(f"data set in {root} ({meta})")
         return

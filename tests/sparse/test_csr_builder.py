@@ -147,7 +147,6 @@ def test_sort_keys_equals_numpy_sort(rng, threads, n, lo, rows):
     """The counting sort by row gives numpy's sorted keys: power-law rows (a hub, empty rows,
     duplicates, rows longer and shorter than the insertion limit), ids near the largest node count
     the int64 keys allow (where the float quotient needs its correction), 1 and 2 threads."""
-
     from gnnprep.sparse import csr_kernels
 
     m = 20 * rows
