@@ -6,7 +6,10 @@ file of its destination range ("bucket"). Buckets are sized so that one of them 
 deduplicated in memory within the budget; a bucket that came out larger than planned (skewed
 degrees, unknown edge count) is split again by finer destination ranges before it is processed.
 Rows are then written in order, bucket by bucket, straight into the HDF5 datasets, so neither the
-edges nor ``indptr`` are ever held whole.
+edges nor ``indptr`` are ever held whole. When the announced edges fit one bucket, its keys are held
+in memory instead of a spill file (the same bytes, without writing and reading them back: 8.5 s
+against 10.5-16.9 s for the papers100M shape's ingest at 1/40); should more edges arrive than were
+announced, the keys go to the spill file from there on.
 
 Symmetrisation adds (dst, src) for every (src, dst); self-loops are dropped when they arrive.
 Memory per processed entry: 8 B key + 1 B mask + 8 B deduplicated copy with numpy; 8 B key + 8 B
@@ -90,6 +93,9 @@ class CSRBuilder:
         self._scratch: list[np.ndarray] = []     # keys of a chunk: two, reused (no fresh pages per chunk)
         self._spill_pool: ThreadPoolExecutor | None = None
         self._spills: list = []                  # spill writes in flight, oldest first
+        # one bucket of a known size: its keys stay in memory (no spill file written and read back)
+        self._held = entries if self.num_buckets == 1 and entries else 0
+        self._keys: np.ndarray | None = None
 
     def _compiled(self, items: int) -> bool:
         return bool(self.kernels) or (self.kernels is None and items >= KERNEL_MIN_ITEMS)
@@ -139,6 +145,14 @@ class CSRBuilder:
         (~90 B per edge of temporaries). The keys go to the spill files in a worker thread while
         the next chunk is read and bucketed, from two alternating buffers."""
         need = len(src) * (2 if self.symmetrize else 1)
+        held = self._held_room(need)
+        if held is not None:
+            loops, total = _kernels().scatter_keys(src, dst, self.n, self.rows_per_bucket, self.symmetrize,
+                                                    np.zeros(1, dtype=np.int64), held)
+            self.edges_in += len(src)
+            self.self_loops += int(loops)
+            self.counts[0] += total
+            return
         self._wait_spills(1)  # the write of two chunks ago, which used the buffer taken next, is done
         buf = self._scratch.pop(0) if len(self._scratch) == 2 else None  # oldest of two, else a new one
         if buf is None or len(buf) < need:
@@ -151,6 +165,23 @@ class CSRBuilder:
         if self._spill_pool is None:
             self._spill_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="csr-spill")
         self._spills.append(self._spill_pool.submit(self._append_grouped, buf, sizes))
+
+    def _held_room(self, need: int) -> np.ndarray | None:
+        """Where the next ``need`` keys go while the one bucket's keys are held in memory (the array
+        sized for the announced edges, allocated on the first call); None once they are not: the
+        edges outnumber the announcement, so the keys held so far go to the spill file and the rest
+        follow them there."""
+        if not self._held:
+            return None
+        filled = int(self.counts[0])
+        if self._keys is None:
+            self._keys = np.empty(self._held, dtype=np.int64)
+        if filled + need <= len(self._keys):
+            return self._keys[filled:filled + need]
+        keys, self._keys, self._held = self._keys[:filled], None, 0
+        self.counts[0] = 0
+        self._append(0, keys)
+        return None
 
     def _append_grouped(self, keys: np.ndarray, sizes: np.ndarray) -> None:
         start = 0
@@ -185,6 +216,11 @@ class CSRBuilder:
             self._scratch = []
 
     def _append(self, b: int, keys: np.ndarray) -> None:
+        held = self._held_room(len(keys)) if b == 0 else None
+        if held is not None:
+            held[:] = keys
+            self.counts[0] += len(keys)
+            return
         f = self._files.get(b)
         if f is None:
             if len(self._files) > 512:  # stay far below the open-file limit
@@ -260,11 +296,14 @@ class CSRBuilder:
         if hi <= lo:
             path.unlink(missing_ok=True)
             return
-        if count > self.bucket_entries * 1.25 and hi - lo > 1:
+        if count > self.bucket_entries * 1.25 and hi - lo > 1 and self._keys is None:
             self._split(lo, hi, path, count, indptr, indices, total, depth)
             return
         if count:
-            keys = np.fromfile(path, dtype=np.int64)
+            if self._keys is not None:   # the one bucket, held in memory
+                keys, self._keys = self._keys[:count], None
+            else:
+                keys = np.fromfile(path, dtype=np.int64)
             if self._compiled(len(keys)):
                 keys = self._sorted(keys, lo, hi)
                 keys = keys[:_kernels().unique_sorted(keys)]
@@ -276,7 +315,7 @@ class CSRBuilder:
                 keys = keys[keep]
                 del keep
         else:
-            keys = np.empty(0, dtype=np.int64)
+            keys, self._keys = np.empty(0, dtype=np.int64), None
         if path.exists():
             path.unlink()
         self._write_cols(keys, indices)

@@ -162,3 +162,27 @@ def test_sort_keys_equals_numpy_sort(rng, threads, n, lo, rows):
     np.testing.assert_array_equal(out, np.sort(keys))
     empty = np.empty(0, dtype=np.int64)
     csr_kernels.sort_keys(empty, lo, rows, n, empty, threads)
+
+
+@pytest.mark.parametrize("kernels", [False, True])
+@pytest.mark.parametrize("announced", ["exact", "fewer"])
+def test_one_bucket_is_held_in_memory_until_the_edges_outnumber_it(tmp_path, rng, kernels, announced):
+    """A graph whose announced edges fit one bucket keeps its keys in memory (no spill file); when
+    more edges arrive than announced, the keys held so far go to the spill file and the rest follow.
+    The CSR is the reference either way."""
+    n = 700
+    src, dst = random_edges(rng, n, 6000)
+    m = len(src) if announced == "exact" else len(src) // 2
+    work = tmp_path / "work"
+    work.mkdir()
+    b = CSRBuilder(n, work, 1 << 30, True, m, kernels=kernels)
+    for s in range(0, len(src), 997):
+        b.add(src[s:s + 997], dst[s:s + 997])
+    b.close_spills()
+    assert (not any(work.iterdir())) == (announced == "exact")
+    with h5py.File(tmp_path / "g.h5", "w") as f:
+        b.write(f.create_group("adj"))
+        ref = reference_csr(src, dst, n, True)
+        np.testing.assert_array_equal(f["adj/indptr"][:], ref.indptr)
+        np.testing.assert_array_equal(f["adj/indices"][:], ref.indices)
+    assert not any(work.iterdir())
