@@ -181,11 +181,14 @@ class HopRun:
             if not todo:
                 if hop0 is not None:
                     self._finish(hop0)
+                x_block = None
                 continue
             if be is None:
                 self._row_parts()  # the node order is known from here on
                 be = make_backend(self.job.backend, self.graph, self.ops[name], self.job.device, self.job.hag)
             self._column_block(be, name, j, c0, c1, todo, x_block, hop0)
+            # the block's X buffer is free once its hops are done: not held while the next one is read
+            x_block = None
 
     def _user_operator(self, name: str):
         """A ``--operator-file`` operator compiled to scalings, loop and CSR values (:mod:`gnnprep.precompute.user_operators`)."""
