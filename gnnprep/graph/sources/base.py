@@ -69,7 +69,11 @@ def check_ids(ids: np.ndarray, n: int | None, nodes_from: str, locate: Callable[
     """Raise naming the first id that is negative or not below ``n``."""
     if not len(ids):
         return
-    if (ids.dtype.kind == "u" or ids.min() >= 0) and (n is None or ids.max() < n):
+    if n is not None and ids.dtype.kind == "i":
+        # one reduction: as unsigned, a negative id is at least 2**(bits - 1), beyond any n
+        if ids.view(ids.dtype.str.replace("i", "u")).max() < n:
+            return
+    elif (ids.dtype.kind == "u" or ids.min() >= 0) and (n is None or ids.max() < n):
         return  # two reductions; the boolean masks below only to locate a bad id
     bad = ids < 0 if ids.dtype.kind != "u" else np.zeros(len(ids), dtype=bool)
     if n is not None:
