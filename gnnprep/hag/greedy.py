@@ -41,6 +41,8 @@ import time
 import numpy as np
 from numba import njit
 
+from gnnprep.sparse.csr_kernels import insertion_sort
+
 EMPTY = np.int64(-1)
 STEP_OPS = 1 << 22   # work units (entries visited) one kernel call does before returning
 
@@ -831,19 +833,7 @@ def relabel_sort_rows(rp, ids, n, new, out):
             if b - tail > 16:
                 out[a:b] = np.sort(out[a:b])
                 continue
-        _insertion_sort(out, a, b)
-
-
-@njit(inline="always", nogil=True, cache=True)
-def _insertion_sort(arr, a, b):
-    """arr[a:b] sorted in place (linear on a nearly sorted run)."""
-    for i in range(a + 1, b):
-        x = arr[i]
-        j = i - 1
-        while j >= a and arr[j] > x:
-            arr[j + 1] = arr[j]
-            j -= 1
-        arr[j + 1] = x
+        insertion_sort(out, a, b)
 
 
 @njit(nogil=True, cache=True)
@@ -854,7 +844,7 @@ def sort_rows(rp, ent):
         if b - a > 48:
             ent[a:b] = np.sort(ent[a:b])
             continue
-        _insertion_sort(ent, a, b)
+        insertion_sort(ent, a, b)
 
 
 @njit(nogil=True, cache=True)

@@ -87,6 +87,18 @@ def row_ends(keys, a, b, n, r0, out, offset):
 
 
 @njit(inline="always", nogil=True, cache=True)
+def insertion_sort(arr, a, b):
+    """arr[a:b] sorted in place (linear on a nearly sorted run; the fastest for a few values)."""
+    for i in range(a + 1, b):
+        x = arr[i]
+        j = i - 1
+        while j >= a and arr[j] > x:
+            arr[j + 1] = arr[j]
+            j -= 1
+        arr[j + 1] = x
+
+
+@njit(inline="always", nogil=True, cache=True)
 def _row_of(k, n, inv):
     """``k // n`` for 0 <= k < n * n through a float product and one correction step: the float
     estimate is within 1 of the quotient (relative error ~3 * 2**-53 of a quotient below 2**32), and an
@@ -145,11 +157,5 @@ def sort_keys(keys, lo, rows, n, out, threads):
             a, b = starts[r], starts[r + 1]
             if b - a > SMALL_ROW:
                 out[a:b].sort()
-                continue
-            for i in range(a + 1, b):
-                v = out[i]
-                j = i - 1
-                while j >= a and out[j] > v:
-                    out[j + 1] = out[j]
-                    j -= 1
-                out[j + 1] = v
+            else:
+                insertion_sort(out, a, b)
