@@ -389,3 +389,16 @@ def test_store_checked_on_open(tmp_path, good_store, case):
     assert "\n" not in str(e.value)
     _check_cli(tmp_path, [p, "-o", tmp_path / "out" / "f.h5", "--hops", "1", "--device", "cpu"], pattern,
                command="precompute")
+
+
+def test_a_node_count_far_beyond_the_edges_is_named_whatever_the_free_disk(tmp_path, monkeypatch):
+    """--num-nodes 3e9 for 2 edges of a text file is refused for what it is, not as a full disk,
+    when the disk could not hold its 24 GB row pointer (the row pointer's disk check waits until
+    the edges are counted)."""
+    import shutil
+    from collections import namedtuple
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(1 << 40, 1 << 40, 1 << 30))
+    setup, pattern = CASES["num_nodes_option_3e9"]
+    _check_cli(tmp_path, setup(tmp_path), pattern)
