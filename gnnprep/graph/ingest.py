@@ -312,6 +312,17 @@ def _build_adjacency(f: h5py.File, source: GraphSource, work: Path, output: Path
     later = declared and source.expected_edges is None
     _check_disk(output, work, source, 0 if later else n, symmetrize)
     builder = CSRBuilder(n, work, budget, symmetrize, source.expected_edges)
+    if edges is None and source.rereadable and builder.counts_first:
+        with timer("count_edges"):   # each row's entries, so the keys are placed by row as they come
+            done = 0
+            try:
+                for src, dst in source.edges(chunk):
+                    builder.count(src, dst)
+                    done += len(src)
+                    progress("counting edges", done, source.expected_edges)
+            except BaseException:
+                builder.close_spills(check=False)
+                raise
     with timer("bucket_edges"):
         done = 0
         try:

@@ -143,6 +143,16 @@ def sort_keys(keys, lo, rows, n, out, threads):
             r = _row_of(k, n, inv) - lo
             out[h[r]] = k
             h[r] += 1
+    bounds = _row_shares(starts, rows, threads)
+    for t in prange(threads):
+        _sort_each_row(out, starts, bounds[t], bounds[t + 1])
+
+
+@njit(nogil=True, cache=True)
+def _row_shares(starts, rows, threads):
+    """Row bounds cutting rows 0..rows-1 (keys starts[r]..starts[r+1]-1) into ``threads`` runs of
+    about equal keys."""
+    total = starts[rows]
     bounds = np.empty(threads + 1, dtype=np.int64)
     bounds[0] = 0
     r = 0
@@ -152,10 +162,80 @@ def sort_keys(keys, lo, rows, n, out, threads):
             r += 1
         bounds[t] = r
     bounds[threads] = rows
+    return bounds
+
+
+@njit(inline="always", nogil=True, cache=True)
+def _sort_each_row(keys, starts, r0, r1):
+    """Each row's keys keys[starts[r]:starts[r+1]] sorted in place, for r in r0..r1-1: insertion
+    for short rows, quicksort for long ones."""
+    for r in range(r0, r1):
+        a, b = starts[r], starts[r + 1]
+        if b - a > SMALL_ROW:
+            keys[a:b].sort()
+        else:
+            insertion_sort(keys, a, b)
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def sort_rows(keys, starts, threads):
+    """Each row's keys sorted in place (rows grouped already, row r at starts[r]..starts[r+1]-1):
+    then ``keys`` is sorted, as :func:`sort_keys` leaves them, without a second array."""
+    rows = len(starts) - 1
+    bounds = _row_shares(starts, rows, threads)
     for t in prange(threads):
-        for r in range(bounds[t], bounds[t + 1]):
-            a, b = starts[r], starts[r + 1]
-            if b - a > SMALL_ROW:
-                out[a:b].sort()
-            else:
-                insertion_sort(out, a, b)
+        _sort_each_row(keys, starts, bounds[t], bounds[t + 1])
+
+
+@njit(nogil=True, cache=True)
+def count_rows(src, dst, symmetrize, counts):
+    """counts[v] += the keys of row v that :func:`place_keys` will place for these edges: one per
+    edge u -> v that is not a self-loop, and with ``symmetrize`` one more in row u."""
+    for i in range(len(src)):
+        s, d = src[i], dst[i]
+        if s != d:
+            counts[d] += 1
+            if symmetrize:
+                counts[s] += 1
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def place_keys(src, dst, n, symmetrize, pos, ends, out, bounds):
+    """Each key ``v * n + u`` of the edges (and ``u * n + v`` with ``symmetrize``; self-loops
+    dropped) written at out[pos[v]], pos[v] advanced: keys grouped by row as they arrive, a counting
+    sort done while reading. Thread t places the keys of rows bounds[t]..bounds[t+1]-1 (each thread
+    reads every edge; the writes, the random part, are shared). Returns (self-loops, keys placed),
+    or (-1, 0) when a row would pass its end ends[v] (more keys than :func:`count_rows` counted: the
+    edges changed between the two reads)."""
+    parts = len(bounds) - 1
+    placed = np.zeros(parts, dtype=np.int64)
+    over = np.zeros(parts, dtype=np.int64)
+    for t in prange(parts):
+        lo, hi = bounds[t], bounds[t + 1]
+        k = 0
+        for i in range(len(src)):
+            s, d = src[i], dst[i]
+            if s == d:
+                continue
+            if lo <= d < hi:
+                if pos[d] >= ends[d]:
+                    over[t] = 1
+                    break
+                out[pos[d]] = d * n + s
+                pos[d] += 1
+                k += 1
+            if symmetrize and lo <= s < hi:
+                if pos[s] >= ends[s]:
+                    over[t] = 1
+                    break
+                out[pos[s]] = s * n + d
+                pos[s] += 1
+                k += 1
+        placed[t] = k
+    if over.any():
+        return -1, 0
+    loops = 0
+    for i in range(len(src)):
+        if src[i] == dst[i]:
+            loops += 1
+    return loops, placed.sum()

@@ -186,3 +186,53 @@ def test_one_bucket_is_held_in_memory_until_the_edges_outnumber_it(tmp_path, rng
         np.testing.assert_array_equal(f["adj/indptr"][:], ref.indptr)
         np.testing.assert_array_equal(f["adj/indices"][:], ref.indices)
     assert not any(work.iterdir())
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_counting_first_places_keys_by_row_and_gives_the_same_csr(tmp_path, rng, symmetric, monkeypatch):
+    """With a first pass of count() over the edges, add() places each key by row as it comes and the
+    bucket is sorted row by row in place: the same CSR and stats (fingerprint included) as the
+    held bucket sorted by the counting sort, and as the reference; hub, self-loops, duplicates."""
+    from gnnprep.sparse import csr_builder
+
+    monkeypatch.setattr(csr_builder, "KERNEL_MIN_ITEMS", 1000)
+    n = 700
+    src, dst = random_edges(rng, n, 6000)
+    dst[:3000:7] = 5
+    runs = []
+    for counted in (False, True):
+        work = tmp_path / f"w{counted}"
+        work.mkdir()
+        b = CSRBuilder(n, work, 1 << 30, symmetric, len(src))
+        assert b.counts_first
+        if counted:
+            for s in range(0, len(src), 997):
+                b.count(src[s:s + 997], dst[s:s + 997])
+        for s in range(0, len(src), 997):
+            b.add(src[s:s + 997], dst[s:s + 997])
+        with h5py.File(tmp_path / f"g{counted}.h5", "w") as f:
+            stats = b.write(f.create_group("adj"))
+            runs.append((f["adj/indptr"][:], f["adj/indices"][:], stats))
+        assert not any(work.iterdir())
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    np.testing.assert_array_equal(runs[0][1], runs[1][1])
+    assert runs[0][2] == runs[1][2]
+    ref = reference_csr(src, dst, n, symmetric)
+    np.testing.assert_array_equal(runs[1][0], ref.indptr)
+    np.testing.assert_array_equal(runs[1][1], ref.indices)
+
+
+@pytest.mark.parametrize("change", ["more", "fewer"])
+def test_edges_that_change_between_the_count_and_the_adding_are_one_error(tmp_path, rng, change, monkeypatch):
+    from gnnprep.core.errors import GnnprepError
+    from gnnprep.sparse import csr_builder
+
+    monkeypatch.setattr(csr_builder, "KERNEL_MIN_ITEMS", 1000)
+    n = 700
+    src, dst = random_edges(rng, n, 6000)
+    b = CSRBuilder(n, tmp_path, 1 << 30, True, len(src))
+    b.count(src[:-100], dst[:-100]) if change == "more" else b.count(src, dst)
+    with pytest.raises(GnnprepError, match="the edges changed between ingest's two reads"):
+        b.add(src, dst) if change == "more" else b.add(src[:-100], dst[:-100])
+        with h5py.File(tmp_path / "g.h5", "w") as f:
+            b.write(f.create_group("adj"))

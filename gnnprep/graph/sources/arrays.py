@@ -129,6 +129,8 @@ def _edge_pair(edge_index: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 class ArraySource(GraphSource):
+    rereadable = True   # arrays in memory, read in chunks
+
     def __init__(self, edge_index: Any, x: Any = None, y: Any = None,
                  splits: Mapping[str, Any] | None = None, num_nodes: int | None = None, name: str = "arrays"):
         check_name(name)

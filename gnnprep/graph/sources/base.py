@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, ClassVar, Iterator
 
 import numpy as np
 
@@ -23,6 +23,10 @@ SPLIT_NAMES = ("train", "valid", "test")
 @dataclass
 class GraphSource:
     """Base class. Subclasses fill the fields and override the iterators they support."""
+
+    # edges() may be iterated twice for the same edges, cheaply (binary arrays, not parsed text):
+    # ingest then counts each row's entries first and places the keys by row as it reads them
+    rereadable: ClassVar[bool] = False
 
     name: str                                  # what the data set is called (for `source` attrs)
     path: Path                                 # the file or folder given by the user

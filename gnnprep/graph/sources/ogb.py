@@ -251,6 +251,8 @@ class OgbCsvSource(_OgbBase):
 
 
 class OgbBinarySource(_OgbBase):
+    rereadable = True   # edge_index is read from data.npz in binary chunks
+
     def __init__(self, folder: Path, split: str | None = None):
         super().__init__(folder, split)
         self.npz = NpzReader(self.raw / "data.npz")
