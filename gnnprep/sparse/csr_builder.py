@@ -10,7 +10,7 @@ edges nor ``indptr`` are ever held whole. When the announced edges fit one bucke
 in memory instead of a spill file (the same bytes, without writing and reading them back: 8.5 s
 against 10.5-16.9 s for the papers100M shape's ingest at 1/40); should more edges arrive than were
 announced, the keys go to the spill file from there on. Where the source can be read twice cheaply
-(binary arrays: ``GraphSource.rereadable``), ingest first :meth:`CSRBuilder.count`\ s each row's keys,
+(binary arrays: ``GraphSource.rereadable``), ingest first counts each row's keys (:meth:`CSRBuilder.count`),
 and :meth:`CSRBuilder.add` then places every key at its row's next slot as it is read: the bucket is
 sorted row by row in place, with no second array (the papers100M shape at 1/40: the same time,
 peak RSS 1.42 GB against 1.72 GB).
