@@ -132,7 +132,7 @@ class CSRBuilder:
             self._starts, self._pos = starts, starts[:-1].copy()
             self._keys = np.empty(int(starts[-1]), dtype=np.int64)
             threads = numba.get_num_threads()
-            self._shares = _kernels()._row_shares(starts, self.n, threads)   # rows of about equal keys per thread
+            self._shares = _kernels().row_shares(starts, self.n, threads)   # rows of about equal keys per thread
         loops, placed = _kernels().place_keys(np.ascontiguousarray(src), np.ascontiguousarray(dst), self.n,
                                               self.symmetrize, self._pos, self._starts[1:], self._keys, self._shares)
         if loops < 0:

@@ -143,13 +143,13 @@ def sort_keys(keys, lo, rows, n, out, threads):
             r = _row_of(k, n, inv) - lo
             out[h[r]] = k
             h[r] += 1
-    bounds = _row_shares(starts, rows, threads)
+    bounds = row_shares(starts, rows, threads)
     for t in prange(threads):
         _sort_each_row(out, starts, bounds[t], bounds[t + 1])
 
 
 @njit(nogil=True, cache=True)
-def _row_shares(starts, rows, threads):
+def row_shares(starts, rows, threads):
     """Row bounds cutting rows 0..rows-1 (keys starts[r]..starts[r+1]-1) into ``threads`` runs of
     about equal keys."""
     total = starts[rows]
@@ -182,7 +182,7 @@ def sort_rows(keys, starts, threads):
     """Each row's keys sorted in place (rows grouped already, row r at starts[r]..starts[r+1]-1):
     then ``keys`` is sorted, as :func:`sort_keys` leaves them, without a second array."""
     rows = len(starts) - 1
-    bounds = _row_shares(starts, rows, threads)
+    bounds = row_shares(starts, rows, threads)
     for t in prange(threads):
         _sort_each_row(keys, starts, bounds[t], bounds[t + 1])
 
