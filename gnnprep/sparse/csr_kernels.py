@@ -199,6 +199,16 @@ def count_rows(src, dst, symmetrize, counts):
                 counts[s] += 1
 
 
+@njit(inline="always", nogil=True, cache=True)
+def _put(row, col, n, pos, ends, out):
+    """out[pos[row]] = row * n + col, pos[row] advanced; False (nothing written) past ends[row]."""
+    if pos[row] >= ends[row]:
+        return False
+    out[pos[row]] = row * n + col
+    pos[row] += 1
+    return True
+
+
 @njit(parallel=True, nogil=True, cache=True)
 def place_keys(src, dst, n, symmetrize, pos, ends, out, bounds):
     """Each key ``v * n + u`` of the edges (and ``u * n + v`` with ``symmetrize``; self-loops
@@ -218,18 +228,14 @@ def place_keys(src, dst, n, symmetrize, pos, ends, out, bounds):
             if s == d:
                 continue
             if lo <= d < hi:
-                if pos[d] >= ends[d]:
+                if not _put(d, s, n, pos, ends, out):
                     over[t] = 1
                     break
-                out[pos[d]] = d * n + s
-                pos[d] += 1
                 k += 1
             if symmetrize and lo <= s < hi:
-                if pos[s] >= ends[s]:
+                if not _put(s, d, n, pos, ends, out):
                     over[t] = 1
                     break
-                out[pos[s]] = s * n + d
-                pos[s] += 1
                 k += 1
         placed[t] = k
     if over.any():
