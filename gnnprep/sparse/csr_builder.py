@@ -128,8 +128,9 @@ class CSRBuilder:
 
             starts = np.zeros(self.n + 1, dtype=np.int64)
             np.cumsum(self._row_counts, out=starts[1:])
-            self._row_counts = None
-            self._starts, self._pos = starts, starts[:-1].copy()
+            pos, self._row_counts = self._row_counts, None
+            pos[:] = starts[:-1]   # the counts' array becomes the next slot of each row
+            self._starts, self._pos = starts, pos
             self._keys = np.empty(int(starts[-1]), dtype=np.int64)
             threads = numba.get_num_threads()
             self._shares = _kernels().row_shares(starts, self.n, threads)   # rows of about equal keys per thread
@@ -356,9 +357,9 @@ class CSRBuilder:
                                    f"placed, {len(self._keys):,} counted); run it again")
             import numba
 
-            keys, self._keys = self._keys, None
+            keys, self._keys, self._pos = self._keys, None, None
             _kernels().sort_rows(keys, self._starts, numba.get_num_threads())
-            self._starts = self._pos = None
+            self._starts = None
             keys = keys[:_kernels().unique_sorted(keys)]
         elif count:
             if self._keys is not None:   # the one bucket, held in memory
