@@ -102,7 +102,8 @@ class CSRBuilder:
         self._keys: np.ndarray | None = None
         self._row_counts: np.ndarray | None = None   # keys per row, counted by count() before add()
         self._starts: np.ndarray | None = None       # ... their row starts, once placing has begun
-        self._pos: np.ndarray | None = None
+        self._pos: np.ndarray | None = None          # ... and each row's next slot
+        self._shares: np.ndarray | None = None       # ... and the rows each thread places
 
     @property
     def counts_first(self) -> bool:
