@@ -91,8 +91,11 @@ def main() -> None:
     peer = time.perf_counter() - t0
     ref = outs[-1].numpy()
     del S, h
+    peer_peak = torch.cuda.max_memory_allocated()
     torch.cuda.empty_cache()
-    print(f"(ii) torch.sparse.mm on GPU: {peer:.2f} s for {K} hops incl. copies back (+{build:.2f} s building S)")
+    torch.cuda.reset_peak_memory_stats()
+    print(f"(ii) torch.sparse.mm on GPU: {peer:.2f} s for {K} hops incl. copies back (+{build:.2f} s building S), "
+          f"peak GPU memory {peer_peak / 2**30:.2f} GiB")
 
     for label, budget in (("default budget", None), ("1 GiB budget (forces blocks)", 1 << 30)):
         out = work / "feats.h5"
@@ -115,6 +118,12 @@ def main() -> None:
               f"max rel err vs (ii) {err:.2e}; whole job (ii)/(iii) {(peer + build) / wall:.2f}x (S build, "
               f"products and copies against X read, S moved, hops written); steady hop {hop:.3f} s against "
               f"the peer's {peer / K:.3f} s: {peer / K / hop:.2f}x")
+        # where each hop's time went (the report's terms: kernel incl. the device product and its copy
+        # back, reads, writes waited for, other), for the next GPU session's questions
+        for k, t in enumerate(rep.hop_breakdown):
+            print(f"      hop {k}: " + ", ".join(f"{name} {sec:.3f} s" for name, sec in t.items()))
+        print(f"      peak GPU memory {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB")
+        torch.cuda.reset_peak_memory_stats()
 
 
 if __name__ == "__main__":
