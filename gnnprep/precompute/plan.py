@@ -39,7 +39,13 @@ SLACK = 1.05
 FIXED = 40 << 20  # HDF5 buffers and chunk cache, the writer thread's arena, pages first touched late
 
 
-REORDER_MIN_BLOCK_BYTES = 32 << 20  # a column block of X at most this large stays in the last-level cache
+# A column block of X at most this large stays in the cache, so the order cannot speed its gathers.
+# Not the last-level cache's size: S, the output rows and other tenants share it. The cliques64 graph
+# (125k nodes, 8M entries, d = 64; 2-core EPYC VM, 32 MiB L3; benchmarks/bench_hag_stream.py) ran its
+# hop kernel in the community order 3x faster at a 32 MB block (0.10-0.13 s against 0.035-0.04 s),
+# 1.3-1.5x at 8 and 16 MB, 1.2x at 4 MB. At 32 MiB, this bound's old value, the planner declined
+# the order there.
+REORDER_MIN_BLOCK_BYTES = 4 << 20
 
 
 @dataclass(frozen=True)
