@@ -236,3 +236,27 @@ def test_edges_that_change_between_the_count_and_the_adding_are_one_error(tmp_pa
         b.add(src, dst) if change == "more" else b.add(src[:-100], dst[:-100])
         with h5py.File(tmp_path / "g.h5", "w") as f:
             b.write(f.create_group("adj"))
+
+
+@pytest.mark.parametrize("kernels", [False, True])
+def test_buckets_stay_small_whatever_the_budget(tmp_path, rng, kernels, monkeypatch):
+    """A budget that could hold every key in one bucket still cuts buckets of at most
+    MAX_BUCKET_ENTRIES keys (spilled and sorted one at a time): the same CSR as the reference."""
+    from gnnprep.sparse import csr_builder
+
+    monkeypatch.setattr(csr_builder, "MAX_BUCKET_ENTRIES", 2000)
+    n = 700
+    src, dst = random_edges(rng, n, 6000)
+    work = tmp_path / "work"
+    work.mkdir()
+    b = CSRBuilder(n, work, 1 << 30, True, len(src), kernels=kernels)
+    assert b.bucket_entries == 2000 and b.num_buckets >= 2 * len(src) // 2000 and not b.counts_first
+    for s in range(0, len(src), 997):
+        b.add(src[s:s + 997], dst[s:s + 997])
+    b.close_spills()
+    with h5py.File(tmp_path / "g.h5", "w") as f:
+        b.write(f.create_group("adj"))
+        ref = reference_csr(src, dst, n, True)
+        np.testing.assert_array_equal(f["adj/indptr"][:], ref.indptr)
+        np.testing.assert_array_equal(f["adj/indices"][:], ref.indices)
+    assert not any(work.iterdir())
