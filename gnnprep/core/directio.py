@@ -14,14 +14,6 @@ writing that range behind its back is safe as long as HDF5 does not touch those 
 artifact is created with 4 KiB alignment (:data:`ALIGN`), the aligned middle of a range goes direct
 and an unaligned head or tail (a write starting mid-page) is written through the page cache. Where
 the file system refuses ``O_DIRECT`` (tmpfs, some network file systems) every write is buffered.
-
-A *chunked* dataset created with early allocation and no fill (:func:`early_chunks`) has a fixed byte
-range per chunk too (``get_chunk_info_by_coord``). :class:`ChunkRows` writes whole rows of chunks
-there: each chunk's tile of a row block copied into staging in the chunk's own row-major layout,
-consecutive chunks in the file staged as one range. HDF5 interleaves its chunk index with the chunks
-(every 64 chunks or so), so runs are found from the offsets, not assumed. A graph store's features
-(1.42 GB at 1/40 of papers100M, 1 MiB tiles of 16 columns) went in 1.3 s this way, hashing
-included, against 1.9-3.0 s through h5py and the page cache without it (2-core VM).
 """
 
 from __future__ import annotations
@@ -155,88 +147,3 @@ def _aligned(nbytes: int) -> np.ndarray:
     raw = np.empty(nbytes + ALIGN, dtype=np.uint8)
     start = (-raw.ctypes.data) % ALIGN
     return raw[start:start + nbytes]
-
-
-def early_chunks() -> h5py.h5p.PropDCID:
-    """Dataset creation properties for :class:`ChunkRows`: every chunk allocated when the dataset is
-    created, never filled (the writer fills it)."""
-    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
-    dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
-    dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
-    return dcpl
-
-
-class ChunkRows:
-    """Blocks of whole chunk rows of a 2-D chunked dataset (allocated early, unfiltered) written
-    straight to its chunks' byte ranges through a :class:`RawWriter` (the module docstring).
-
-    :meth:`write` takes rows ``row0 ..`` of the dataset, ``row0`` a multiple of the chunk rows and
-    the block ending at a chunk row's end or at the dataset's last row (the last chunk row's padding
-    rows are written as zeros). Use :meth:`open`, which says None where this cannot be done."""
-
-    def __init__(self, ds: h5py.Dataset, raw: RawWriter):
-        self.ds, self.raw = ds, raw
-        self.rows, self.cols = ds.chunks
-        self.dtype = ds.dtype
-        self.chunk_bytes = self.rows * self.cols * self.dtype.itemsize
-
-    @classmethod
-    def open(cls, ds: h5py.Dataset) -> ChunkRows | None:
-        """A writer for ``ds``, or None: not 2-D and chunked, filtered, not allocated (a dataset not
-        made with :func:`early_chunks`), or HDF5 too old to say where a chunk is."""
-        if ds.ndim != 2 or ds.chunks is None or ds.compression is not None or ds.shape[0] == 0:
-            return None
-        if ds.dtype.kind not in "biuf" or not os.path.isfile(ds.file.filename):
-            return None
-        try:
-            first = ds.id.get_chunk_info_by_coord((0, 0))
-        except (AttributeError, KeyError, RuntimeError, ValueError):
-            return None
-        if first.byte_offset is None or first.size != ds.chunks[0] * ds.chunks[1] * ds.dtype.itemsize:
-            return None
-        ds.file.flush()  # the chunk index on disk before bytes land beside it
-        return cls(ds, RawWriter(ds.file.filename))
-
-    def fits(self, row0: int, rows: int) -> bool:
-        """Whether rows ``row0 .. row0 + rows`` are whole chunk rows (the last may end the dataset)."""
-        end = row0 + rows
-        return row0 % self.rows == 0 and (end % self.rows == 0 or end == self.ds.shape[0])
-
-    def write(self, row0: int, block: np.ndarray) -> None:
-        n, d = self.ds.shape
-        R, C = self.rows, self.cols
-        end = row0 + len(block)
-        if row0 % R or (end % R and end != n) or block.shape[1] != d:
-            raise ValueError(f"rows {row0}..{end} of {self.ds.name}: not whole chunk rows")
-        where = []
-        for i0 in range(row0, end, R):
-            for j0 in range(0, d, C):
-                where.append((int(self.ds.id.get_chunk_info_by_coord((i0, j0)).byte_offset), i0, j0))
-        where.sort()
-        per_stage = max(1, STAGE_BYTES // self.chunk_bytes)
-        k = 0
-        while k < len(where):
-            e = k + 1
-            while e < len(where) and e - k < per_stage and where[e][0] == where[e - 1][0] + self.chunk_bytes:
-                e += 1
-            offset, nbytes = where[k][0], (e - k) * self.chunk_bytes
-            tiles = self.raw.stage(offset, nbytes).view(self.dtype).reshape(e - k, R, C)
-            for q in range(k, e):
-                _, i0, j0 = where[q]
-                rows = min(R, end - i0)
-                cols = min(C, d - j0)
-                tile = tiles[q - k]
-                tile[:rows, :cols] = block[i0 - row0:i0 - row0 + rows, j0:j0 + cols]
-                if rows < R or cols < C:  # an edge chunk's padding: zeros, as HDF5 would leave them
-                    tile[rows:] = 0
-                    tile[:rows, cols:] = 0
-            self.raw.write_staged(offset, nbytes)
-            k = e
-
-    def drain(self) -> None:
-        """Wait until every queued write is on its way to the disk (raising the first error)."""
-        self.raw.drain()
-
-    def close(self) -> None:
-        """Close the files (after the queued writes; :meth:`drain` first to see their errors)."""
-        self.raw.close()

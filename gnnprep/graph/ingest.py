@@ -28,7 +28,6 @@ import numpy as np
 
 from gnnprep.core.artifact import Timer, file_fingerprint, write_root_attrs
 from gnnprep.core.device import default_budget
-from gnnprep.core.directio import ChunkRows
 from gnnprep.core.errors import GnnprepError, OptionError
 from gnnprep.core.output import atomic_output, check_free_space, refuse_input_as_output, start_writeback, work_folder
 from gnnprep.core.progress import Progress, no_progress
@@ -46,12 +45,6 @@ from gnnprep.graph.sources.graphstore import (
 from gnnprep.sparse.csr_builder import CSRBuilder, incoming_chunk_edges, write_array
 
 MIN_BUDGET = 4 * 1024**2
-# a block of node rows read and written at a time at most (counted as float64), whatever the budget:
-# larger blocks are only more fresh memory to fault in. The papers100M shape at 1/40 (1.42 GB of
-# features, 2-core VM): the features' copy took 1.65-1.81 s in 64 MB blocks and 1.70-1.74 s in
-# 256 MB ones (4 GiB budget), peak RSS 1.02 GB against 1.19 GB; with the default budget (~11 GiB
-# here, 700 MB blocks before) the peak went from 2.02 GB to 1.44 GB
-NODE_BLOCK_BYTES = 128 << 20
 DISK_SLACK = 256 * 1024      # HDF5 metadata and chunk-index overhead beyond the raw arrays
 
 
@@ -190,44 +183,30 @@ def _write_rows(f: h5py.File, name: str, chunks, n: int, width: int | None, dtyp
     """Copy row chunks into a new dataset of n rows (checked); return the content fingerprint of
     what was stored. ``on_block(block)`` sees every block as stored.
 
-    The hash of a block runs in a worker thread while the block is stored (hashlib releases the
-    GIL); it is waited for before the next block is asked for, since sources may reuse a block's
-    memory. The dataset (:func:`gnnprep.graph.store.create_node_rows`) has no chunk cache: blocks are
-    written once, in order, so caching chunks only adds a copy of every byte. Blocks of whole chunk
-    rows of a 2-D dataset go straight to the file, past the page cache
-    (:class:`gnnprep.core.directio.ChunkRows`); others through HDF5, each block's writeback to disk
-    started as it is stored (see :func:`gnnprep.core.output.start_writeback`)."""
+    The hash of a block runs in a worker thread while HDF5 stores it (hashlib releases the GIL);
+    it is waited for before the next block is asked for, since sources may reuse a block's memory.
+    The dataset (:func:`gnnprep.graph.store.create_node_rows`) has no chunk cache: blocks are written
+    once, in order, so caching chunks only adds a copy of every byte. Each block's writeback to disk
+    is started as it is stored (see :func:`gnnprep.core.output.start_writeback`)."""
     shape = (n, width) if width is not None else (n,)
     ds = store.create_node_rows(f, name, n, width, dtype)
     digest = ContentHash(dtype, shape)
-    direct = ChunkRows.open(ds) if width is not None else None
     row = 0
-    try:
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rows-hash") as pool:
-            for block in chunks:
-                if width is not None and (block.ndim != 2 or block.shape[1] != width):
-                    raise GnnprepError(f"{origin}: {what} block of shape {block.shape}; expected {width} columns")
-                if row + len(block) > n:
-                    raise GnnprepError(f"{origin}: more than {n} {what} rows; expected {n} (one per node)")
-                block = np.ascontiguousarray(block, dtype=dtype)
-                hashed = pool.submit(digest.update, block)
-                if on_block is not None:
-                    on_block(block)
-                if direct is not None and direct.fits(row, len(block)):
-                    direct.write(row, block)  # copied into staging: the block's memory is free after
-                else:
-                    if direct is not None:
-                        direct.drain()  # HDF5 may read back a chunk the direct writes are filling
-                    ds[row:row + len(block)] = block
-                    pool.submit(start_writeback, f.filename)  # the final fsync then has little left to wait for
-                hashed.result()
-                row += len(block)
-                progress(what, row, n)
-            if direct is not None:
-                direct.drain()
-    finally:
-        if direct is not None:
-            direct.close()
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rows-hash") as pool:
+        for block in chunks:
+            if width is not None and (block.ndim != 2 or block.shape[1] != width):
+                raise GnnprepError(f"{origin}: {what} block of shape {block.shape}; expected {width} columns")
+            if row + len(block) > n:
+                raise GnnprepError(f"{origin}: more than {n} {what} rows; expected {n} (one per node)")
+            block = np.ascontiguousarray(block, dtype=dtype)
+            hashed = pool.submit(digest.update, block)
+            if on_block is not None:
+                on_block(block)
+            ds[row:row + len(block)] = block
+            pool.submit(start_writeback, f.filename)  # the final fsync then has little left to wait for
+            hashed.result()
+            row += len(block)
+            progress(what, row, n)
     if row != n:
         raise GnnprepError(f"{origin}: {row} {what} rows; expected {n} (one per node)")
     ds.flush()  # a write failure surfaces here, not when the dataset object is freed
@@ -270,7 +249,7 @@ def _write_nodes(f: h5py.File, source: GraphSource, n: int, budget: int, timer: 
     fps = {"features_fingerprint": NONE, "labels_fingerprint": NONE}
     store.create_nodes(f)
     if source.num_features:
-        rows = max(1, min(budget // 8, NODE_BLOCK_BYTES) // max(1, source.num_features * 8))
+        rows = max(1, budget // 8 // max(1, source.num_features * 8))
         tile_rows = store.feature_chunk_shape(source.num_features, np.dtype(source.feature_dtype).itemsize)[0]
         if rows >= tile_rows:
             rows -= rows % tile_rows   # whole chunks per block: no chunk written twice

@@ -25,7 +25,6 @@ from gnnprep.core.artifact import (
     json_attr,
     register_format,
 )
-from gnnprep.core.directio import early_chunks
 from gnnprep.core.errors import GnnprepError
 from gnnprep.core.memory import empty_pages
 from gnnprep.graph.sources.base import SPLIT_NAMES
@@ -524,22 +523,15 @@ def create_node_rows(f: h5py.File, name: str, n: int, width: int | None, dtype) 
     """A per-node dataset (:data:`FEATURES`, :data:`LABELS`, :data:`NODE_TYPE`) of n rows of
     ``width`` columns (1-D when None), chunked as the store is read: feature tiles of
     :func:`feature_chunk_shape`, about 1 MiB of rows otherwise. No chunk cache: a writer stores
-    blocks once, in order, so caching chunks would only add a copy of every byte. A 2-D one has its
-    chunks allocated at once and never filled, so that whole chunk rows can be written straight to
-    the file (:class:`gnnprep.core.directio.ChunkRows`); every row must then be written. Its blocks
-    that are not whole chunk rows go through HDF5 with a cache of two chunk rows: without one, HDF5
-    wrote into allocated chunks 30x slower (5.1 s against 0.16 s for 300 MB, 1 MiB chunks)."""
+    blocks once, in order, so caching chunks would only add a copy of every byte."""
     shape = (n, width) if width is not None else (n,)
-    cache = {"rdcc_nbytes": 0, "rdcc_nslots": 1}  # h5py ignores rdcc_nbytes=0 given alone
     if width is not None:
         rows_per_chunk, cols = feature_chunk_shape(width, np.dtype(dtype).itemsize)
         chunk = (min(max(n, 1), rows_per_chunk), cols)
-        if n:
-            cache = {"dcpl": early_chunks(), "rdcc_nslots": 10007,
-                     "rdcc_nbytes": 2 * chunk[0] * width * np.dtype(dtype).itemsize + (1 << 20)}
     else:
         chunk = (min(max(n, 1), feature_chunk_rows(1, np.dtype(dtype).itemsize)),)
-    return f.create_dataset(name, shape=shape, dtype=dtype, chunks=chunk if n else None, **cache)
+    return f.create_dataset(name, shape=shape, dtype=dtype, chunks=chunk if n else None,
+                            rdcc_nbytes=0, rdcc_nslots=1)  # h5py ignores rdcc_nbytes=0 given alone
 
 
 def write_splits(f: h5py.File, splits: dict[str, np.ndarray]) -> None:
