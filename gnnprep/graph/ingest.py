@@ -45,6 +45,9 @@ from gnnprep.graph.sources.graphstore import (
 from gnnprep.sparse.csr_builder import CSRBuilder, incoming_chunk_edges, write_array
 
 MIN_BUDGET = 4 * 1024**2
+# a block of node rows read and written at a time at most (counted as float64), whatever the budget:
+# larger blocks are only more fresh memory to fault in
+NODE_BLOCK_BYTES = 128 << 20
 DISK_SLACK = 256 * 1024      # HDF5 metadata and chunk-index overhead beyond the raw arrays
 
 
@@ -249,7 +252,7 @@ def _write_nodes(f: h5py.File, source: GraphSource, n: int, budget: int, timer: 
     fps = {"features_fingerprint": NONE, "labels_fingerprint": NONE}
     store.create_nodes(f)
     if source.num_features:
-        rows = max(1, budget // 8 // max(1, source.num_features * 8))
+        rows = max(1, min(budget // 8, NODE_BLOCK_BYTES) // max(1, source.num_features * 8))
         tile_rows = store.feature_chunk_shape(source.num_features, np.dtype(source.feature_dtype).itemsize)[0]
         if rows >= tile_rows:
             rows -= rows % tile_rows   # whole chunks per block: no chunk written twice
