@@ -112,3 +112,27 @@ def test_sample_ingests_and_info(tmp_path):
     info = run_json(["info", tmp_path / "s.h5"])
     assert info["num_nodes"] > 1000 and info["symmetric"] and info["num_classes"] >= 2
     assert set(info["splits"]) == {"train", "valid", "test"}
+
+
+def test_node_rows_are_copied_in_blocks_bounded_whatever_the_budget(tmp_path, rng, monkeypatch):
+    """A large budget does not make large node blocks (NODE_BLOCK_BYTES, counted as float64)."""
+    from gnnprep.graph import from_arrays
+    from gnnprep.graph import ingest as ingest_module
+    from gnnprep.graph.sources.arrays import ArraySource
+    from gnnprep.graph.store import GraphStore
+
+    monkeypatch.setattr(ingest_module, "NODE_BLOCK_BYTES", 64 << 10)
+    asked = []
+    real = ArraySource.features
+
+    def features(self, chunk_rows):
+        asked.append(chunk_rows)
+        return real(self, chunk_rows)
+    monkeypatch.setattr(ArraySource, "features", features)
+    n, d = 3000, 16
+    x = rng.standard_normal((n, d)).astype(np.float32)
+    from_arrays(np.stack([rng.integers(0, n, 5000), rng.integers(0, n, 5000)]), x=x, output=tmp_path / "g.h5",
+                memory_budget=1 << 30)
+    assert asked == [(64 << 10) // (d * 8)]
+    with GraphStore(tmp_path / "g.h5") as g:
+        np.testing.assert_array_equal(g.features[()], x)
