@@ -10,7 +10,7 @@ set -u
 PY=${PYTHON:-python3}
 OUTDIR=${1:-gpu-check}
 mkdir -p "$OUTDIR"
-export PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 T0=$(date +%s)
 step() { echo "== [$(( $(date +%s) - T0 )) s] $*"; }
 
@@ -20,8 +20,8 @@ $PY -c "import torch, numba, numpy; print('torch', torch.__version__, 'cuda', to
 torch.cuda.get_device_name() if torch.cuda.is_available() else '-', 'numba', numba.__version__, 'numpy', numpy.__version__)" || exit 2
 
 step CUDA tests
-timeout 120 $PY -m pytest -q -p no:cacheprovider -rs -k cuda tests/precompute/test_propagate.py \
-    tests/precompute/test_hag_torch.py 2>&1 | tee "$OUTDIR/cuda_tests.log" | tail -5
+timeout 150 $PY -m pytest -q -p no:cacheprovider -rfEs -k cuda tests/precompute/test_propagate.py \
+    tests/precompute/test_hag_torch.py tests/precompute/test_faults_round4_sizing.py 2>&1 | tee "$OUTDIR/cuda_tests.log" | tail -5
 
 step "the sample pipeline on cuda"
 W=$(mktemp -d)

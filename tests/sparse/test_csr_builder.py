@@ -164,6 +164,16 @@ def test_sort_keys_equals_numpy_sort(rng, threads, n, lo, rows):
     csr_kernels.sort_keys(empty, lo, rows, n, empty, threads)
 
 
+def _assert_reference_csr(b, tmp_path, src, dst, n, work):
+    """What builder ``b`` writes is the symmetric reference CSR, and its spill folder is left empty."""
+    with h5py.File(tmp_path / "g.h5", "w") as f:
+        b.write(f.create_group("adj"))
+        ref = reference_csr(src, dst, n, True)
+        np.testing.assert_array_equal(f["adj/indptr"][:], ref.indptr)
+        np.testing.assert_array_equal(f["adj/indices"][:], ref.indices)
+    assert not any(work.iterdir())
+
+
 @pytest.mark.parametrize("kernels", [False, True])
 @pytest.mark.parametrize("announced", ["exact", "fewer"])
 def test_one_bucket_is_held_in_memory_until_the_edges_outnumber_it(tmp_path, rng, kernels, announced):
@@ -180,12 +190,7 @@ def test_one_bucket_is_held_in_memory_until_the_edges_outnumber_it(tmp_path, rng
         b.add(src[s:s + 997], dst[s:s + 997])
     b.close_spills()
     assert (not any(work.iterdir())) == (announced == "exact")
-    with h5py.File(tmp_path / "g.h5", "w") as f:
-        b.write(f.create_group("adj"))
-        ref = reference_csr(src, dst, n, True)
-        np.testing.assert_array_equal(f["adj/indptr"][:], ref.indptr)
-        np.testing.assert_array_equal(f["adj/indices"][:], ref.indices)
-    assert not any(work.iterdir())
+    _assert_reference_csr(b, tmp_path, src, dst, n, work)
 
 
 @pytest.mark.parametrize("symmetric", [True, False])
@@ -254,9 +259,4 @@ def test_buckets_stay_small_whatever_the_budget(tmp_path, rng, kernels, monkeypa
     for s in range(0, len(src), 997):
         b.add(src[s:s + 997], dst[s:s + 997])
     b.close_spills()
-    with h5py.File(tmp_path / "g.h5", "w") as f:
-        b.write(f.create_group("adj"))
-        ref = reference_csr(src, dst, n, True)
-        np.testing.assert_array_equal(f["adj/indptr"][:], ref.indptr)
-        np.testing.assert_array_equal(f["adj/indices"][:], ref.indices)
-    assert not any(work.iterdir())
+    _assert_reference_csr(b, tmp_path, src, dst, n, work)
