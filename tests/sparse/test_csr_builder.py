@@ -260,3 +260,10 @@ def test_buckets_stay_small_whatever_the_budget(tmp_path, rng, kernels, monkeypa
         b.add(src[s:s + 997], dst[s:s + 997])
     b.close_spills()
     _assert_reference_csr(b, tmp_path, src, dst, n, work)
+
+
+def test_incoming_chunks_stay_small_whatever_the_budget():
+    from gnnprep.sparse import csr_builder
+
+    assert csr_builder.incoming_chunk_edges(1 << 40) == csr_builder.MAX_CHUNK_EDGES
+    assert csr_builder.incoming_chunk_edges(64 << 20) == int((64 << 20) * 0.3) // csr_builder.BYTES_PER_INCOMING_EDGE
