@@ -47,11 +47,12 @@ INDPTR_CHUNK = 1 << 16           # rows per HDF5 chunk of indptr (512 KiB: fits 
 MAX_NODES = 3_037_000_499        # largest n with n * n < 2**63 (keys must fit int64)
 KERNEL_MIN_BUDGET = 512 << 20    # compiled kernels only where the budget has room for their runtime
 KERNEL_MIN_ITEMS = 1 << 20       # ... and for chunks or buckets at least this large
-# keys in one bucket at most, whatever the budget: a bucket is sorted in buffers of its size, and
-# smaller ones are reused across buckets where one large one is faulted in fresh. The papers100M
-# shape at 1/40 (77M entries, 4 GiB budget; 2-core VM, 3 interleaved rounds): the edges' phases took
-# 3.9-4.1 s in 4 buckets of this size against 4.2-6.2 s in one held bucket, peak RSS 1.10 GB
-# against 1.40 GB
+# keys in one bucket at most, whatever the budget: a bucket is sorted in arrays of its size, so the
+# peak holds one small bucket's, not the whole graph's. The papers100M shape at 1/40 (77M entries,
+# 4 GiB budget; 2-core VM, 3 interleaved rounds): the edges' phases took 3.9-4.1 s in 4 buckets of
+# this size against 4.2-6.2 s in one held bucket (whose keys are placed at random over 616 MB), peak
+# RSS 1.10 GB against 1.40 GB. (Keeping two bucket arrays across buckets instead of new ones per
+# bucket gained nothing and held 130 MB more.)
 MAX_BUCKET_ENTRIES = 24 << 20
 # edges per incoming chunk at most, whatever the budget: a chunk's arrays (ids, keys) are reused from
 # chunk to chunk, so a larger chunk only faults in more fresh memory. The papers100M shape at 1/40
