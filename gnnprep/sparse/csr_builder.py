@@ -3,17 +3,19 @@
 Edges (src -> dst) arrive in chunks of any order. Each is encoded as one int64 key
 ``dst * n + src`` (so sorting keys sorts rows, then columns within a row) and appended to the spill
 file of its destination range ("bucket"). Buckets are sized so that one of them can be sorted and
-deduplicated in memory within the budget, and hold at most :data:`MAX_BUCKET_ENTRIES` keys; a bucket that came out larger than planned (skewed
-degrees, unknown edge count) is split again by finer destination ranges before it is processed.
-Rows are then written in order, bucket by bucket, straight into the HDF5 datasets, so neither the
-edges nor ``indptr`` are ever held whole. When the announced edges fit one bucket, its keys are held
-in memory instead of a spill file (the same bytes, without writing and reading them back: 8.5 s
-against 10.5-16.9 s for the papers100M shape's ingest at 1/40); should more edges arrive than were
-announced, the keys go to the spill file from there on. Where the source can be read twice cheaply
-(binary arrays: ``GraphSource.rereadable``), ingest first counts each row's keys (:meth:`CSRBuilder.count`),
-and :meth:`CSRBuilder.add` then places every key at its row's next slot as it is read: the bucket is
-sorted row by row in place, with no second array (the papers100M shape at 1/40: the same time,
-peak RSS 1.42 GB against 1.72 GB).
+deduplicated in memory within the budget, and hold at most :data:`MAX_BUCKET_ENTRIES` keys; a
+bucket that came out larger than planned (skewed degrees, unknown edge count) is split again by
+finer destination ranges before it is processed. Rows are then written in order, bucket by bucket,
+straight into the HDF5 datasets, so neither the edges nor ``indptr`` are ever held whole.
+
+A graph whose announced edges fit one bucket (under the cap) keeps its keys in memory instead of a
+spill file; should more edges arrive than were announced, the keys go to the spill file from there
+on. Where such a graph's source can be read twice cheaply (binary arrays:
+``GraphSource.rereadable``), ingest first counts each row's keys (:meth:`CSRBuilder.count`), and
+:meth:`CSRBuilder.add` then places every key at its row's next slot as it is read: the bucket is
+sorted row by row in place, with no second array. (Both were measured on the papers100M shape at
+1/40 before the cap, which now cuts that graph into 4 buckets: 8.5 s against 10.5-16.9 s for
+spilling one bucket; peak RSS 1.42 GB against 1.72 GB for counting first.)
 
 Symmetrisation adds (dst, src) for every (src, dst); self-loops are dropped when they arrive.
 Memory per processed entry: 8 B key + 1 B mask + 8 B deduplicated copy with numpy; 8 B key + 8 B
