@@ -76,6 +76,12 @@ class RawWriter:
         self._current = buf
         return buf[pad:pad + nbytes]
 
+    def unstage(self) -> None:
+        """Give back the buffer :meth:`stage` returned without writing it (its rows failed a check)."""
+        buf, self._current = self._current, None
+        if buf is not None:
+            self._free.put(buf if len(buf) == STAGE_BYTES + ALIGN else _aligned(STAGE_BYTES + ALIGN))
+
     def write_staged(self, offset: int, nbytes: int, done=None) -> None:
         """Queue the write of what :meth:`stage` returned for (offset, nbytes)."""
         buf, self._current = self._current, None

@@ -89,13 +89,17 @@ class HopWriter:
         row = ds.shape[1] * self.dtype.itemsize
         offset, nbytes = base + p0 * row, (p1 - p0) * row
         stage = self.raw.stage(offset, nbytes).view(self.dtype).reshape(p1 - p0, ds.shape[1])
-        if isinstance(arr, Gather) and arr.src.dtype == self.dtype:
-            if not arr.into(stage):  # gathered and checked in one pass
-                check_finite(stage, ds, p0, c0)  # (names the row and column)
-        else:
-            with np.errstate(over="ignore"):  # checked just below, with the rows named
-                stage[:] = arr() if callable(arr) else arr
-            check_finite(stage, ds, p0, c0)
+        try:
+            if isinstance(arr, Gather) and arr.src.dtype == self.dtype:
+                if not arr.into(stage):  # gathered and checked in one pass
+                    check_finite(stage, ds, p0, c0)  # (names the row and column)
+            else:
+                with np.errstate(over="ignore"):  # checked just below, with the rows named
+                    stage[:] = arr() if callable(arr) else arr
+                check_finite(stage, ds, p0, c0)
+        except BaseException:
+            self.raw.unstage()  # the staging buffer goes back to the pool, unwritten
+            raise
         self.raw.write_staged(offset, nbytes, self._finish)
         return True
 

@@ -126,6 +126,20 @@ def test_raw_writer_writes_unaligned_ranges_exactly(tmp_path, rng, direct):
         assert w.direct_bytes == 0
 
 
+def test_raw_writer_takes_back_a_stage_that_is_not_written(tmp_path):
+    """A staged range whose rows fail a check is given back: both buffers stay usable."""
+    path = tmp_path / "raw.bin"
+    path.write_bytes(b"\0" * (4 * ALIGN))
+    w = RawWriter(path)
+    for _ in range(3):  # more than the two buffers: none is lost
+        w.stage(0, ALIGN)
+        w.unstage()
+    w.stage(ALIGN, ALIGN)[:] = 7
+    w.write_staged(ALIGN, ALIGN)
+    w.close()
+    assert np.frombuffer(path.read_bytes(), dtype=np.uint8)[ALIGN:2 * ALIGN].tolist() == [7] * ALIGN
+
+
 def test_hop_rows_land_in_the_hdf5_datasets(tmp_path, rng):
     """The artifact's contiguous hop datasets are 4 KiB aligned and written around HDF5."""
     path, *_ = make_store(tmp_path, rng, n=300, m=1500, d=16)
