@@ -28,7 +28,7 @@ peak RSS is the command's own):
    both aggregation ratios;
 3. ``precompute --hops 3 --rows all --device cpu`` without and with ``--hag hag.h5`` (interleaved
    with 4., best of ``--reps`` each): the wall ratio and the ratio of hops 1..3's seconds (each side's fastest
-   over the reps), next to the bound
+   over the reps; and of each side's median, "med x"), next to the bound
    1 + 0.5 (aggregation ratio - 1) (acceptance: the hop ratio meets it where the aggregation ratio
    is >= 1.4), whether both outputs are bit-identical (and their max relative difference);
 4. ``precompute --hag auto`` with the HAG copied to ``<store>.hag.h5`` (best of ``--reps``): what it
@@ -176,9 +176,11 @@ def best_runs(graph: Path, work: Path, budget: str, hag: Path, reps: int) -> tup
         for i, extra in enumerate(((), ("--hag", hag), ("--hag", "auto"))):
             r = precompute(graph, work / ("p_plain.h5", "p_hag.h5", "p_auto.h5")[i], budget, *extra)
             hops = min(x for x in (r["hops_1_K_s"], (best[i] or {}).get("best_hops_1_K_s")) if x is not None)
+            every = (best[i] or {}).get("every_hops_1_K_s", []) + [r["hops_1_K_s"]]
             if best[i] is None or r["wall_s"] < best[i]["wall_s"]:
                 best[i] = r
             best[i]["best_hops_1_K_s"] = hops
+            best[i]["every_hops_1_K_s"] = every
     return best[0], best[1], best[2]
 
 
@@ -229,11 +231,17 @@ def bench_kind(args, kind: str) -> dict:
     agg = s["aggregation_ratio"]
     bound = 1 + 0.5 * (agg - 1)
     hop_ratio = ratio(plain["best_hops_1_K_s"], with_hag["best_hops_1_K_s"])
+    # the same ratio of each side's median over the reps: hops of ~0.05 s on a shared machine make
+    # the fastest of a few reps a draw (1.06x and 1.32x on the same 8M graph in one hour)
+    medians = [H.median(x for x in r["every_hops_1_K_s"] if x is not None) if any(
+        x is not None for x in r["every_hops_1_K_s"]) else None for r in (plain, with_hag)]
+    hop_ratio_median = ratio(*medians)
     same = H.same_hops(work / "p_plain.h5", work / "p_hag.h5", HOPS)
     err = max(H.max_rel_error(H.read_hop(work / "p_hag.h5", k), H.read_hop(work / "p_plain.h5", k))
               for k in range(HOPS + 1))
     res["precompute"] = {"plain": plain, "hag": with_hag, "wall_ratio": ratio(plain["wall_s"], with_hag["wall_s"]),
-                         "hop_ratio": hop_ratio, "bound": round(bound, 3), "bound_applies": agg >= 1.4,
+                         "hop_ratio": hop_ratio, "hop_ratio_median": hop_ratio_median,
+                         "bound": round(bound, 3), "bound_applies": agg >= 1.4,
                          "bound_met": None if hop_ratio is None else hop_ratio >= bound,
                          "bit_identical": same["equal"], "first_difference": same["first_difference"],
                          "max_rel_diff": err}
@@ -285,11 +293,12 @@ def print_tables(results: list[dict], budget: str) -> None:
         hag = a["hag"] or {}
         rows.append([r["kind"], f"{p['plain']['wall_s']:.2f}", f"{p['hag']['wall_s']:.2f}", fmt(p["wall_ratio"]),
                      fmt(p["plain"]["best_hops_1_K_s"], ".3f"), fmt(p["hag"]["best_hops_1_K_s"], ".3f"), fmt(p["hop_ratio"]),
+                     fmt(p["hop_ratio_median"]),
                      f"{p['bound']:.2f}", verdict, "yes" if p["bit_identical"] else "no", f"{p['max_rel_diff']:.1e}",
                      f"{a['wall_s']:.2f}", hag.get("used")])
     table(f"3./4. precompute --hops {HOPS} --rows all --device cpu: no HAG, --hag hag.h5 (best of each), --hag auto",
           [("kind", 9), ("plain s", 7), ("hag s", 7), ("wall x", 6), ("hops plain", 10), ("hops hag", 8),
-           ("hops x", 6), ("bound", 5), ("verdict", 7), ("same", 4), ("rel diff", 8), ("auto s", 6),
+           ("hops x", 6), ("med x", 5), ("bound", 5), ("verdict", 7), ("same", 4), ("rel diff", 8), ("auto s", 6),
            ("auto used", 9)], rows)
     for r in results:
         p, a = r["precompute"], r["auto"]

@@ -15,7 +15,11 @@ on. Where such a graph's source can be read twice cheaply (binary arrays:
 :meth:`CSRBuilder.add` then places every key at its row's next slot as it is read: the bucket is
 sorted row by row in place, with no second array. (Both were measured on the papers100M shape at
 1/40 before the cap, which now cuts that graph into 4 buckets: 8.5 s against 10.5-16.9 s for
-spilling one bucket; peak RSS 1.42 GB against 1.72 GB for counting first.)
+spilling one bucket; peak RSS 1.42 GB against 1.72 GB for counting first. Under the cap, counting
+first against sorting the held bucket into a second array, papers100M-shaped ``data.npz``
+(``benchmarks/bench_ingest_count_first.py``, medians of 3 interleaved rounds): at 22.6M keys peak
+RSS 483 MiB against 568 MiB in the same time (2.74 s against 2.77 s); at 9.7M keys a wash (364
+against 361 MiB, 1.83 s against 1.88 s).)
 
 Symmetrisation adds (dst, src) for every (src, dst); self-loops are dropped when they arrive.
 Memory per processed entry: 8 B key + 1 B mask + 8 B deduplicated copy with numpy; 8 B key + 8 B
