@@ -13,17 +13,19 @@ HUGE_MIN_BYTES = 64 << 20    # smaller buffers gain nothing measurable
 MADV_HUGEPAGE = 14           # Linux <asm-generic/mman-common.h>
 
 
-def empty_pages(shape, dtype=None):
+def empty_pages(shape, dtype=None, huge_from: int = HUGE_MIN_BYTES):
     """``np.empty(shape, dtype)`` (float32 by default) backed by transparent huge pages where Linux
     offers them (an anonymous mapping advised ``MADV_HUGEPAGE``), for the hop buffers: measured on
     the papers100M-shaped bench graph (5.55M rows, 2.8 GB), faulting a fresh buffer in took 0.7 s
     instead of 1.6 s, and the row gathers of an unordered hop at 43 columns 7.3 s instead of 11.3 s
-    (512 times fewer TLB entries). Elsewhere, or when that fails, a plain array."""
+    (512 times fewer TLB entries). Arrays under ``huge_from`` bytes are plain ones (a caller whose
+    smaller array is read at random passes a lower bound). Elsewhere, or when that fails, a plain
+    array."""
     import numpy as np
 
     dtype = np.dtype(np.float32 if dtype is None else dtype)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    if nbytes < HUGE_MIN_BYTES or not sys.platform.startswith("linux"):
+    if nbytes < huge_from or not sys.platform.startswith("linux"):
         return np.empty(shape, dtype=dtype)
     try:
         import ctypes

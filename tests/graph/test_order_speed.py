@@ -1,6 +1,7 @@
 """Issue 13: the node order found fast and once, X's columns read raw, and no torch import on
 machines without a GPU driver. Each fast path is checked against the plain one."""
 
+import mmap
 import subprocess
 import sys
 
@@ -302,6 +303,15 @@ def test_huge_page_buffers_are_plain_writable_arrays():
     assert float(big[-1, -1]) == 2.0 and big.shape == (HUGE_MIN_BYTES // 32 + 1, 8)
     small = empty_pages((3, 2), np.float64)
     assert small.dtype == np.float64 and small.shape == (3, 2)
+    # a lower bound puts a smaller array on the mapping too (a HAG's aggregation rows)
+    low = empty_pages((1024, 8), huge_from=1)
+    low[:] = 3.0
+    assert low.flags["C_CONTIGUOUS"] and low.flags["WRITEABLE"] and float(low.sum()) == 3.0 * 1024 * 8
+    if sys.platform.startswith("linux"):
+        base = low
+        while isinstance(base, (np.ndarray, memoryview)):
+            base = base.base if isinstance(base, np.ndarray) else base.obj
+        assert isinstance(base, mmap.mmap)
 
 
 @pytest.mark.parametrize("size", [1, 3])
