@@ -105,11 +105,22 @@ class HagBackend(NumbaBackend):
         self.hag = hag
         self.h = None
 
-    def begin_hop(self, cur) -> None:
-        if self.h is None or self.h.shape[1] != cur.shape[1]:
+    def _rows(self, width: int) -> np.ndarray:
+        """The aggregation rows' buffer for ``width`` columns, kept across hops; a new one is faulted
+        in at once (one write per 4 KiB page), as the plain hops' spare buffer is before hop 1."""
+        if self.h is None or self.h.shape[1] != width:
+            self.h = None
             # huge pages: the rewired in-lists read these rows at random (see HAG_ROWS_HUGE_FROM)
-            self.h = empty_pages((self.hag.num_agg, cur.shape[1]), huge_from=HAG_ROWS_HUGE_FROM)
-        self.k.hag_prepare(cur, self.op.right, self.hag.inputs, self.hag.level_ptr, self.h)
+            self.h = empty_pages((self.hag.num_agg, width), huge_from=HAG_ROWS_HUGE_FROM)
+            self.h.reshape(-1)[::1024] = 0
+        return self.h
+
+    def prepare(self, cur: np.ndarray) -> np.ndarray:
+        self._rows(cur.shape[1])   # before hop 1, not in it
+        return super().prepare(cur)
+
+    def begin_hop(self, cur) -> None:
+        self.k.hag_prepare(cur, self.op.right, self.hag.inputs, self.hag.level_ptr, self._rows(cur.shape[1]))
 
     def hop_block(self, r0, r1, cur, nxt):
         ip = self.hag.indptr[r0:r1 + 1]
