@@ -3,7 +3,10 @@ the kernels that compute the next edge block or hop.
 
 Full-width writes into contiguous datasets (one column block) bypass the page cache
 (:mod:`gnnprep.core.directio`: O_DIRECT ``pwrite`` at the dataset's file offset, from two staging
-buffers); every other write goes through h5py. ``put`` returns a sequence number and ``wait(seq)``
+buffers), and so do the whole chunks of a column block's write into a dataset chunked one column
+block wide (several column blocks: each chunk is one contiguous, aligned byte range of the file,
+allocated when the dataset was created, that HDF5 itself never touches); the rows of chunks a write
+covers only in part, and every other write, go through h5py. ``put`` returns a sequence number and ``wait(seq)``
 blocks until every write up to it is on its way to disk, so the caller knows when a buffer may be
 overwritten and when a unit may be marked finished.
 """
@@ -76,9 +79,14 @@ class HopWriter:
         self.t.start()
 
     def _direct(self, ds, p0, p1, c0, c1, arr) -> bool:
-        """Stage a full-width write into a contiguous dataset and queue it to the raw writer (which
-        finishes the item once written); False when the item is not such a write."""
-        if self.raw is None or c0 != 0 or c1 != ds.shape[1] or p1 <= p0:
+        """Stage a full-width write into a contiguous dataset, or the whole chunks of a write into a
+        dataset chunked one column block wide, and queue them to the raw writer (which finishes the
+        item once its last range is written); False when the item is neither."""
+        if self.raw is None or p1 <= p0:
+            return False
+        if ds.chunks is not None:
+            return self._direct_chunks(ds, p0, p1, c0, c1, arr)
+        if c0 != 0 or c1 != ds.shape[1]:
             return False
         key = ds.id.id
         if key not in self.offsets:
@@ -87,21 +95,66 @@ class HopWriter:
         if base is None:
             return False
         row = ds.shape[1] * self.dtype.itemsize
-        offset, nbytes = base + p0 * row, (p1 - p0) * row
-        stage = self.raw.stage(offset, nbytes).view(self.dtype).reshape(p1 - p0, ds.shape[1])
+        self._stage_rows(ds, p0, c0, c1, base + p0 * row, self._rows(arr), 0, p1 - p0, self._finish)
+        return True
+
+    def _direct_chunks(self, ds, p0, p1, c0, c1, arr) -> bool:
+        """The whole chunks of rows p0..p1 written raw, one staged range each (a column block's
+        chunks are not adjacent in the file); the rows of a chunk covered only in part go through
+        h5py first (HDF5 merges them in its chunk cache), so no chunk is written both ways."""
+        ch, cw = ds.chunks
+        plain = ds.compression is None and not ds.shuffle and not ds.fletcher32 and ds.scaleoffset is None
+        if not plain or c1 - c0 != cw or c0 % cw or ds.dtype != self.dtype:
+            return False
+        a = -(-p0 // ch) * ch                       # the first whole chunk's first row
+        b = min(p1, ds.shape[0] // ch * ch) // ch * ch   # past the last whole chunk (an edge chunk is partial)
+        if b <= a:
+            return False
+        arr = self._rows(arr)
+        for q0, q1 in ((p0, a), (b, p1)):
+            if q1 > q0:
+                self._h5py_rows(ds, q0, q1, c0, c1, arr, q0 - p0, q1 - p0)
+        for i0 in range(a, b, ch):
+            info = ds.id.get_chunk_info_by_coord((i0, c0))
+            if info.byte_offset is None or info.size != ch * cw * self.dtype.itemsize:
+                raise GnnprepError(f"{ds.name}: chunk at row {i0} is not allocated whole (the artifact is damaged)")
+            last = i0 + ch >= b
+            self._stage_rows(ds, i0, c0, c1, int(info.byte_offset), arr, i0 - p0, i0 - p0 + ch,
+                             self._finish if last else None)
+        return True
+
+    def _rows(self, arr):
+        """An item's rows as an array, or as a gather the staging does itself (same dtype)."""
+        if callable(arr) and not (isinstance(arr, Gather) and arr.src.dtype == self.dtype):
+            return arr()  # (a gather into another dtype: gathered once, converted while staged)
+        return arr
+
+    def _h5py_rows(self, ds, q0: int, q1: int, c0: int, c1: int, arr, s0: int, s1: int) -> None:
+        """Rows s0..s1 of the item (output rows q0..q1) written through h5py."""
+        part = arr.src[arr.idx[s0:s1]] if isinstance(arr, Gather) else arr[s0:s1]
+        with np.errstate(over="ignore"):
+            part = part.astype(self.dtype, copy=False)
+        check_finite(part, ds, q0, c0)
+        ds[q0:q1, c0:c1] = part
+
+    def _stage_rows(self, ds, r0: int, c0: int, c1: int, offset: int, arr, s0: int, s1: int, done) -> None:
+        """Stage rows s0..s1 of the item (output rows r0.., columns c0..c1) for ``offset`` in the
+        file, check them and queue their write (``done`` runs once they are written)."""
+        rows = s1 - s0
+        stage = self.raw.stage(offset, rows * (c1 - c0) * self.dtype.itemsize)
+        stage = stage.view(self.dtype).reshape(rows, c1 - c0)
         try:
-            if isinstance(arr, Gather) and arr.src.dtype == self.dtype:
-                if not arr.into(stage):  # gathered and checked in one pass
-                    check_finite(stage, ds, p0, c0)  # (names the row and column)
+            if isinstance(arr, Gather):
+                if not Gather(arr.src, arr.idx[s0:s1]).into(stage):  # gathered and checked in one pass
+                    check_finite(stage, ds, r0, c0)  # (names the row and column)
             else:
                 with np.errstate(over="ignore"):  # checked just below, with the rows named
-                    stage[:] = arr() if callable(arr) else arr
-                check_finite(stage, ds, p0, c0)
+                    stage[:] = arr[s0:s1]
+                check_finite(stage, ds, r0, c0)
         except BaseException:
             self.raw.unstage()  # the staging buffer goes back to the pool, unwritten
             raise
-        self.raw.write_staged(offset, nbytes, self._finish)
-        return True
+        self.raw.write_staged(offset, stage.nbytes, done)
 
     def _finish(self) -> None:
         if self.raw is not None and self.raw.error is not None and self.error is None:

@@ -152,6 +152,40 @@ def test_hop_rows_land_in_the_hdf5_datasets(tmp_path, rng):
             np.testing.assert_array_equal(f["hops/0"][:], store.features[:])
 
 
+@pytest.mark.parametrize("blocks,reorder,dtype", [((1, 1, 2), "none", "float32"), ((1, 1, 2), "community", "float32"),
+                                                   ((1, 1, 3), "community", "float32"), ((1, 1, 2), "none", "float16")])
+def test_column_blocks_write_whole_chunks_around_hdf5(tmp_path, rng, monkeypatch, blocks, reorder, dtype):
+    """With several column blocks the hops are chunked one block wide; a write's whole chunks go to
+    the file raw (O_DIRECT where it may), the rows of chunks it covers in part through h5py, and
+    every hop's bytes equal the one-block run's (which writes contiguous rows)."""
+    from gnnprep.precompute import features as fa
+    from gnnprep.precompute import hop_writer
+
+    monkeypatch.setattr(fa, "feature_chunk_rows", lambda width, itemsize: 32)  # 300 rows: 9 whole chunks + an edge
+    raw = []
+    original = hop_writer.HopWriter._direct_chunks
+
+    def spy(self, *item):
+        took = original(self, *item)
+        raw.append(took)
+        return took
+
+    monkeypatch.setattr(hop_writer.HopWriter, "_direct_chunks", spy)
+    path, *_ = make_store(tmp_path, rng, n=300, m=1500, d=16)
+    one = precompute(path, tmp_path / "one.h5", PrecomputeConfig(hops=3, device="cpu", blocks=(1, 1, 1),
+                                                                  reorder=reorder, dtype=dtype))
+    assert one.plan["c"] == 1 and not raw
+    got = precompute(path, tmp_path / "cols.h5", PrecomputeConfig(hops=3, device="cpu", blocks=blocks,
+                                                                   reorder=reorder, dtype=dtype))
+    assert got.plan["c"] == blocks[2] and any(raw)
+    if blocks[2] == 3:  # widths 6, 6, 4: the narrower last block is not one chunk wide (h5py only)
+        assert not all(raw)
+    with FeatureStore(tmp_path / "one.h5") as a, FeatureStore(tmp_path / "cols.h5") as b:
+        for k in range(4):
+            assert b.hop(k).chunks is not None or k == 0
+            assert a.hop(k)[:].tobytes() == b.hop(k)[:].tobytes(), k
+
+
 def test_cli_reports_the_node_order(tmp_path, rng):
     from fixtures import run, run_json
 
