@@ -246,11 +246,16 @@ def x_read_rate(p: Problem, prof: Profile, b: int, c: int) -> float:
 
 
 LISTED_BLOCKS = 4096  # above this many column blocks the kernel term counts equal widths instead of listing them
-# A column block narrower than the output is written through h5py (a hyperslab of every row: buffered, a
-# copy into the page cache per row segment), not the direct full-width path (gnnprep.precompute.hop_writer):
-# measured 0.54 GB/s against 1.89 GB/s for full-width rows on the same disk, with the copies on the compute
-# cores. The R-MAT graph at 1/40 (2.8M nodes, 80M entries, d = 128, 8 GiB): c = 2 ran 21.5 s, c = 1 14.5 s,
-# where the model without this term put c = 2 ahead (13.5 against 13.7 s predicted).
+# Plans of several column blocks: their writes were measured through h5py (a hyperslab of every row:
+# 0.54 GB/s against 1.89 GB/s for full-width rows on the same disk), and the R-MAT graph at 1/40 (2.8M
+# nodes, 80M entries, d = 128, 8 GiB) ran 21.5 s at c = 2 against 14.5 s at c = 1 where the model without
+# this factor put c = 2 ahead (13.5 against 13.7 s predicted). Since ce7d486 a column block's whole chunks
+# are written direct as well (gnnprep.precompute.hop_writer), so the factor no longer stands for the
+# writes: it now stands in for what the kernel table misses for narrow blocks of unordered graphs (each
+# block pays the gathers' miss latency again). Kept, so the decisions stay where they measured: R-MAT
+# c = 2 ran 14.1-14.4 s against c = 1's 10-13 s, the papers100M shape at 4 GiB (--rows all) c = 1, 2 and
+# 4 within the noise of each other (7.6-10.8 s). Its predictions for c > 1 are 2-3x high on both
+# (27.7 s for R-MAT c = 2; 25.8 s for the papers100M shape c = 2 and 4): to recalibrate.
 STRIDED_WRITE_COST = 3.5
 
 

@@ -90,8 +90,9 @@ def test_order_is_chosen_jointly_with_the_column_blocks():
 
 
 def test_column_blocked_writes_cost_what_the_hyperslab_path_costs():
-    """Issue 34: a plan of several column blocks writes every row's slice through h5py (buffered,
-    0.54 against 1.89 GB/s measured), so its write term is STRIDED_WRITE_COST times the direct one's."""
+    """Issue 34: a plan of several column blocks has its write term STRIDED_WRITE_COST times the
+    one-block plan's (measured on h5py's hyperslab writes; now a stand-in for narrow blocks' kernel
+    cost, see plan.py)."""
     from gnnprep.precompute.plan import STRIDED_WRITE_COST, predict_seconds
 
     p = problem()
