@@ -110,17 +110,19 @@ class HopWriter:
         b = min(p1, ds.shape[0] // ch * ch) // ch * ch   # past the last whole chunk (an edge chunk is partial)
         if b <= a:
             return False
+        offsets = []
+        for i0 in range(a, b, ch):
+            info = ds.id.get_chunk_info_by_coord((i0, c0))
+            if info.byte_offset is None or info.size != ch * cw * self.dtype.itemsize:
+                return False  # not allocated whole (never so in an artifact made here): all through h5py
+            offsets.append(int(info.byte_offset))
         arr = self._rows(arr)
         for q0, q1 in ((p0, a), (b, p1)):
             if q1 > q0:
                 self._h5py_rows(ds, q0, q1, c0, c1, arr, q0 - p0, q1 - p0)
-        for i0 in range(a, b, ch):
-            info = ds.id.get_chunk_info_by_coord((i0, c0))
-            if info.byte_offset is None or info.size != ch * cw * self.dtype.itemsize:
-                raise GnnprepError(f"{ds.name}: chunk at row {i0} is not allocated whole (the artifact is damaged)")
-            last = i0 + ch >= b
-            self._stage_rows(ds, i0, c0, c1, int(info.byte_offset), arr, i0 - p0, i0 - p0 + ch,
-                             self._finish if last else None)
+        for j, i0 in enumerate(range(a, b, ch)):
+            self._stage_rows(ds, i0, c0, c1, offsets[j], arr, i0 - p0, i0 - p0 + ch,
+                             self._finish if i0 + ch >= b else None)
         return True
 
     def _rows(self, arr):

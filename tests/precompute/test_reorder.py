@@ -186,6 +186,23 @@ def test_column_blocks_write_whole_chunks_around_hdf5(tmp_path, rng, monkeypatch
             assert a.hop(k)[:].tobytes() == b.hop(k)[:].tobytes(), k
 
 
+@pytest.mark.parametrize("row", [3, 40, 299])   # in whole chunks written raw, and in the edge chunk (h5py)
+def test_column_block_chunks_name_an_overflow_and_leave_no_output(tmp_path, rng, monkeypatch, row):
+    from fixtures import run
+
+    from gnnprep.precompute import features as fa
+
+    monkeypatch.setattr(fa, "feature_chunk_rows", lambda width, itemsize: 32)
+    path, *_ = make_store(tmp_path, rng, n=300, m=1500, d=16)
+    with h5py.File(path, "r+") as f:
+        f["nodes/features"][row, 11] = 1e6   # beyond float16
+    res = run(["precompute", path, "--hops", "1", "--blocks", "1,1,2", "--dtype", "float16", "--reorder", "none",
+               "--device", "cpu", "-o", tmp_path / "f.h5"])
+    assert res.exit_code == 1, res.output
+    assert f"hop 0: row {row}, column 11 is inf in float16 (the value overflowed" in res.output
+    assert not list(tmp_path.glob("f.h5*"))
+
+
 def test_cli_reports_the_node_order(tmp_path, rng):
     from fixtures import run, run_json
 
