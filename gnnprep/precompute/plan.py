@@ -246,17 +246,6 @@ def x_read_rate(p: Problem, prof: Profile, b: int, c: int) -> float:
 
 
 LISTED_BLOCKS = 4096  # above this many column blocks the kernel term counts equal widths instead of listing them
-# Plans of several column blocks: their writes were measured through h5py (a hyperslab of every row:
-# 0.54 GB/s against 1.89 GB/s for full-width rows on the same disk), and the R-MAT graph at 1/40 (2.8M
-# nodes, 80M entries, d = 128, 8 GiB) ran 21.5 s at c = 2 against 14.5 s at c = 1 where the model without
-# this factor put c = 2 ahead (13.5 against 13.7 s predicted). Since ce7d486 a column block's whole chunks
-# are written direct as well (gnnprep.precompute.hop_writer), so the factor no longer stands for the
-# writes: it now stands in for what the kernel table misses for narrow blocks of unordered graphs (each
-# block pays the gathers' miss latency again). Kept, so the decisions stay where they measured: R-MAT
-# c = 2 ran 14.1-14.4 s against c = 1's 10-13 s, the papers100M shape at 4 GiB (--rows all) c = 1, 2 and
-# 4 within the noise of each other (7.6-10.8 s). Its predictions for c > 1 are 2-3x high on both
-# (27.7 s for R-MAT c = 2; 25.8 s for the papers100M shape c = 2 and 4): to recalibrate.
-STRIDED_WRITE_COST = 3.5
 
 
 def predict_seconds(p: Problem, prof: Profile, b: int, c: int) -> float:
@@ -277,7 +266,10 @@ def predict_seconds(p: Problem, prof: Profile, b: int, c: int) -> float:
         stream += reads * _s_bytes(p) / prof.copy_bytes_per_s + p.operators * 2 * K * n * d * 4 / prof.copy_bytes_per_s
     io = x_read_bytes(p, len(widths)) / x_read_rate(p, prof, b, len(widths))
     written = (p.operators * K + 1) * p.out_rows * d * p.out_itemsize
-    io += written / prof.write_bytes_per_s * (STRIDED_WRITE_COST if len(widths) > 1 else 1.0)
+    # every plan's writes go direct: a column block's whole chunks as one block's rows do (ce7d486); the
+    # 3.5x dearer writes counted for c > 1 before (h5py's hyperslab path, 0.54 against 1.89 GB/s) made the
+    # planner keep c = 1 where c > 1 now measures faster (see docs/internals.md, the planner)
+    io += written / prof.write_bytes_per_s
     overhead = _passes(p) * K * b * len(widths) * prof.block_overhead_s
     fresh = 0.0 if p.device.startswith("cuda") else 2 * n * w * 4 / prof.fault_bytes_per_s
     return compute + stream + io + overhead + fresh
