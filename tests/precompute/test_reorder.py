@@ -186,6 +186,27 @@ def test_column_blocks_write_whole_chunks_around_hdf5(tmp_path, rng, monkeypatch
             assert a.hop(k)[:].tobytes() == b.hop(k)[:].tobytes(), k
 
 
+@pytest.mark.parametrize("reorder", ["none", "community"])
+def test_column_block_chunks_written_raw_resume_bitwise(tmp_path, rng, monkeypatch, reorder):
+    """A run with raw-written chunks, stopped after its first finished unit, resumes into the bytes
+    of a run never stopped."""
+    from fixtures import interrupted_precompute
+
+    from gnnprep.precompute import features as fa
+
+    monkeypatch.setattr(fa, "feature_chunk_rows", lambda width, itemsize: 32)
+    path, *_ = make_store(tmp_path, rng, n=300, m=1500, d=16)
+    config = dict(hops=3, device="cpu", blocks=(1, 1, 2), reorder=reorder)
+    out = tmp_path / "f.h5"
+    interrupted_precompute(monkeypatch, path, out, **config)
+    report = precompute(path, out, PrecomputeConfig(**config))
+    assert report.resumed_units >= 1
+    precompute(path, tmp_path / "fresh.h5", PrecomputeConfig(**config))
+    with FeatureStore(out) as a, FeatureStore(tmp_path / "fresh.h5") as b:
+        for k in range(4):
+            assert a.hop(k)[:].tobytes() == b.hop(k)[:].tobytes(), k
+
+
 @pytest.mark.parametrize("row", [3, 40, 299])   # in whole chunks written raw, and in the edge chunk (h5py)
 def test_column_block_chunks_name_an_overflow_and_leave_no_output(tmp_path, rng, monkeypatch, row):
     from fixtures import run
