@@ -5,10 +5,10 @@ Full-width writes into contiguous datasets (one column block) bypass the page ca
 (:mod:`gnnprep.core.directio`: O_DIRECT ``pwrite`` at the dataset's file offset, from two staging
 buffers), and so do the whole chunks of a column block's write into a dataset chunked one column
 block wide (several column blocks: each chunk is one contiguous, aligned byte range of the file,
-allocated when the dataset was created, that HDF5 itself never touches); the rows of chunks a write
-covers only in part, and every other write, go through h5py. ``put`` returns a sequence number and ``wait(seq)``
-blocks until every write up to it is on its way to disk, so the caller knows when a buffer may be
-overwritten and when a unit may be marked finished.
+allocated when the dataset was created, that HDF5 itself never touches); the rows of chunks a
+write covers only in part, and every other write, go through h5py. ``put`` returns a sequence
+number and ``wait(seq)`` blocks until every write up to it is on its way to disk, so the caller
+knows when a buffer may be overwritten and when a unit may be marked finished.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ class HopWriter:
         if base is None:
             return False
         row = ds.shape[1] * self.dtype.itemsize
-        self._stage_rows(ds, p0, c0, c1, base + p0 * row, self._rows(arr), 0, p1 - p0, self._finish)
+        self._stage_rows(ds, p0, c0, c1, base + p0 * row, self._array_or_gather(arr), 0, p1 - p0, self._finish)
         return True
 
     def _direct_chunks(self, ds, p0, p1, c0, c1, arr) -> bool:
@@ -116,7 +116,7 @@ class HopWriter:
             if info.byte_offset is None or info.size != ch * cw * self.dtype.itemsize:
                 return False  # not allocated whole (never so in an artifact made here): all through h5py
             offsets.append(int(info.byte_offset))
-        arr = self._rows(arr)
+        arr = self._array_or_gather(arr)
         for q0, q1 in ((p0, a), (b, p1)):
             if q1 > q0:
                 self._h5py_rows(ds, q0, q1, c0, c1, arr, q0 - p0, q1 - p0)
@@ -125,7 +125,7 @@ class HopWriter:
                              self._finish if i0 + ch >= b else None)
         return True
 
-    def _rows(self, arr):
+    def _array_or_gather(self, arr):
         """An item's rows as an array, or as a gather the staging does itself (same dtype)."""
         if callable(arr) and not (isinstance(arr, Gather) and arr.src.dtype == self.dtype):
             return arr()  # (a gather into another dtype: gathered once, converted while staged)

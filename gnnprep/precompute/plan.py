@@ -266,9 +266,10 @@ def predict_seconds(p: Problem, prof: Profile, b: int, c: int) -> float:
         stream += reads * _s_bytes(p) / prof.copy_bytes_per_s + p.operators * 2 * K * n * d * 4 / prof.copy_bytes_per_s
     io = x_read_bytes(p, len(widths)) / x_read_rate(p, prof, b, len(widths))
     written = (p.operators * K + 1) * p.out_rows * d * p.out_itemsize
-    # every plan's writes go direct: a column block's whole chunks as one block's rows do (ce7d486); the
-    # 3.5x dearer writes counted for c > 1 before (h5py's hyperslab path, 0.54 against 1.89 GB/s) made the
-    # planner keep c = 1 where c > 1 now measures faster (see docs/internals.md, the planner)
+    # every plan's writes go direct: a column block's whole chunks as one block's rows do
+    # (gnnprep.precompute.hop_writer); the 3.5x dearer writes counted for c > 1 when they went through
+    # h5py's hyperslab path (0.54 against 1.89 GB/s) kept c = 1 where c > 1 now measures faster
+    # (docs/internals.md, the planner)
     io += written / prof.write_bytes_per_s
     overhead = _passes(p) * K * b * len(widths) * prof.block_overhead_s
     fresh = 0.0 if p.device.startswith("cuda") else 2 * n * w * 4 / prof.fault_bytes_per_s
