@@ -46,7 +46,8 @@ from gnnprep.sparse.csr_builder import CSRBuilder, incoming_chunk_edges, write_a
 
 MIN_BUDGET = 4 * 1024**2
 # a block of node rows read and written at a time at most (counted as float64), whatever the budget:
-# larger blocks are only more fresh memory to fault in
+# larger blocks are only more fresh memory to fault in (papers100M shape at 1/40 with the default
+# budget, whose blocks were 700 MB: peak RSS 1.44 GB against 2.02 GB when the cap was set)
 NODE_BLOCK_BYTES = 128 << 20
 DISK_SLACK = 256 * 1024      # HDF5 metadata and chunk-index overhead beyond the raw arrays
 

@@ -131,8 +131,15 @@ class HopWriter:
             return arr()  # (a gather into another dtype: gathered once, converted while staged)
         return arr
 
+    def _h5py_item(self, ds, p0, p1, c0, c1, arr) -> None:
+        """A whole item through h5py (a gather runs here, off the compute thread). A method, so that
+        no local of the writer's loop keeps the item's source buffer alive after it is written (a
+        column block's X held that way stayed resident while the next block's was read)."""
+        self._h5py_rows(ds, p0, p1, c0, c1, self._array_or_gather(arr), 0, p1 - p0)
+
     def _h5py_rows(self, ds, q0: int, q1: int, c0: int, c1: int, arr, s0: int, s1: int) -> None:
-        """Rows s0..s1 of the item (output rows q0..q1) written through h5py."""
+        """Rows s0..s1 of the item (output rows q0..q1; ``arr`` from :meth:`_array_or_gather`)
+        converted to the output dtype, checked and written through h5py."""
         part = arr.src[arr.idx[s0:s1]] if isinstance(arr, Gather) else arr[s0:s1]
         with np.errstate(over="ignore"):
             part = part.astype(self.dtype, copy=False)
@@ -186,13 +193,7 @@ class HopWriter:
                     if not queued:
                         if self.raw is not None:
                             self.raw.drain()  # items finish in order
-                        ds, p0, p1, c0, c1, arr = item
-                        if callable(arr):  # a gather to run here, off the compute thread
-                            arr = arr()
-                        with np.errstate(over="ignore"):
-                            arr = arr.astype(self.dtype, copy=False)
-                        check_finite(arr, ds, p0, c0)
-                        ds[p0:p1, c0:c1] = arr
+                        self._h5py_item(*item)
             except BaseException as e:  # noqa: BLE001 - surfaced in the main thread by wait()
                 self.error = e
             finally:

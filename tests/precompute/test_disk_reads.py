@@ -42,8 +42,9 @@ def test_the_report_says_where_each_hops_seconds_went(tmp_path, rng, blocks):
     assert all(p["kernel"] > 0 for p in parts[1:])
 
 
+@pytest.mark.parametrize("small_chunks", [False, True])   # True: whole chunks written raw, the rest via h5py
 @pytest.mark.parametrize("rows", ["all", "labeled"])
-def test_a_column_blocks_x_is_freed_before_the_next_one_is_read(tmp_path, rng, monkeypatch, rows):
+def test_a_column_blocks_x_is_freed_before_the_next_one_is_read(tmp_path, rng, monkeypatch, rows, small_chunks):
     """With column blocks, block j's X buffer is no longer held when block j + 1's X is read: two
     hop buffers of a block at a time, as the planner's peak counts them (the R-MAT 1/40 store, c = 2:
     peak 2.70 GB with it held, 2.01 GB without)."""
@@ -53,6 +54,10 @@ def test_a_column_blocks_x_is_freed_before_the_next_one_is_read(tmp_path, rng, m
     from gnnprep.graph.store import GraphStore
     from gnnprep.precompute import PrecomputeConfig, precompute
 
+    if small_chunks:
+        from gnnprep.precompute import features as fa
+
+        monkeypatch.setattr(fa, "feature_chunk_rows", lambda width, itemsize: 16)
     path, *_ = make_store(tmp_path, rng, n=300, m=2000, d=8)
     read = GraphStore.feature_columns
     earlier: list = []
