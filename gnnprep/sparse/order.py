@@ -441,14 +441,17 @@ def prefix_share(indices: np.ndarray, rows: int, inv: np.ndarray | None = None, 
 COMMUNITY_MIN_GAIN = 0.2   # near share gained: the community order pays (precompute's REORDER_MIN_GAIN)
 DEGREE_MIN_GAIN = 0.3      # prefix share gained (65,536 rows): a degree order pays where no community does
 PREFIX_ROWS = 65536        # the prefix share's rows: 32 MiB of X at d = 128, a last-level cache
-# kernel seconds in a degree order / in random ids (the planner's ``reorder_speedup`` for it), on the
-# 2.8M-node R-MAT graph (d = 128, 2 threads). As the command runs it (hop_breakdown's kernel, mean of
-# hops 1-3, benchmarks/bench_precompute_command.py --args '--reorder degree' against '--reorder none',
-# interleaved, 2026-11-26): 2.03 / 2.66 s and 2.05 / 2.60 s, 0.77-0.79, once the writer's gather back
-# to the stored order stopped competing with the kernels (kernels.take_rows_finite: before it, hops
-# 2-3 took 2.4-3.1 s in the order and the ratio was ~0.95). The kernel alone, in one process:
-# 1.93-2.0 / 2.1-2.5 s. Earlier, CPU seconds in benchmarks/bench_rmat.py: 0.92-0.95. Taken as 0.82.
-DEGREE_KERNEL_RATIO = 0.82
+# kernel seconds in a degree order / in random ids (the planner's ``reorder_speedup`` for it), as the
+# command runs it: hop_breakdown's kernel, mean of hops 1-3, ``precompute --hops 3 --rows all
+# --reorder degree`` against ``--reorder none``, interleaved (2-core VM, 2026-11-26):
+#   2.8M-node R-MAT graph (benchmarks/bench_precompute_command.py), d = 128: one column block 2.95 /
+#   3.57 s and 2.36 / 3.20 s (0.74-0.83); two blocks 2.67 / 3.92 s and 2.29 / 3.26 s (0.68-0.70);
+#   1M-node power-law graph (the same bench, --kind powerlaw): one block 0.83-0.93 / 1.11-1.14 s
+#   (median 0.77), two blocks 0.94-1.08 / 1.04-1.37 s (median 0.83).
+# The median of the four, 0.78. (Earlier, one column block on the R-MAT graph alone: 0.77-0.79 as
+# the command ran it, 0.92-0.95 in CPU seconds of benchmarks/bench_rmat.py; it was taken as 0.82, and
+# the planner then kept the R-MAT graph in random ids, 14.3-24.4 s against 11.8-13.6 s in the order.)
+DEGREE_KERNEL_RATIO = 0.78
 AUTO_KINDS = ("community", "degree")   # the orders ``choose_order`` weighs, best first
 
 
