@@ -136,19 +136,6 @@ def _bandwidths(rng, device: str) -> tuple[int, float, float, float]:
     return a.nbytes, t_read, t_write, _best(copy, 3)
 
 
-def _gather_rate(n: int, rng, width: int = 64) -> float:
-    """Bytes per second of gathering X's rows into a node order (:func:`gnnprep.sparse.kernels.take_rows`
-    of n rows of ``width`` float32 values in a random order into a faulted buffer): the planner's
-    ``gather_bytes_per_s``."""
-    from gnnprep.sparse import kernels
-
-    x = rng.standard_normal((n, width), dtype=np.float32)
-    out = np.empty_like(x)
-    out.fill(0.0)  # faulted in: the run's gather goes into a pre-faulted buffer too
-    order = rng.permutation(n).astype(np.int64)
-    return x.nbytes / _best(lambda: kernels.take_rows(x, order, out), 3)
-
-
 def _block_overhead(indptr, indices, scale, rng, device: str) -> float:
     """Seconds per extra block: the same rows as 64 blocks versus one (a fixed 0.5 ms on CUDA)."""
     from gnnprep.sparse import row_kernels
@@ -193,13 +180,12 @@ def calibrate(device: str = "cpu", nodes: int = 200_000, degree: int = 20,
         reorder_speedup, reorder_ns = _reorder_gain(indptr, indices, scale, rng)
     nbytes, t_read, t_write, t_copy = _bandwidths(rng, device)
     overhead = _block_overhead(indptr, indices, scale, rng, device)
-    gather = Profile().gather_bytes_per_s if cuda else _gather_rate(n, rng)
     prof = Profile(device="cuda" if cuda else "cpu", spmm_ns_per_nnz=table,
                    row_ns_per_col=round(float(np.median(row_cost)), 4) if row_cost else 0.01,
                    read_bytes_per_s=round(nbytes / t_read), write_bytes_per_s=round(nbytes / t_write),
                    copy_bytes_per_s=round(2 * nbytes / t_copy if not cuda else nbytes / t_copy),
                    block_overhead_s=round(overhead, 6), reorder_ns_per_entry=round(reorder_ns, 3),
-                   reorder_speedup=round(reorder_speedup, 3), kernel_ref_rows=n, gather_bytes_per_s=round(gather),
+                   reorder_speedup=round(reorder_speedup, 3), kernel_ref_rows=n,
                    measured=f"gnnprep calibrate, {time.strftime('%Y-%m-%d')}, {n} nodes, {nnz} nonzeros, pid {os.getpid()}")
     return prof, (_save(prof) if save else None)
 

@@ -384,12 +384,6 @@ def copy_seconds(p: Problem, prof: Profile, room: int) -> float:
     return t
 
 
-# the wait for a column block's last hop gathered back to the stored order and written, after its
-# last row block (no kernel left to hide it under): the R-MAT graph at 1/40 waited 0.36-0.54 s for
-# 1.42 GB, about 3 GB/s (the gather alone runs at ~10 GB/s in the writer's thread, the writes at ~1.9)
-GATHER_BACK_BYTES_PER_S = 3.0e9
-
-
 def _ordered(plan: Plan, p: Problem, prof: Profile) -> tuple[Plan, bool]:
     """``plan`` computed in a locality order, and whether the order is predicted to pay there: a
     column block of X larger than the last-level cache (else every gather hits it anyway) and a
@@ -409,11 +403,10 @@ def _ordered(plan: Plan, p: Problem, prof: Profile) -> tuple[Plan, bool]:
         kernel = _passes(p) * sum((d // w) * prof.spmm_seconds(e, n, w) + (prof.spmm_seconds(e, n, d % w) if d % w else 0)
                                   for e in _hop_entries(p, plan.b))
     gain = kernel * (1 - prof.reorder_speedup)
-    # X's column blocks gathered into the order, once each (the profile's gather rate); and each column
-    # block's last hop gathered back to the stored order after the hop's last row block, which waits
-    # for the gather and the writes it feeds (GATHER_BACK_BYTES_PER_S)
-    permute = sum(n * wj * 4 / prof.gather_bytes_per_s + max(p.out_rows, 1) * wj * 4 / GATHER_BACK_BYTES_PER_S
-                  for wj in widths)
+    # X's column blocks gathered into the order, once each; and each column block's last hop gathered
+    # back to the stored order after the hop's last row block (no kernel left to hide it under: the
+    # R-MAT graph at 1/40 waited 0.36-0.54 s for it, 1.42 GB at the profile's 3 GB/s predict 0.47 s)
+    permute = sum(n * wj * 4 + max(p.out_rows, 1) * wj * 4 for wj in widths) / prof.gather_bytes_per_s
     from_copy = bool(p.ordered_copy) and (not plan.s_resident or p.ordered_copy == "present")
     if from_copy:
         room = copy_build_room(p, plan)

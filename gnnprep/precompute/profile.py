@@ -62,11 +62,9 @@ class Profile:
     # first touch of fresh memory (the two column buffers; VMs that return free pages to the host
     # fault them in slowly): 2.8 GB took 0.7 s with huge pages, 1.6 s without (2026-11-23)
     fault_bytes_per_s: float = 2.0e9
-    # a column block of X gathered into the node order (kernels.take_rows: n·w·4 bytes read at random
-    # rows, written in sequence, every thread): 5.6-7.6 GB/s on 2.8M rows of w = 32..128 (medians of
-    # 5, warm buffers, 2026-11-26, a day this machine ran the kernel table at about half the speed of
-    # the defaults above); measured by ``gnnprep calibrate``
-    gather_bytes_per_s: float = 6.0e9
+    # a column block of X gathered into the node order (n·w·4 bytes read at random rows, written in
+    # sequence), and the ordered copy's scatter of S (issue 24): one random write per entry
+    gather_bytes_per_s: float = 3.0e9
     measured: str = "built-in defaults"
 
     def spmm_seconds(self, nnz: int, rows: int, width: int) -> float:

@@ -62,7 +62,6 @@ def _order_pays(monkeypatch):
     and at the real sizes the planner's profile decides): what auto chose is then used."""
     real = run_module.load_profile
     monkeypatch.setattr(plan, "REORDER_MIN_BLOCK_BYTES", 0)
-    monkeypatch.setattr(plan, "GATHER_BACK_BYTES_PER_S", 1e15)
     monkeypatch.setattr(run_module, "load_profile", lambda device, warn=None: dataclasses.replace(
         real(device, warn=warn), reorder_speedup=0.01, reorder_ns_per_entry=0.0, relabel_ns_per_entry=0.0,
         gather_bytes_per_s=1e15))
