@@ -193,10 +193,16 @@ def ratio(a, b) -> float | None:
     return None if a is None or b is None or not b else round(a / b, 3)
 
 
+def median_or_none(xs) -> float | None:
+    """The median of the values that are not None (None when there are none)."""
+    xs = [x for x in xs if x is not None]
+    return H.median(xs) if xs else None
+
+
 def paired_ratio(plain: list, hag: list) -> float | None:
     """The median over the reps of plain / HAG (rep i's two runs ran one after the other)."""
-    pairs = [a / b for a, b in zip(plain, hag) if a is not None and b]
-    return round(H.median(pairs), 3) if pairs else None
+    m = median_or_none(a / b if a is not None and b else None for a, b in zip(plain, hag))
+    return None if m is None else round(m, 3)
 
 
 def fmt(x, spec: str = ".2f") -> str:
@@ -244,9 +250,7 @@ def bench_kind(args, kind: str) -> dict:
     hop_ratio = ratio(plain["best_hops_1_K_s"], with_hag["best_hops_1_K_s"])
     # the same ratio of each side's median over the reps: hops of ~0.05 s on a shared machine make
     # the fastest of a few reps a draw (1.06x and 1.32x on the same 8M graph in one hour)
-    medians = [H.median(x for x in r["every_hops_1_K_s"] if x is not None) if any(
-        x is not None for x in r["every_hops_1_K_s"]) else None for r in (plain, with_hag)]
-    hop_ratio_median = ratio(*medians)
+    hop_ratio_median = ratio(*(median_or_none(r["every_hops_1_K_s"]) for r in (plain, with_hag)))
     # and the median over the reps of each rep's own ratio: a rep's two runs are seconds apart, so a
     # slow minute of the host weighs on both ("pair x"); the same for the hops' kernel seconds alone
     # (hop_breakdown's kernel: no writes waited for, a diagnostic, "kern x")

@@ -49,6 +49,10 @@ class Gather:
     def __call__(self) -> np.ndarray:
         return self.src[self.idx]
 
+    def part(self, s0: int, s1: int) -> "Gather":
+        """Rows s0..s1 of this gather (a chunk of a column block's write)."""
+        return Gather(self.src, self.idx[s0:s1])
+
     def into(self, out: np.ndarray) -> bool:
         """Gather into ``out`` (``out``'s dtype is the source's, a hop or X buffer: C-contiguous rows)
         and check in the same pass; whether every value is finite."""
@@ -140,7 +144,7 @@ class HopWriter:
     def _h5py_rows(self, ds, q0: int, q1: int, c0: int, c1: int, arr, s0: int, s1: int) -> None:
         """Rows s0..s1 of the item (output rows q0..q1; ``arr`` from :meth:`_array_or_gather`)
         converted to the output dtype, checked and written through h5py."""
-        part = arr.src[arr.idx[s0:s1]] if isinstance(arr, Gather) else arr[s0:s1]
+        part = arr.part(s0, s1)() if isinstance(arr, Gather) else arr[s0:s1]
         with np.errstate(over="ignore"):
             part = part.astype(self.dtype, copy=False)
         check_finite(part, ds, q0, c0)
@@ -154,7 +158,7 @@ class HopWriter:
         stage = stage.view(self.dtype).reshape(rows, c1 - c0)
         try:
             if isinstance(arr, Gather):
-                if not Gather(arr.src, arr.idx[s0:s1]).into(stage):  # gathered and checked in one pass
+                if not arr.part(s0, s1).into(stage):  # gathered and checked in one pass
                     check_finite(stage, ds, r0, c0)  # (names the row and column)
             else:
                 with np.errstate(over="ignore"):  # checked just below, with the rows named
