@@ -23,6 +23,13 @@ from gnnprep.core.directio import RawWriter, contiguous_offset
 from gnnprep.core.errors import GnnprepError
 from gnnprep.sparse import kernels  # numba: compiled on first use, loaded from its cache afterwards
 
+# Owned items (``put(..., owned=True)``) held at most at once. The writer is done with an owned
+# item's rows (copied to a staging buffer, or written) before it frees the item's slot, and it takes
+# items in the order they were put: so once ``put`` of an owned item returns, the owned item put
+# OWNED_SLOTS owned items before it (and every earlier one) is done with, and a ring of
+# OWNED_SLOTS + 1 host buffers can be refilled in turn (:class:`gnnprep.precompute.torch_backends.HostRing`).
+OWNED_SLOTS = 8
+
 
 def check_finite(block: np.ndarray, ds, p0: int, c0: int) -> None:
     """GnnprepError naming the hop, row and column when ``block`` (rows p0.. and columns c0.. of
@@ -70,9 +77,9 @@ class HopWriter:
     def __init__(self, dtype, path=None):
         self.dtype = np.dtype(dtype)
         # views and lazy gathers queue freely (a hop's worth of descriptors); owned copies (torch's
-        # device-to-host rows) take one of 8 slots, so at most 8 × 32 MiB of them wait
+        # device-to-host rows) take one of OWNED_SLOTS slots, so at most 8 × 32 MiB of them wait
         self.q: queue.Queue = queue.Queue()
-        self.slots = threading.BoundedSemaphore(8)
+        self.slots = threading.BoundedSemaphore(OWNED_SLOTS)
         self.error: BaseException | None = None
         self.cv = threading.Condition()
         self.issued = 0
