@@ -6,6 +6,9 @@
 # OUTDIR.
 #
 #     benchmarks/gpu_check.sh [OUTDIR]        (PYTHON=python3 by default; gnnprep importable from it)
+#
+# The packages the suite needs beyond a CUDA image's usual ones (ogb and its littleutils and outdated,
+# ruff) go on PYTHONPATH first where that machine cannot reach a package index.
 set -u
 PY=${PYTHON:-python3}
 OUTDIR=${1:-gpu-check}
@@ -45,7 +48,12 @@ step "bench_hag_torch on cuda"
 timeout 100 $PY benchmarks/bench_hag_torch.py --device cuda --reps 2 --kernel-reps 5 2>&1 | tee "$OUTDIR/bench_hag_torch.log" | tail -14
 
 step "the whole suite"
-if $PY -c "import xdist" 2>/dev/null; then PAR=(-n "$(nproc)"); else PAR=(); fi
-timeout "${SUITE_SECONDS:-420}" $PY -m pytest -v -p no:cacheprovider "${PAR[@]}" -rf > "$OUTDIR/suite.log" 2>&1
+# installed, so that the console script and the package metadata exist (the make pipeline's tests
+# and --version's need them); two threads per worker (16 workers of 16 numba threads each did not
+# finish in 320 s); SIGINT at the limit, so that pytest still prints its summary of the failures
+$PY -m pip install -q --no-deps --no-build-isolation --no-index -e . >/dev/null 2>&1 || echo "(not installed: pip failed)"
+if $PY -c "import xdist" 2>/dev/null; then PAR=(-n "$(( $(nproc) / 2 ))"); else PAR=(); fi
+NUMBA_NUM_THREADS=2 OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 \
+    timeout -s INT -k 30 "${SUITE_SECONDS:-420}" $PY -m pytest -v -p no:cacheprovider "${PAR[@]}" -rfE > "$OUTDIR/suite.log" 2>&1
 grep -E "(FAILED|ERROR) " "$OUTDIR/suite.log" | tail -30; tail -2 "$OUTDIR/suite.log"  # (names even when the limit cut it)
 step done
