@@ -171,12 +171,17 @@ class HopRun:
 
     # -- steps ---------------------------------------------------------------------------------------
     def _operator(self, name: str) -> None:
-        """Hops 1..K of operator ``name`` for every column block (and hop 0 where not yet written)."""
+        """Hops 1..K of operator ``name`` for every column block (and hop 0 where not yet written).
+        A block's last hop is still being written (gathered back to stored order, with a node order)
+        while the next block's X is read: its buffer becomes the spare once those writes are done."""
         be = None  # one backend per operator for the whole run: a resident S is built (and moved) once
+        tail = None  # (unit, last write seq) and output buffer of the previous block's last hop
         for j, (c0, c1) in enumerate(self.cols):
             if j == 0 and self.job.backend == "numba" and not self.plan.reorder:
                 self.graph.fault_in_spare((self.n, c1 - c0))  # hop 1's buffer, while X is read
             x_block, hop0 = self._hop0(j, c0, c1)
+            self._settle(tail)
+            tail = None
             todo = [k for k in range(1, self.config.hops + 1) if (name, j, k) not in self.done]
             if not todo:
                 if hop0 is not None:
@@ -186,9 +191,19 @@ class HopRun:
             if be is None:
                 self._row_parts()  # the node order is known from here on
                 be = make_backend(self.job.backend, self.graph, self.ops[name], self.job.device, self.job.hag)
-            self._column_block(be, name, j, c0, c1, todo, x_block, hop0)
+            tail = self._column_block(be, name, j, c0, c1, todo, x_block, hop0)
             # the block's X buffer is free once its hops are done: not held while the next one is read
             x_block = None
+        self._settle(tail)
+
+    def _settle(self, tail) -> None:
+        """Wait for a block's last hop to be written and mark it; its buffer is the next spare."""
+        if tail is not None:
+            pending, buf = tail
+            if pending is not None:
+                self._finish(pending)
+            self.writer.wait()
+            self.graph.keep_spare(buf)
 
     def _user_operator(self, name: str):
         """A ``--operator-file`` operator compiled to scalings, loop and CSR values (:mod:`gnnprep.precompute.user_operators`)."""
@@ -213,9 +228,10 @@ class HopRun:
         self.done.add(("x", j, 0))
         return x_block, (("x", j, 0), self.writer.issued)
 
-    def _column_block(self, be, name: str, j: int, c0: int, c1: int, todo: list[int], x_block, hop0) -> None:
+    def _column_block(self, be, name: str, j: int, c0: int, c1: int, todo: list[int], x_block, hop0):
         """Carry column block j through hops ``todo[0]``..K of operator ``name``: two buffers, hop k's
-        writes overlapping hop k+1's kernels."""
+        writes overlapping hop k+1's kernels. Returns the last hop's (unit, last write seq) and its
+        buffer, still being written (:meth:`_settle`)."""
         if todo[0] > 1 and self.job.out_rows is None:
             # resume: the last finished hop of this block is in the artifact
             src = empty_pages((self.n, c1 - c0))
@@ -259,11 +275,10 @@ class HopRun:
                 self.writer.wait(seq)
                 self.hop_parts[k]["writes_waited"] += time.perf_counter() - t1
             cur, nxt = nxt, cur
-        if pending is not None:
-            self._finish(pending)
-        self.writer.wait()
+        # the last hop's writes (and unit) are settled by the caller after the next block's X is read;
+        # its buffer then becomes the next block's output buffer
         del nxt
-        self.graph.keep_spare(cur)  # the next column block's output buffer
+        return pending, cur
 
     def _diffusion_hop(self, be, ds, write: bool, cur, nxt, c0: int, c1: int) -> int:
         """nxt = P cur for a diffusion operator (``ppr``): K passes z ← (1-α) Ŝ z + α cur (the
