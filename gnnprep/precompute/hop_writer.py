@@ -77,7 +77,7 @@ class HopWriter:
     def __init__(self, dtype, path=None):
         self.dtype = np.dtype(dtype)
         # views and lazy gathers queue freely (a hop's worth of descriptors); owned copies (torch's
-        # device-to-host rows) take one of OWNED_SLOTS slots, so at most 8 × 32 MiB of them wait
+        # device-to-host rows) take one of OWNED_SLOTS slots, so at most OWNED_SLOTS × 32 MiB of them wait
         self.q: queue.Queue = queue.Queue()
         self.slots = threading.BoundedSemaphore(OWNED_SLOTS)
         self.error: BaseException | None = None

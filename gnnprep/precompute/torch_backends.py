@@ -48,10 +48,11 @@ from gnnprep.precompute.operators import Operator
 
 class HostRing:
     """Host buffers a hop's rows are copied into on their way to the writer thread, reused in turn:
-    page-locked on CUDA, so the device-to-host copy runs at the link's speed into memory faulted in
-    once per run (a fresh pageable copy per write ran at ~1.7 GB/s on an H100 machine: 0.6 s of a
-    0.66 s hop whose kernel took 0.011 s, 2M rows × 128 columns). Unpinned, it is an ordinary copy
-    (the CPU tests run it so).
+    page-locked on CUDA, so the device-to-host copy can run at the link's speed into memory faulted
+    in once per run. With a fresh pageable copy per write, a steady hop of 2M rows × 128 columns on
+    an H100 machine spent 0.011 s in its kernel and 0.60-0.66 s in "other", where that copy is (the
+    ring itself is not yet measured on a GPU). Unpinned, it is an ordinary copy (the CPU tests run it
+    so).
 
     The caller hands each copy to :meth:`HopWriter.put` as an owned item before asking for the next
     one; the writer is then done with the copy OWNED_SLOTS + 1 copies back
