@@ -1,10 +1,14 @@
 import os
 import sys
+import tempfile
 
 import numpy as np
 import pytest
 
 os.environ.setdefault("OUTDATED_IGNORE", "1")
+# a calibration profile this machine's user saved (gnnprep calibrate) changes plans: the tests run on
+# the built-in defaults, from an empty configuration folder of their own (inherited by subprocesses)
+os.environ["GNNPREP_CONFIG"] = tempfile.mkdtemp(prefix="gnnprep-test-config-")
 # importing ogb starts a PyPI version check unless `outdated` cannot be imported: block it for
 # the whole test session, whichever test imports ogb first
 sys.modules.setdefault("outdated", None)

@@ -14,7 +14,7 @@ from .common import Progress, device_option, emit, json_option, quiet_option
 @json_option
 @quiet_option
 def calibrate(device, nodes, no_save, as_json, quiet):
-    """Measure the precompute cost model's coefficients on this machine and save them."""
+    """Measure the precompute cost model's coefficients and the HAG search's speed on this machine, and save them."""
     from gnnprep.core.device import resolve
     from gnnprep.precompute.calibrate import as_dict  # heavy: numba kernels, torch
     from gnnprep.precompute.calibrate import calibrate as run_calibrate
@@ -30,6 +30,7 @@ def calibrate(device, nodes, no_save, as_json, quiet):
         f"kernel ns per nonzero by column width: {table}",
         f"row term {prof.row_ns_per_col} ns/col; HDF5 read {prof.read_bytes_per_s / 1e9:.2f} GB/s, "
         f"write {prof.write_bytes_per_s / 1e9:.2f} GB/s; copy {prof.copy_bytes_per_s / 1e9:.2f} GB/s; "
-        f"block overhead {prof.block_overhead_s * 1e3:.2f} ms",
+        f"block overhead {prof.block_overhead_s * 1e3:.2f} ms; HAG search {prof.hag_search_scale:g}x the reference "
+        "machine's time",
         f"saved to {path}" if path else "not saved (--no-save)",
     ])

@@ -10,7 +10,7 @@ import click
 
 from gnnprep.core.errors import OptionError
 
-from .common import Progress, budget_option, emit, json_option, parsed_by, quiet_option, size
+from .common import Progress, budget_option, emit, json_option, parsed_by, quiet_option, size, warn
 
 MAX_WINDOW = 1024  # candidate keys per round grow with window x entries: far beyond 16 only costs time
 
@@ -61,25 +61,30 @@ def hag(dataset, output, capacity, method, aggregate, window, max_depth, min_sha
     from gnnprep.graph.ingest import IngestConfig, ensure_graph_store
     from gnnprep.graph.sources import SourceOptions
     from gnnprep.hag.builder import HagConfig, build
+    from gnnprep.precompute.profile import Profile, load_profile
 
     refuse_input_as_output(output, [dataset] if os.path.exists(dataset) else [])  # before any long work
     config = HagConfig(method=method, aggregate=aggregate, capacity=capacity, window=window, max_depth=max_depth,
                        min_share=min_share, memory_budget=memory_budget or None)
     progress = Progress(quiet)
+    profile = load_profile("cpu", warn=lambda message: warn(quiet, message))
     try:
         store_path = ensure_graph_store(dataset, IngestConfig(source=SourceOptions()), cache_dir, progress)
         if dry_run:
             from gnnprep.hag.builder import dry_run as plan
 
-            d = plan(store_path, config)
+            d = plan(store_path, config, profile.hag_search_scale)
             progress.close()
+            machine = ("on the 2-core reference machine" if profile.measured == Profile().measured else
+                       f"at this machine's calibrated speed ({profile.hag_search_scale:g}x the reference)")
             emit(as_json, d, [
                 f"{store_path}: {d['num_nodes']:,} nodes, {d['entries']:,} stored entries, capacity {d['capacity']:,}",
                 f"streamed search: {d['blocks']} block(s) of up to {d['block_entries']:,} entries, window "
                 f"{d['window']}; predicted peak {size(d['predicted_peak_bytes'])} (budget "
-                f"{size(d['memory_budget'])}), {d['predicted_seconds']:.0f} s on the 2-core reference machine"])
+                f"{size(d['memory_budget'])}), {d['predicted_seconds']:.0f} s {machine}"])
             return
-        s = build(store_path, output, config, progress=progress, command=" ".join(["gnnprep"] + sys.argv[1:]))
+        s = build(store_path, output, config, progress=progress, command=" ".join(["gnnprep"] + sys.argv[1:]),
+                  search_scale=profile.hag_search_scale)
     finally:
         progress.close()
     peak = s.peak_bytes

@@ -108,11 +108,12 @@ class HagReport(Record):
 
 
 def build(graph: str | Path | GraphStore, output, config: HagConfig = HagConfig(), *,
-          progress: Progress = no_progress, command: str = "") -> HagReport:
+          progress: Progress = no_progress, command: str = "", search_scale: float = 1.0) -> HagReport:
     """Search a HAG for the graph store ``graph`` (a path, or an open :class:`GraphStore`) under
     ``config`` and write it to ``output`` atomically (:func:`write_hag`; ``output`` must not be the
     store); return its :class:`HagReport`. ``progress`` gets stage ``"hag search"``, 0 then 1 of 1
-    (the streamed search also reports its entries done)."""
+    (the streamed search also reports its entries done). ``search_scale``: this machine's search time
+    against the reference machine's, for the predicted seconds reported (``Profile.hag_search_scale``)."""
     from gnnprep.core.output import refuse_input_as_output
     from gnnprep.graph.store import GraphStore
 
@@ -122,13 +123,14 @@ def build(graph: str | Path | GraphStore, output, config: HagConfig = HagConfig(
     refuse_input_as_output(output, [input_path])  # before the search: it may take minutes
     store = graph if opened else GraphStore(input_path)
     try:
-        return _build(store, input_path, output, config, progress, command)
+        return _build(store, input_path, output, config, progress, command, search_scale)
     finally:
         if not opened:
             store.close()
 
 
-def _build(store: GraphStore, input_path, output, config: HagConfig, progress: Progress, command: str) -> HagReport:
+def _build(store: GraphStore, input_path, output, config: HagConfig, progress: Progress, command: str,
+           search_scale: float) -> HagReport:
     from gnnprep.core.device import default_budget
     from gnnprep.core.memory import PeakMeter
     from gnnprep.core.output import check_output_path
@@ -158,7 +160,7 @@ def _build(store: GraphStore, input_path, output, config: HagConfig, progress: P
         from gnnprep.hag.stream import build_streamed
 
         s, plan, resumed = build_streamed(store, output, input_path, cap, budget, window, max_depth, min_share,
-                                          config.aggregate, provenance, progress)
+                                          config.aggregate, provenance, progress, search_scale)
         stream = {"blocks": plan.blocks, "block_entries": plan.block_entries, "window": plan.window,
                   "sample_stride": plan.stride, "predicted_seconds": plan.seconds,
                   "predicted_peak_bytes": plan.peak_bytes, "resumed": resumed}
@@ -182,10 +184,10 @@ def _build(store: GraphStore, input_path, output, config: HagConfig, progress: P
                      transfer_ratio=round(s["transfers_graph"] / max(1, s["transfers_hag"]), 4), stream=stream)
 
 
-def dry_run(graph_path, config: HagConfig = HagConfig()) -> dict:
+def dry_run(graph_path, config: HagConfig = HagConfig(), search_scale: float = 1.0) -> dict:
     """What :func:`build` would do for ``config`` on the store at ``graph_path``, from its sizes
     alone (nothing searched or written): the streamed search's blocks, window, peak bytes and
-    predicted seconds (:func:`gnnprep.hag.stream.stream_plan`)."""
+    predicted seconds (:func:`gnnprep.hag.stream.stream_plan`, with ``search_scale``)."""
     from gnnprep.core.device import default_budget
     from gnnprep.graph.store import GraphStore
     from gnnprep.hag.stream import plan_for
@@ -194,7 +196,7 @@ def dry_run(graph_path, config: HagConfig = HagConfig()) -> dict:
     budget = default_budget("cpu") if config.memory_budget is None else int(config.memory_budget)
     with GraphStore(graph_path) as g:
         cap = config.capacity_for(g.num_nodes, g.num_edges)
-        plan = plan_for(g.indptr(), cap, budget, config.window)
+        plan = plan_for(g.indptr(), cap, budget, config.window, search_scale)
         n, m = g.num_nodes, g.num_edges
     return {"dry_run": True, "num_nodes": n, "entries": m, "method": config.method, "capacity": cap,
             "memory_budget": budget, "blocks": plan.blocks, "block_entries": plan.block_entries,

@@ -11,8 +11,9 @@ and assembled into ``hag.h5`` (Jia et al., KDD 2020; the structure in :mod:`gnnp
    by rows of two blocks is merged in each (the price of bounded memory; one block when S fits).
 3. Aggregation nodes are numbered by level across all blocks, the in-lists rewritten in those ids.
 
-The memory model (:func:`stream_plan`) and the search time (:func:`predict_seconds`) come from sizes
-alone, for ``gnnprep plan``-style questions and ``--dry-run``.
+The memory model and the search time (:func:`stream_plan`) come from sizes alone, for
+``gnnprep plan``-style questions and ``--dry-run``; the time is in seconds of the 2-core reference
+machine, times ``scale`` (``gnnprep calibrate`` measures this machine's: ``hag_search_scale``).
 """
 
 from __future__ import annotations
@@ -98,10 +99,13 @@ def fixed_bytes(n: int, cap: int) -> int:
 
 
 def stream_plan(n: int, m: int, longest: int, cap: int, budget: int | None, window: int | None = None,
-                pairs: int | None = None) -> StreamPlan:
+                pairs: int | None = None, scale: float = 1.0) -> StreamPlan:
     """Block size, window and predicted peak and time for a streamed search of n nodes, m stored
     entries (the longest in-list ``longest``) with capacity ``cap`` under ``budget`` bytes (None: one
-    block). ``pairs``: the window pair occurrences when known (else bounded by window · m)."""
+    block). ``pairs``: the window pair occurrences when known (else bounded by window · m).
+
+    seconds = scale · (SEARCH_NS_PER_PAIR · counted pairs + SEARCH_NS_PER_ENTRY · m) + SEARCH_SECONDS_FIXED,
+    ``scale`` being this machine's search time against the reference machine's (1: the reference)."""
     w = DEFAULT_WINDOW if window is None else int(window)
     w = max(1, min(w, max(1, longest - 1)))
     fixed = fixed_bytes(n, cap)
@@ -118,7 +122,7 @@ def stream_plan(n: int, m: int, longest: int, cap: int, budget: int | None, wind
     blocks = max(1, math.ceil(m / block))
     occ = w * m if pairs is None else pairs
     stride = sample_stride(m, occ)
-    seconds = SEARCH_NS_PER_PAIR * 1e-9 * occ / stride + SEARCH_NS_PER_ENTRY * 1e-9 * m + SEARCH_SECONDS_FIXED
+    seconds = scale * (SEARCH_NS_PER_PAIR * 1e-9 * occ / stride + SEARCH_NS_PER_ENTRY * 1e-9 * m) + SEARCH_SECONDS_FIXED
     peak = fixed + BLOCK_ENTRY_BYTES * min(block + longest, max(m, 1))
     return StreamPlan(block, blocks, w, stride, fixed, peak, round(seconds, 3))
 
@@ -135,13 +139,14 @@ def sample_stride(m: int, pairs: int) -> int:
     return max(1, int(pairs // max(1, COUNTED_PAIRS_PER_ENTRY * m)))
 
 
-def plan_for(indptr: np.ndarray, cap: int, budget: int | None, window: int | None) -> StreamPlan:
+def plan_for(indptr: np.ndarray, cap: int, budget: int | None, window: int | None, scale: float = 1.0) -> StreamPlan:
     """:func:`stream_plan` for a CSR's row pointer (sizes only, no ids read): the window given
     (clipped to the longest in-list) or :func:`default_window`, and its pair occurrences."""
     deg = np.diff(indptr)
     longest = int(deg.max(initial=0))
     w = default_window(deg) if window is None else max(1, min(int(window), max(1, longest - 1)))
-    return stream_plan(len(indptr) - 1, int(indptr[-1]), longest, cap, budget, w, pairs=window_pairs(deg, w))
+    return stream_plan(len(indptr) - 1, int(indptr[-1]), longest, cap, budget, w, pairs=window_pairs(deg, w),
+                       scale=scale)
 
 
 def frequency_rank(indptr: np.ndarray, read: Callable[[int, int], np.ndarray], n: int,
@@ -262,13 +267,14 @@ def search_arrays(indptr: np.ndarray, indices: np.ndarray, capacity: int | None 
 
 
 def build_streamed(store, output, input_path, cap: int, budget: int | None, window: int | None, max_depth: int,
-                   min_share: int, aggregate: str, provenance, progress=None) -> tuple[dict, StreamPlan, bool]:
+                   min_share: int, aggregate: str, provenance, progress=None,
+                   scale: float = 1.0) -> tuple[dict, StreamPlan, bool]:
     """Search ``store`` (an open :class:`gnnprep.graph.store.GraphStore`) block by block and write
     ``hag.h5`` to ``output``. The blocks' results go to ``<output>.partial`` as each finishes
     (:class:`gnnprep.core.output.ResumableOutput`): an interrupted search run again with the same
     graph, parameters and budget continues from the last finished block. Returns (the summary
     written, the plan, whether it resumed). ``provenance()`` gives the provenance to write (called
-    once the search is done, so it can hold the search's time)."""
+    once the search is done, so it can hold the search's time); ``scale``: the prediction's (:func:`stream_plan`)."""
     import json
 
     from gnnprep.core.output import ResumableOutput
@@ -279,7 +285,7 @@ def build_streamed(store, output, input_path, cap: int, budget: int | None, wind
     n = store.num_nodes
     indptr = store.indptr()
     m = int(indptr[-1])
-    plan = plan_for(indptr, cap, budget, window)
+    plan = plan_for(indptr, cap, budget, window, scale)
     blocks = row_blocks(indptr, 0, n, plan.block_entries)
     key = json.dumps({"graph": store.fingerprint, "capacity": cap, "window": plan.window, "max_depth": max_depth,
                       "min_share": min_share, "block_entries": plan.block_entries, "aggregate": aggregate,

@@ -153,6 +153,19 @@ def _block_overhead(indptr, indices, scale, rng, device: str) -> float:
     return max(0.0, (many - one) / 63)
 
 
+def _hag_search_scale(indptr: np.ndarray, indices: np.ndarray) -> float:
+    """The streamed HAG search on the calibration graph (in memory, capacity |V|/4: counting, the
+    greedy, the assembly; no files), best of two, against its model's seconds for the same sizes
+    less the start-up term (:func:`gnnprep.hag.stream.stream_plan`): this machine's
+    ``hag_search_scale``. The kernels are compiled first on a small graph."""
+    from gnnprep.hag.stream import SEARCH_SECONDS_FIXED, plan_for, search_arrays
+
+    search_arrays(*generated_csr(2000, 20))
+    cap = (len(indptr) - 1) // 4
+    model = plan_for(indptr, cap, None, None).seconds - SEARCH_SECONDS_FIXED
+    return _best(lambda: search_arrays(indptr, indices, capacity=cap)) / max(model, 1e-9)
+
+
 def _save(prof: Profile) -> Path:
     """Write the profile atomically where :func:`gnnprep.precompute.profile.load_profile` finds it for its device."""
     target = profile_path(prof.device)
@@ -180,12 +193,13 @@ def calibrate(device: str = "cpu", nodes: int = 200_000, degree: int = 20,
         reorder_speedup, reorder_ns = _reorder_gain(indptr, indices, scale, rng)
     nbytes, t_read, t_write, t_copy = _bandwidths(rng, device)
     overhead = _block_overhead(indptr, indices, scale, rng, device)
+    hag_scale = Profile().hag_search_scale if cuda else _hag_search_scale(indptr, indices)  # the search runs on the CPU
     prof = Profile(device="cuda" if cuda else "cpu", spmm_ns_per_nnz=table,
                    row_ns_per_col=round(float(np.median(row_cost)), 4) if row_cost else 0.01,
                    read_bytes_per_s=round(nbytes / t_read), write_bytes_per_s=round(nbytes / t_write),
                    copy_bytes_per_s=round(2 * nbytes / t_copy if not cuda else nbytes / t_copy),
                    block_overhead_s=round(overhead, 6), reorder_ns_per_entry=round(reorder_ns, 3),
-                   reorder_speedup=round(reorder_speedup, 3), kernel_ref_rows=n,
+                   reorder_speedup=round(reorder_speedup, 3), kernel_ref_rows=n, hag_search_scale=round(hag_scale, 3),
                    measured=f"gnnprep calibrate, {time.strftime('%Y-%m-%d')}, {n} nodes, {nnz} nonzeros, pid {os.getpid()}")
     return prof, (_save(prof) if save else None)
 

@@ -65,6 +65,11 @@ class Profile:
     # a column block of X gathered into the node order (n·w·4 bytes read at random rows, written in
     # sequence), and the ordered copy's scatter of S (issue 24): one random write per entry
     gather_bytes_per_s: float = 3.0e9
+    # the streamed HAG search's seconds against its model (gnnprep.hag.stream.stream_plan, fitted on
+    # the reference machine: 1.0). It waits on memory (hash tables, heaps), so it differs by machine
+    # more than the kernels: 1.29 on calibrate's 3.9M-entry graph on an AMD EPYC VM where the kernels
+    # were faster than here (2026-11-26; 1.45 there on the papers100M shape at 1/40, 77M entries)
+    hag_search_scale: float = 1.0
     measured: str = "built-in defaults"
 
     def spmm_seconds(self, nnz: int, rows: int, width: int) -> float:

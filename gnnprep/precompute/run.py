@@ -226,12 +226,15 @@ def _auto_hag(store: GraphStore, plan: Plan, problem: Problem, profile, budget: 
     cache = hags.cache_path(store.path)
     cached = hag_file.read_hag_summary(cache, store.fingerprint)
     search_s = None
+    # the search runs on the CPU whatever the device: its speed is in the CPU's profile
+    scale = (profile if profile.device == "cpu" else load_profile("cpu")).hag_search_scale
     if cached is None:  # the search that would run, predicted from sizes as `gnnprep hag --dry-run` does
-        search_s = float(hags.dry_run(store.path, hags.HagConfig(memory_budget=budget))["predicted_seconds"])
+        search_s = float(hags.dry_run(store.path, hags.HagConfig(memory_budget=budget), scale)["predicted_seconds"])
     verdict = choose_hag(plan, problem, profile, cached, budget, backend, search_s)
     if verdict.build and not dry_run:
         try:
-            hags.build(store, cache, hags.HagConfig(memory_budget=budget), command="gnnprep precompute --hag auto")
+            hags.build(store, cache, hags.HagConfig(memory_budget=budget), command="gnnprep precompute --hag auto",
+                       search_scale=scale)
         except (OSError, GnnprepError):
             pass  # a read-only folder: nothing cached, decide without it
         verdict = choose_hag(plan, problem, profile, hag_file.read_hag_summary(cache, store.fingerprint), budget, backend)

@@ -8,7 +8,7 @@ import h5py
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from fixtures import make_store, run_json
+from fixtures import make_store, run, run_json
 from test_hag_search import _check_exact, citation_like, ego_like
 
 from gnnprep.hag.search import exact_search
@@ -141,6 +141,36 @@ def test_the_plan_fits_the_budget_and_refuses_a_budget_too_small():
     assert stream_plan(10**6, 3 * 10**7, 5000, 250_000, None).blocks == 1
     with pytest.raises(OptionError, match="too small"):
         stream_plan(10**7, 3 * 10**8, 5000, 2_500_000, 100 * 2**20)
+
+
+def test_the_predicted_seconds_scale_with_the_machines_search_speed_but_not_the_start_up():
+    from gnnprep.hag.stream import SEARCH_SECONDS_FIXED
+
+    one = stream_plan(10**6, 3 * 10**7, 5000, 250_000, 2**30)
+    two = stream_plan(10**6, 3 * 10**7, 5000, 250_000, 2**30, scale=2.0)
+    assert two.seconds - SEARCH_SECONDS_FIXED == pytest.approx(2 * (one.seconds - SEARCH_SECONDS_FIXED), abs=2e-3)
+    assert (two.blocks, two.peak_bytes, two.window) == (one.blocks, one.peak_bytes, one.window)
+
+
+def test_the_dry_run_predicts_at_the_calibrated_speed(store, tmp_path, monkeypatch):
+    """``gnnprep hag --dry-run`` reads the CPU profile's hag_search_scale (gnnprep calibrate measures
+    it) and says which speed its prediction is at."""
+    import json
+
+    from gnnprep.hag.stream import SEARCH_SECONDS_FIXED
+    from gnnprep.precompute.profile import Profile, profile_path
+
+    monkeypatch.setenv("GNNPREP_CONFIG", str(tmp_path))
+    args = ["hag", store, "-o", tmp_path / "h.h5", "--dry-run"]
+    ref = run_json(args)
+    profile_path("cpu").write_text(json.dumps({**json.loads(Profile().to_json()), "hag_search_scale": 3.0,
+                                               "measured": "gnnprep calibrate, a test"}))
+    fast = run_json(args)
+    assert fast["predicted_seconds"] - SEARCH_SECONDS_FIXED == pytest.approx(
+        3 * (ref["predicted_seconds"] - SEARCH_SECONDS_FIXED), abs=5e-3)
+    r = run(args)
+    assert r.exit_code == 0 and "calibrated speed (3x the reference)" in r.stdout, r.stdout + r.stderr
+    assert not (tmp_path / "h.h5").exists()
 
 
 @pytest.fixture(scope="module")

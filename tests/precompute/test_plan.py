@@ -58,6 +58,7 @@ def test_calibrate_saves_a_profile_that_plans_use(tmp_path, monkeypatch):
     assert d["saved_to"] and set(map(int, d["spmm_ns_per_nnz"])) >= {8, 128}
     prof = load_profile("cpu")
     assert prof.measured.startswith("gnnprep calibrate")
+    assert 0 < prof.hag_search_scale < 1e3 and d["hag_search_scale"] == prof.hag_search_scale  # measured
 
 
 def test_dry_run_prints_plan_without_output(tmp_path):
