@@ -15,7 +15,7 @@ import click
 
 from gnnprep import __version__
 from gnnprep.core.distributed import speaks
-from gnnprep.core.errors import GnnprepError, Interrupted
+from gnnprep.core.errors import GnnprepError, Interrupted, clear_interrupts, interrupt_noted, note_interrupt
 
 
 class _Group(click.Group):
@@ -30,6 +30,7 @@ class _Group(click.Group):
             raise click.exceptions.Exit(130) from None
 
     def invoke(self, ctx):
+        clear_interrupts()  # a command starts: only a signal from now on ends it
         try:
             try:
                 return super().invoke(ctx)
@@ -42,15 +43,28 @@ class _Group(click.Group):
                 e.ctx = None
             raise
         except GnnprepError as e:
+            if interrupt_noted():  # what a signal's interrupt became on its way (see below)
+                _end_interrupted(ctx, e)
             click.echo(f"Error: {str(e).splitlines()[0] if str(e) else 'failed'}", err=True)
             ctx.exit(1)
         except MemoryError:
             click.echo("Error: out of memory; lower --memory-budget or free RAM", err=True)
             ctx.exit(1)
         except (KeyboardInterrupt, Interrupted) as e:
-            if speaks():
-                click.echo(_interrupted_line(e), err=True)
-            ctx.exit(130)
+            _end_interrupted(ctx, e)
+        except Exception as e:
+            # a signal's interrupt that code on its way replaced with another exception (numba's
+            # compiled import turns it into an ImportError): the signal is what ended the command
+            if not interrupt_noted() or isinstance(e, click.exceptions.Exit):
+                raise
+            _end_interrupted(ctx, e)
+
+
+def _end_interrupted(ctx, e: BaseException):
+    """Exit 130 with the interrupted line (rank 0 alone speaks)."""
+    if speaks():
+        click.echo(_interrupted_line(e), err=True)
+    ctx.exit(130)
 
 
 def _interrupted_line(e: BaseException) -> str:
@@ -58,6 +72,8 @@ def _interrupted_line(e: BaseException) -> str:
     had finished some of its work (``kept_partial``, set by gnnprep.core.output.ResumableOutput),
     where that work is kept and how to resume it."""
     kept = getattr(e, "kept_partial", None)
+    if getattr(e, "as_finished", False):   # raised again before the result was printed (cli.common.emit)
+        return "Error: interrupted as the command finished (its output, if any, is complete)"
     line = "Error: interrupted; no output was written"
     return line if not kept else f"{line} (the finished part is kept in {kept}: run the same command again to resume)"
 
@@ -89,6 +105,7 @@ def _on_signal(signum, frame):
     if _finished:
         _late.append(signum)
         return
+    note_interrupt(signum)  # raised again where outputs are made, should the exception be dropped
     if signum == signal.SIGINT:
         raise KeyboardInterrupt
     raise Interrupted()

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from gnnprep.core.errors import GnnprepError, OptionError
+from gnnprep.core.errors import GnnprepError, Interrupted, OptionError, check_interrupted
 from gnnprep.core.sizes import format_size, parse_size
 
 
@@ -85,6 +85,14 @@ def warn(quiet: bool, message: str) -> None:
 
 
 def emit(as_json: bool, payload: dict, lines: list[str]) -> None:
+    """Print a command's result (JSON with ``--json``), unless a signal arrived whose interrupt was
+    dropped on its way (:func:`gnnprep.core.errors.check_interrupted`): then the command ends with
+    status 130 instead, printing nothing."""
+    try:
+        check_interrupted()
+    except (KeyboardInterrupt, Interrupted) as e:
+        e.as_finished = True  # its outputs are in place by now: gnnprep.cli._interrupted_line
+        raise
     if as_json:
         click.echo(json.dumps(payload))
     else:

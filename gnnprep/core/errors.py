@@ -50,3 +50,39 @@ def shown(value) -> str:
 
 class Interrupted(BaseException):
     """Raised in the main thread on SIGTERM so that ``finally`` blocks remove temporary files."""
+
+
+_RAISED: list[int] = []   # the signals the command line's handler raised an interrupt for, this command
+
+
+def note_interrupt(signum: int) -> None:
+    """The command line's signal handler (gnnprep.cli) raises an interrupt for ``signum`` now."""
+    _RAISED.append(signum)
+
+
+def clear_interrupts() -> None:
+    """A command starts: no signal yet."""
+    _RAISED.clear()
+
+
+def interrupt_noted() -> bool:
+    """Whether the command line's handler has raised an interrupt during this command."""
+    return bool(_RAISED)
+
+
+def check_interrupted() -> None:
+    """Raise the interrupt again for a signal whose exception did not end the command.
+
+    The handler's exception surfaces wherever Python checks for signals, and code that is not
+    gnnprep's can drop it: seen inside numpy.random's import (an ``abc.register`` call in a compiled
+    module's initialisation; ~1 run in 20 with SIGTERM 0.1 s after start), after which the command
+    ran to the end and exited 0 with its output written (or replaced: numba's compiled dispatcher
+    turned it into "ImportError: numba._devicearray failed to import", which the command line
+    reports as the interrupt, gnnprep.cli). Called where an output is created or put
+    in place and before a command prints its result, so such a signal still ends the command
+    there, with status 130 and nothing new on disk. (When the exception went its way, the process is
+    already unwinding and the record is never read again.)"""
+    if _RAISED:
+        import signal
+
+        raise KeyboardInterrupt if _RAISED[0] == signal.SIGINT else Interrupted()

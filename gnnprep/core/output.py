@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from gnnprep.core.errors import GnnprepError, OptionError
+from gnnprep.core.errors import GnnprepError, OptionError, check_interrupted
 from gnnprep.core.sizes import format_size
 
 NAME_MAX = 255   # bytes of one file name on Linux and macOS file systems
@@ -193,6 +193,7 @@ def atomic_output(path: str | os.PathLike, inputs=()) -> Iterator[Path]:
     path = Path(path).absolute()
     refuse_input_as_output(path, inputs)
     check_output_path(path)
+    check_interrupted()  # a signal whose interrupt was dropped: nothing made yet
     prefix = side_name(path, ".tmp-", reserve=10)
     sweep_stale(path.parent, prefix)
     tmp = path.with_name(f"{prefix}{os.getpid()}")
@@ -202,6 +203,7 @@ def atomic_output(path: str | os.PathLike, inputs=()) -> Iterator[Path]:
         if not tmp.exists():
             raise RuntimeError(f"writer did not create {tmp}")
         _fsync_path(tmp)
+        check_interrupted()  # ... and not put in place after one
         os.replace(tmp, path)
         _fsync_path(path.parent, directory=True)
     except BaseException as e:
@@ -251,6 +253,7 @@ class ResumableOutput:
         self.path = Path(path).absolute()
         refuse_input_as_output(self.path, inputs)
         check_output_path(self.path)
+        check_interrupted()  # a signal whose interrupt was dropped (see atomic_output)
         self.key = key
         self.partial = self.path.with_name(side_name(self.path, ".partial"))
         self.progress_file = self.path.with_name(side_name(self.path, ".partial.json"))
@@ -332,6 +335,7 @@ class ResumableOutput:
 
     def commit(self) -> None:
         _fsync_path(self.partial)
+        check_interrupted()  # the finished partial file is kept for a rerun
         os.replace(self.partial, self.path)
         _fsync_path(self.path.parent, directory=True)
         self.close(keep=False)
