@@ -32,6 +32,12 @@ class _Group(click.Group):
     def invoke(self, ctx):
         clear_interrupts()  # a command starts: only a signal from now on ends it
         try:
+            return self._invoke(ctx)
+        finally:
+            clear_interrupts()  # (nothing of it stays with the process: CliRunner runs many commands in one)
+
+    def _invoke(self, ctx):
+        try:
             try:
                 return super().invoke(ctx)
             finally:
@@ -99,13 +105,47 @@ def _command_returned() -> None:
     _finished = True
 
 
+WAIT_S = 2.0   # how long a signal waits, in all, for code that cannot take it (see _cannot_take_it)
+_waiting: list[float] = []   # when the current signal first waited
+_FRAGILE = (f"{os.sep}numba{os.sep}", f"{os.sep}llvmlite{os.sep}")   # libraries whose state an exception can break
+
+
+def _cannot_take_it(frame) -> bool:
+    """Whether the handler runs where an exception raised now would do harm, so the signal waits a
+    moment: inside an import (a frame of importlib's bootstrap on the stack: a library's compiled
+    import code that calls back into Python drops such an exception — numpy.random's
+    ``abc.register``: the command ran on and exited 0 —, replaces it — numba's dispatcher: "ImportError:
+    numba._devicearray failed to import" — or prints its traceback — numpy's ``import_array``; each
+    about 1 run in 20 with SIGTERM 0.1 s after start, while a command imports its libraries), or
+    inside numba or llvmlite (an LLVM module left half made by the exception crashed the process when
+    it was freed: exit -11 after the interrupted line). It waits at most WAIT_S in all, so code that
+    hangs there (a user's operator file importing) still ends at the signal."""
+    import time
+
+    if _waiting and time.monotonic() - _waiting[0] > WAIT_S:
+        return False
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name.startswith("<frozen importlib") or any(part in name for part in _FRAGILE):
+            _waiting[:] = _waiting or [time.monotonic()]
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _on_signal(signum, frame):
     """SIGTERM raises Interrupted and SIGINT KeyboardInterrupt while the command runs (exit 130,
-    temporary files removed, resumable outputs kept); after it, the signal is only recorded."""
+    temporary files removed, resumable outputs kept); after it, the signal is only recorded. Where
+    an exception would do harm it is delivered again a moment later instead (:func:`_cannot_take_it`),
+    and recorded, so a command that ends meanwhile still exits 130."""
     if _finished:
         _late.append(signum)
         return
-    note_interrupt(signum)  # raised again where outputs are made, should the exception be dropped
+    note_interrupt(signum)  # raised again where outputs are made or results printed, should it not end the command
+    if _cannot_take_it(frame):
+        _late.append(signum)
+        _deliver_again(signum, 0.01)
+        return
     if signum == signal.SIGINT:
         raise KeyboardInterrupt
     raise Interrupted()
@@ -192,6 +232,7 @@ def main() -> None:
     global _finished
     _finished = False
     _late.clear()
+    _waiting.clear()
     sys.unraisablehook = _interrupts_recorded(sys.unraisablehook)
     signal.signal(signal.SIGTERM, _on_signal)
     # SIGINT: not when started with it ignored; the entry point's start-up handler (gnnprep.__main__,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 
 import click
 
@@ -62,6 +63,8 @@ class Progress:
         self.bars: dict[str, object] = {}
 
     def __call__(self, stage: str, done: int, total: int | None) -> None:
+        if threading.current_thread() is threading.main_thread():
+            check_interrupted()  # a long run acts on a signal whose interrupt was dropped at its next step
         if not self.enabled:
             return
         from tqdm import tqdm

@@ -78,9 +78,9 @@ def check_interrupted() -> None:
     module's initialisation; ~1 run in 20 with SIGTERM 0.1 s after start), after which the command
     ran to the end and exited 0 with its output written (or replaced: numba's compiled dispatcher
     turned it into "ImportError: numba._devicearray failed to import", which the command line
-    reports as the interrupt, gnnprep.cli). Called where an output is created or put
-    in place and before a command prints its result, so such a signal still ends the command
-    there, with status 130 and nothing new on disk. (When the exception went its way, the process is
+    reports as the interrupt, gnnprep.cli). Called where an output is created or put in place, at
+    each progress step of the command line's bars and before a command prints its result, so such a
+    signal still ends the command there, with status 130 and nothing new on disk. (When the exception went its way, the process is
     already unwinding and the record is never read again.)"""
     if _RAISED:
         import signal

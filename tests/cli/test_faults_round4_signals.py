@@ -288,3 +288,24 @@ def test_without_a_signal_an_unexpected_exception_is_not_called_an_interrupt(tmp
     monkeypatch.setattr(P, "_precompute", broken)
     with pytest.raises(ImportError, match="a bug"):
         run(_commands(store, tmp_path / "out.h5")["precompute"])
+
+
+def test_a_dropped_interrupt_ends_a_long_run_at_its_next_progress_step():
+    import threading
+
+    from gnnprep.cli.common import Progress
+    from gnnprep.core.errors import Interrupted, clear_interrupts, note_interrupt
+
+    bars = Progress(quiet=True)
+    bars("hops", 0, 3)
+    note_interrupt(signal.SIGTERM)
+    try:
+        with pytest.raises(Interrupted):
+            bars("hops", 1, 3)
+        seen = []
+        worker = threading.Thread(target=lambda: seen.append(bars("hops", 2, 3)))  # a worker's step: not there
+        worker.start()
+        worker.join()
+        assert seen == [None]
+    finally:
+        clear_interrupts()
