@@ -309,3 +309,26 @@ def test_a_dropped_interrupt_ends_a_long_run_at_its_next_progress_step():
         assert seen == [None]
     finally:
         clear_interrupts()
+
+
+def test_a_signal_waits_while_an_import_runs_and_not_longer_than_its_limit(tmp_path, monkeypatch):
+    import sys as _sys
+
+    import gnnprep.cli as C
+
+    (tmp_path / "probe_import.py").write_text(
+        "import sys\nimport gnnprep.cli as C\nSEEN = C._cannot_take_it(sys._getframe())\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(C, "_waiting", [])
+    import probe_import
+
+    assert probe_import.SEEN  # inside an import: the signal waits
+    _sys.modules.pop("probe_import", None)
+    assert not C._cannot_take_it(_sys._getframe())  # gnnprep's (and the tests') own code takes it
+    monkeypatch.setattr(C, "_waiting", [0.0])  # waited since long ago: no longer
+    (tmp_path / "probe_late.py").write_text(
+        "import sys\nimport gnnprep.cli as C\nSEEN = C._cannot_take_it(sys._getframe())\n")
+    import probe_late
+
+    _sys.modules.pop("probe_late", None)
+    assert not probe_late.SEEN
