@@ -112,14 +112,18 @@ _FRAGILE = (f"{os.sep}numba{os.sep}", f"{os.sep}llvmlite{os.sep}")   # libraries
 
 def _cannot_take_it(frame) -> bool:
     """Whether the handler runs where an exception raised now would do harm, so the signal waits a
-    moment: inside an import (a frame of importlib's bootstrap on the stack: a library's compiled
-    import code that calls back into Python drops such an exception — numpy.random's
-    ``abc.register``: the command ran on and exited 0 —, replaces it — numba's dispatcher: "ImportError:
-    numba._devicearray failed to import" — or prints its traceback — numpy's ``import_array``; each
-    about 1 run in 20 with SIGTERM 0.1 s after start, while a command imports its libraries), or
-    inside numba or llvmlite (an LLVM module left half made by the exception crashed the process when
-    it was freed: exit -11 after the interrupted line). It waits at most WAIT_S in all, so code that
-    hangs there (a user's operator file importing) still ends at the signal."""
+    moment. Two places, each seen about 1 run in 20 with SIGTERM 0.1 s after start (a command
+    imports its libraries then):
+
+    - inside an import (a frame of importlib's bootstrap on the stack): a library's compiled import
+      code that calls back into Python dropped the exception (numpy.random's ``abc.register``; the
+      command ran on and exited 0), replaced it (numba's dispatcher: "ImportError:
+      numba._devicearray failed to import") or printed its traceback (numpy's ``import_array``);
+    - inside numba or llvmlite: an LLVM module the exception left half made crashed the process
+      when it was freed (exit -11 after the interrupted line).
+
+    It waits at most WAIT_S in all, so code that hangs there (a user's operator file importing)
+    still ends at the signal."""
     import time
 
     if _waiting and time.monotonic() - _waiting[0] > WAIT_S:
