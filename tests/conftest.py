@@ -1,4 +1,6 @@
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 
@@ -9,6 +11,7 @@ os.environ.setdefault("OUTDATED_IGNORE", "1")
 # a calibration profile this machine's user saved (gnnprep calibrate) changes plans: the tests run on
 # the built-in defaults, from an empty configuration folder of their own (inherited by subprocesses)
 os.environ["GNNPREP_CONFIG"] = tempfile.mkdtemp(prefix="gnnprep-test-config-")
+atexit.register(shutil.rmtree, os.environ["GNNPREP_CONFIG"], ignore_errors=True)
 # importing ogb starts a PyPI version check unless `outdated` cannot be imported: block it for
 # the whole test session, whichever test imports ogb first
 sys.modules.setdefault("outdated", None)

@@ -131,7 +131,8 @@ def _cannot_take_it(frame) -> bool:
     while frame is not None:
         name = frame.f_code.co_filename
         if name.startswith("<frozen importlib") or any(part in name for part in _FRAGILE):
-            _waiting[:] = _waiting or [time.monotonic()]
+            if not _waiting:
+                _waiting.append(time.monotonic())
             return True
         frame = frame.f_back
     return False
