@@ -39,6 +39,7 @@ from gnnprep.core.artifact import (
 )
 from gnnprep.core.directio import ALIGN
 from gnnprep.core.errors import ArgumentError, GnnprepError, OptionError, shown
+from gnnprep.core.sizes import available_ram, format_size
 from gnnprep.graph.store import GraphStore, feature_chunk_rows, split_sizes
 
 FORMAT = "gnnprep.features"
@@ -327,6 +328,19 @@ class FeatureStore(Artifact):
             raise ArgumentError("nodes", f"is {shown(nodes)}; {expected}", self.path)
         if isinstance(nodes, (bool, np.bool_)):
             raise ArgumentError("nodes", f"is the boolean {nodes}; {expected}", self.path)
+        if not isinstance(nodes, np.ndarray) and hasattr(nodes, "__len__"):
+            # a lazy sequence (range(10**13)) is refused before numpy allocates for it: where the
+            # kernel overcommits memory (vm.overcommit_memory = 1, seen on a GPU machine) numpy's
+            # allocation succeeds and filling it ends in the OOM killer, not in MemoryError
+            try:
+                nbytes = len(nodes) * 8
+                too_many = nbytes > (1 << 26) and nbytes > available_ram()
+            except OverflowError:    # a length beyond sys.maxsize
+                too_many = True
+            except TypeError:        # a __len__ that returns no integer: numpy says what is wrong below
+                too_many = False
+            if too_many:
+                raise ArgumentError("nodes", f"does not fit in memory as an array; {expected}", self.path)
         try:
             a = np.asarray(nodes)
         except (TypeError, ValueError, OverflowError, RuntimeError) as e:
@@ -465,8 +479,6 @@ def _first_line(e: BaseException) -> str:
 def _check_fits(argument: str, nbytes: int, rows: int, path) -> None:
     """ArgumentError naming ``argument`` when a result of ``nbytes`` (``rows`` rows) cannot fit the
     memory free now (a MemoryError, or the kernel's OOM killer, otherwise)."""
-    from gnnprep.core.sizes import available_ram, format_size
-
     if nbytes > (1 << 26) and nbytes > available_ram():
         raise ArgumentError(argument, f"reading {rows:,} rows needs {format_size(nbytes)}, more than the "
                             f"{format_size(available_ram())} of memory free; read fewer rows at a time", path)

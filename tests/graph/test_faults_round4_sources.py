@@ -307,18 +307,19 @@ def test_bombs_stay_within_the_budget(tmp_path):
     budget = 64 << 20
     empty = _in(tmp_path) / "empty.mtx"
     empty.write_text("")
-    # the base: what a command that fails at once maps, with the libraries a bomb's path imports (the
-    # text reader's pandas maps ~70 MiB more where pyarrow is installed: seen on a GPU machine's image;
-    # a gzip matrix failing at its first bad entry maps 82 MiB here against 48 for an empty file: the
-    # edge reader's modules, loaded before the line bomb is read at 98 MiB: without this base the
-    # margin was 14 MiB, the likeliest reason the test failed on a 16-core GPU machine's image, whose
-    # message was lost)
+    # the base: what a command that fails at its source's first bad entry maps, with the libraries a
+    # bomb's path imports (the text reader's pandas: 82 MiB here against 48 for an empty file, and
+    # more where pyarrow is installed). The output folder exists before these runs: without it they
+    # failed before reading their source, and on a GPU machine's image the features bomb (120 MiB)
+    # was judged against a base of 52 MiB that had never loaded pandas
     bad = text_edges(tmp_path, "0 1\nx y\n", "bad.txt")
     bad_gz = _in(tmp_path) / "bad.mtx.gz"
     bad_gz.write_bytes(gzip.compress((P + "3 3 2\n1 2\n1 x\n").encode()))
-    base = max(_peak(["ingest", src, "-o", tmp_path / "out" / "e.h5", "--memory-budget", "64MiB"], tmp_path)[0]
-               for src in (empty, bad, bad_gz))
     (tmp_path / "out").mkdir()
+    bases = [_peak(["ingest", src, "-o", tmp_path / "out" / "e.h5", "--memory-budget", "64MiB"], tmp_path)
+             for src in (empty, bad, bad_gz)]
+    assert all(str(src) in err for src, (_, err, _) in zip((empty, bad, bad_gz), bases)), bases
+    base = max(peak for peak, _, _ in bases)
     for name, make in BOMBS.items():
         args, pattern = make(tmp_path)
         before = snapshot(tmp_path)

@@ -54,6 +54,7 @@ CASES = {
     "ragged": ("read", ([[1], [1, 2]],), {}, "nodes", r"cannot be read as node ids"),
     "unknown-split": ("read", ("nope",), {}, "nodes", r"no split 'nope'; it has train, valid, test"),
     "too-many-to-hold": ("read", (range(10**13),), {}, "nodes", r"does not fit in memory"),
+    "too-many-to-count": ("read", (range(2**64),), {}, "nodes", r"does not fit in memory"),
     "labels-float": ("labels_of", ([2.5],), {}, "nodes", r"holds floats"),
     "labels-bool-short": ("labels_of", ([True, True],), {}, "nodes", r"boolean mask"),
     # hops
@@ -134,3 +135,16 @@ def test_valid_forms_read_what_they_name(feats):
         assert np.array_equal(f.labels_of(_mask(N, 3, 4, 9)), f.labels_of([3, 4, 9]))
         x, y = next(iter(f.loader("train", batch_size=np.int64(4), memory_budget="1MiB", shuffle=np.bool_(False))))
         assert tuple(x.shape) == (4, K + 1, 3)
+
+
+def test_a_lazy_sequence_larger_than_free_memory_is_refused_before_numpy_allocates(feats, monkeypatch):
+    """Where the kernel overcommits memory (vm.overcommit_memory = 1: a GPU machine's), numpy's
+    allocation for ``range(10**13)`` succeeds and filling it ends in the OOM killer (the test worker
+    crashed there), so the length is weighed against the free memory first."""
+    import gnnprep.precompute.features as features
+
+    monkeypatch.setattr(features, "available_ram", lambda: 100 << 20)
+    with gnnprep.open(feats) as f:
+        with pytest.raises(ArgumentError, match="does not fit in memory"):
+            f.read(range(20 << 20))                           # 160 MiB of ids against 100 MiB free
+        assert f.read(range(3, 5)).tobytes() == f.read([3, 4]).tobytes()
