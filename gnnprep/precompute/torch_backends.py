@@ -49,10 +49,10 @@ from gnnprep.precompute.operators import Operator
 class HostRing:
     """Host buffers a hop's rows are copied into on their way to the writer thread, reused in turn:
     page-locked on CUDA, so the device-to-host copy can run at the link's speed into memory faulted
-    in once per run. With a fresh pageable copy per write, a steady hop of 2M rows × 128 columns on
-    an H100 machine spent 0.011 s in its kernel and 0.60-0.66 s in "other", where that copy is (the
-    ring itself is not yet measured on a GPU). Unpinned, it is an ordinary copy (the CPU tests run it
-    so).
+    in once per run. On an H100 machine a steady hop of 2M rows × 128 columns took 0.657 s with a
+    fresh pageable copy per write and 0.447 s through the ring (the kernel 0.011 s; the rest the
+    writes, at that machine's page-cache speed of 1.3 GB/s). Unpinned, it is an ordinary copy (the
+    CPU tests run it so).
 
     The caller hands each copy to :meth:`HopWriter.put` as an owned item before asking for the next
     one; the writer is then done with the copy OWNED_SLOTS + 1 copies back
