@@ -318,7 +318,7 @@ class GraphStore(Artifact):
             raise GnnprepError(f"{self.path}: /nodes/features has {have:,} of its {want:,} chunks written (the rest "
                                f"would read as zeros: a damaged or partial store; ingest it again)")
 
-    def feature_columns(self, c0: int, c1: int) -> np.ndarray:
+    def feature_columns(self, c0: int, c1: int, out: np.ndarray | None = None) -> np.ndarray:
         """X[:, c0:c1] as float32, read in small row steps (no large temporaries) and checked finite.
 
         Unfiltered float32 row chunks (as ingest writes them) are read raw, chunk by chunk, and their
@@ -327,9 +327,10 @@ class GraphStore(Artifact):
         (``posix_fadvise(RANDOM)``): the tiles of a row block lie next to each other in the file, and
         readahead after each ~1 MiB tile would bring in the neighbouring tiles too (measured: 52 MiB
         read from the disk for 28 MiB of tiles at 100k × 128, 31 MiB without readahead) — on a
-        shared filesystem every rank of a sharded precompute would fetch all of X again."""
+        shared filesystem every rank of a sharded precompute would fetch all of X again. ``out``: a
+        float32 array of (n, c1 - c0) to read into (a new one when None)."""
         feats, n = self.features, self.num_nodes
-        xb = empty_pages((n, c1 - c0))
+        xb = empty_pages((n, c1 - c0)) if out is None else out
         raw = feats.dtype == np.float32 and feats.chunks is not None \
             and feats.compression is None and not feats.shuffle and not feats.fletcher32 and feats.scaleoffset is None
         step = feats.chunks[0] if raw else max(1, (4 << 20) // max(1, (c1 - c0) * 4))

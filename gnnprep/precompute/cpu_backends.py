@@ -103,29 +103,45 @@ class HagBackend(NumbaBackend):
     def __init__(self, graph: HopGraph, op: Operator, hag):
         super().__init__(graph, op)
         self.hag = hag
-        self.h = None
+        self.h = None        # the current hop's aggregation rows
+        self.y = None        # [cur; h] as one array, when cur has the room after it (HopGraph.buffer)
+        self.own = None      # else the aggregation rows' own buffer
+        self.right_joined = None
 
     def _rows(self, width: int) -> np.ndarray:
-        """The aggregation rows' buffer for ``width`` columns, kept across hops; a new one is faulted
-        in at once (one write per 4 KiB page), as the plain hops' spare buffer is before hop 1."""
-        if self.h is None or self.h.shape[1] != width:
-            self.h = None
+        """The aggregation rows' own buffer for ``width`` columns (for a hop input without room
+        after it), kept across hops; a new one is faulted in at once (one write per 4 KiB page), as
+        the plain hops' spare buffer is before hop 1."""
+        if self.own is None or self.own.shape[1] != width:
+            self.own = None
             # huge pages: the rewired in-lists read these rows at random (see HAG_ROWS_HUGE_FROM)
-            self.h = empty_pages((self.hag.num_agg, width), huge_from=HAG_ROWS_HUGE_FROM)
-            self.h.reshape(-1)[::1024] = 0
-        return self.h
+            self.own = empty_pages((self.hag.num_agg, width), huge_from=HAG_ROWS_HUGE_FROM)
+            self.own.reshape(-1)[::1024] = 0
+        return self.own
 
     def prepare(self, cur: np.ndarray) -> np.ndarray:
-        self._rows(cur.shape[1])   # before hop 1, not in it
-        return super().prepare(cur)
+        out = super().prepare(cur)
+        if self.graph.extended(out) is None:
+            self._rows(cur.shape[1])   # before hop 1, not in it
+        return out
 
     def begin_hop(self, cur) -> None:
-        self.k.hag_prepare(cur, self.op.right, self.hag.inputs, self.hag.level_ptr, self._rows(cur.shape[1]))
+        # the aggregation rows go right after cur's when the hop graph made it with that room: the
+        # hop is then the plain row kernel over one array (row_kernels.hag_rows_joined)
+        self.y = self.graph.extended(cur)
+        self.h = self._rows(cur.shape[1]) if self.y is None else self.y[self.hag.num_nodes:]
+        self.k.hag_prepare(cur, self.op.right, self.hag.inputs, self.hag.level_ptr, self.h)
 
     def hop_block(self, r0, r1, cur, nxt):
         ip = self.hag.indptr[r0:r1 + 1]
         idx = self.hag.indices[ip[0]:ip[-1]]
-        row_kernels.hag_rows(ip, idx, r0, self.op.left, self.op.right, self.op.loop, cur, self.h, nxt[r0:r1])
+        if self.y is not None:
+            if self.right_joined is None:
+                self.right_joined = np.concatenate([self.op.right, np.ones(self.hag.num_agg, self.op.right.dtype)])
+            row_kernels.hag_rows_joined(ip, idx, r0, self.op.left, self.right_joined, self.op.loop, self.y,
+                                        nxt[r0:r1])
+        else:
+            row_kernels.hag_rows(ip, idx, r0, self.op.left, self.op.right, self.op.loop, cur, self.h, nxt[r0:r1])
 
     # the pruned hops of --rows labeled: the chosen rows' rewired in-lists (the HAG is resident; the
     # aggregation rows are prepared for the whole hop by begin_hop)

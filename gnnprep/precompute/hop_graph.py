@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+import weakref
 
 import numba
 import numpy as np
@@ -44,14 +45,17 @@ class HopGraph:
     meanwhile; ``hag_order``: the hops run through a HAG, in the order (order, inv) given
     ((None, None): the stored order), and S's pattern is never read; ``copy``: an ordered copy the
     planner opened; ``copy_room``/``reserve``: the memory and disk its writer may use; ``warn``:
-    told of a damaged kept order (None: a DamagedOrderWarning).
+    told of a damaged kept order (None: a DamagedOrderWarning); ``extra_rows``: rows of room
+    after each column buffer (:meth:`buffer`; a HAG's aggregation rows).
     """
 
     def __init__(self, store: GraphStore, plan: Plan, order_kind: str = "community", force: bool = False,
                  spare: tuple[int, int] | None = None, copy=None, copy_room: int = 64 << 20, reserve: int = 0,
-                 warn=None, hag_order: tuple[np.ndarray, np.ndarray] | None = None):
+                 warn=None, hag_order: tuple[np.ndarray, np.ndarray] | None = None, extra_rows: int = 0):
         self.store = store
         self.n = store.num_nodes
+        self.extra_rows = int(extra_rows)
+        self._extended = weakref.WeakValueDictionary()  # id(buffer) -> buffer, for those buffer() made
         self.indptr = store.indptr()
         self.weighted = store.weighted
         self.resident = plan.s_resident
@@ -119,7 +123,7 @@ class HopGraph:
         if self._spare_shape is not None:
             # the reordered copy of X's first column block (or, if the order is dropped, hop 1's
             # output), faulted in while the order is still being found on the other core
-            self._spare = empty_pages(self._spare_shape)
+            self._spare = self.buffer(self._spare_shape)
             self._spare.reshape(-1)[::1024] = 0  # one write per 4 KiB page
         found = setup.result()
         self.copy_report = setup.copy_report
@@ -155,7 +159,28 @@ class HopGraph:
         buf, self._spare = self._spare, None
         if buf is not None and buf.shape == tuple(shape):
             return buf
-        return empty_pages(shape)
+        return self.buffer(shape)
+
+    def buffer(self, shape: tuple) -> np.ndarray:
+        """A new float32 column buffer of ``shape`` (n rows); with :attr:`extra_rows`, the first n
+        rows of an array with that many more, faulted in (:meth:`extended` gives the whole array):
+        a HAG's aggregation rows then sit right after X's, and the hop is the plain row kernel over
+        one array (:class:`gnnprep.precompute.cpu_backends.HagBackend`)."""
+        if not self.extra_rows:
+            return empty_pages(shape)
+        rows, width = shape
+        full = empty_pages((rows + self.extra_rows, width))
+        full[rows:].reshape(-1)[::1024] = 0   # the room: one write per 4 KiB page, not in a hop
+        view = full[:rows]
+        self._extended[id(view)] = view
+        return view
+
+    def extended(self, buf) -> np.ndarray | None:
+        """``buf`` with the :attr:`extra_rows` rows of room after it, as one array, when :meth:`buffer`
+        made it; None otherwise."""
+        if not self.extra_rows or self._extended.get(id(buf)) is not buf:
+            return None
+        return np.lib.stride_tricks.as_strided(buf, shape=(buf.shape[0] + self.extra_rows, buf.shape[1]))
 
     def fault_in_spare(self, shape: tuple) -> None:
         """Start faulting in the spare buffer (hop 1's output) in a thread, so the kernel does not
@@ -165,7 +190,7 @@ class HopGraph:
             return
 
         def fault() -> None:
-            buf = empty_pages(shape)
+            buf = self.buffer(shape)
             buf.reshape(-1)[::1024] = 0  # one write per 4 KiB page
             self._spare = buf
 

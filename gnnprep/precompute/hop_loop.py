@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gnnprep.core.artifact import Timer
-from gnnprep.core.memory import disk_read_bytes, empty_pages
+from gnnprep.core.memory import disk_read_bytes
 from gnnprep.core.output import ResumableOutput
 from gnnprep.core.progress import Progress
 from gnnprep.graph.store import GraphStore
@@ -127,7 +127,8 @@ class HopRun:
         self.graph = HopGraph(store, self.plan, job.order_kind, force=job.order_force,
                               spare=(self.n, min(self.d, self.plan.width)) if self.plan.reorder else None,
                               copy=job.copy, copy_room=job.copy_room, reserve=job.reserve_bytes, warn=job.warn,
-                              hag_order=job.hag_order if job.hag is not None and job.backend == "numba" else None)
+                              hag_order=job.hag_order if job.hag is not None and job.backend == "numba" else None,
+                              extra_rows=job.hag.num_agg if job.hag is not None and job.backend == "numba" else 0)
         job.copy = None  # the hop graph owns it now
 
     def execute(self) -> PrecomputeReport:
@@ -234,7 +235,7 @@ class HopRun:
         buffer, still being written (:meth:`_settle`)."""
         if todo[0] > 1 and self.job.out_rows is None:
             # resume: the last finished hop of this block is in the artifact
-            src = empty_pages((self.n, c1 - c0))
+            src = self.graph.buffer((self.n, c1 - c0))
             src[:] = self.f[fa.channel_path(name, todo[0] - 1)][:, c0 - self.col0:c1 - self.col0]
             start_k = todo[0]
         else:
@@ -419,7 +420,7 @@ class HopRun:
         SGC (Wu et al. 2019) and PyG's NormalizeFeatures do before propagating (PyG also clamps the
         sum to at least 1; here no row is scaled up or down by anything but its own L1 norm)."""
         t0, r0 = time.perf_counter(), disk_read_bytes()
-        xb = self.store.feature_columns(c0, c1)
+        xb = self.store.feature_columns(c0, c1, out=self.graph.buffer((self.n, c1 - c0)))
         if self.config.normalize_features == "row":
             if self._row_l1 is None:
                 l1 = self.store.feature_row_l1()

@@ -672,7 +672,7 @@ def choose_hag(plan: Plan, p: Problem, prof: Profile, cached: dict | None, budge
 def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num_agg: int, hag_entries: int,
                   blocks: tuple[int, int, int] | None = None, backend: str = "numba", levels: int = 0) -> Plan:
     """The plan for aggregating through a HAG: its arrays resident (b = 1: rewired in-lists and
-    input pairs, int64 as read) plus a row per aggregation node for the current column block, with
+    input pairs, int64 as read) plus a row per aggregation node for each column buffer, with
     the fewest column blocks that fit. On the CPU kernel S's pattern is not held (the HAG replaces
     it) but the HAG is, int64 as read and int32 once relabelled to the node order
     (:func:`gnnprep.hag.order.in_order`), both while it is relabelled.
@@ -704,7 +704,10 @@ def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num
         else:  # S's pattern is not held (the HAG replaces it); the order and its inverse are
             # relabelled with int32 ids (gnnprep.hag.order.in_order): 4 bytes an entry
             held = 8 * (p.num_nodes + 1) + 4 * hag_entries
-            run = memory(replace(p, num_entries=0), 1, c) + int(SLACK * (held + 4 * num_agg * w + 16 * p.num_nodes))
+            # each column buffer has a row of room per aggregation node after its n rows
+            # (gnnprep.precompute.hop_graph.HopGraph.buffer)
+            run = memory(replace(p, num_entries=0), 1, c) + int(SLACK * (held + 4 * p.buffers * num_agg * w
+                                                                        + 16 * p.num_nodes))
             load = FIXED + int(SLACK * (hag_index + held + 16 * p.num_nodes))  # the HAG as read, and relabelled
             peak = max(run, load)
         rewired = hag_entries - 2 * num_agg

@@ -130,6 +130,17 @@ def hag_rows(indptr_block, indices_block, r0, left, right, loop, x, h, out, ahea
           h.reshape(-1), out, _ahead(ahead, x))
 
 
+def hag_rows_joined(indptr_block, indices_block, r0, left, right_joined, loop, y, out, ahead: int | None = None) -> None:
+    """:func:`hag_rows` with the aggregation rows right after X's in one array, y = [x; h], and
+    ``right_joined`` = [r; 1 … 1]: then the plain row kernel (no weights) over y, the same bytes
+    (each aggregation term is 1 · h[a], as :func:`hag_rows` forms it). One array for both kinds of
+    row: on cliques64 (8M entries, d = 64, community order) the hop alone ran 1.28x the plain hop's
+    speed against 1.16x with two (d = 128: 1.25x against 1.18x; 2 cores, best of 9)."""
+    bounds = balanced_bounds(indptr_block, r0, PARTS_PER_BLOCK)
+    _rows(indptr_block, indices_block, None, np.int64(indptr_block[0]), bounds, left, right_joined,
+          np.float32(loop), y, None, None, out, _ahead(ahead, y))
+
+
 @njit(inline="always", nogil=True, cache=True)
 def _advance(ip, idx, base, slots, t_end, pt, pp, pend, right, xf, d):
     """Move the prefetch cursor one entry on along the listed rows (slots[pt]'s entries pp..pend-1,

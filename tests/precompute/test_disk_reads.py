@@ -62,10 +62,10 @@ def test_a_column_blocks_x_is_freed_before_the_next_one_is_read(tmp_path, rng, m
     read = GraphStore.feature_columns
     earlier: list = []
 
-    def watched(self, c0, c1):
+    def watched(self, c0, c1, out=None):
         gc.collect()
         assert all(ref() is None for ref in earlier), "an earlier column block's X is still held"
-        xb = read(self, c0, c1)
+        xb = read(self, c0, c1, out)
         earlier.append(weakref.ref(xb))
         return xb
 

@@ -106,3 +106,70 @@ def test_hops_through_a_hag_in_the_node_order_equal_the_plain_hops(tmp_path, row
         for k in range(4):
             ref = a.hop(k)[:]
             np.testing.assert_allclose(b.hop(k)[:], ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+
+
+def test_joined_hag_rows_are_bitwise_the_two_array_kernel():
+    """y = [x; h] with right = [r; 1 … 1] through the plain row kernel gives hag_rows' bytes."""
+    from gnnprep.sparse import kernels, row_kernels
+
+    rng = np.random.default_rng(8)
+    _, _, h = _random_hag(rng)
+    h = in_order(h, rng.permutation(h.num_nodes))
+    n, d = h.num_nodes, 11
+    y = rng.standard_normal((n + h.num_agg, d)).astype(np.float32)
+    x, agg = y[:n], y[n:]
+    left, right = rng.random(n).astype(np.float32), rng.random(n).astype(np.float32)
+    kernels.hag_prepare(x, right, h.inputs, h.level_ptr, agg)
+    want, got = np.empty_like(x), np.empty_like(x)
+    row_kernels.hag_rows(h.indptr, h.indices, 0, left, right, 0.5, x, agg.copy(), want)
+    joined = np.concatenate([right, np.ones(h.num_agg, np.float32)])
+    for r0, r1 in ((0, n), (0, 37), (37, n)):   # whole and in row blocks
+        ip = h.indptr[r0:r1 + 1]
+        row_kernels.hag_rows_joined(ip, h.indices[ip[0]:ip[-1]], r0, left, joined, 0.5, y, got[r0:r1])
+    np.testing.assert_array_equal(got, want)
+
+
+def test_hop_buffers_have_room_for_the_aggregation_rows(tmp_path):
+    from gnnprep.graph.store import GraphStore
+    from gnnprep.precompute.hop_graph import HopGraph
+    from gnnprep.precompute.plan import Plan
+
+    path, *_ = make_store(tmp_path, np.random.default_rng(3), n=50, m=300, d=4)
+    plan = Plan(a=1, b=1, c=1, width=4, s_resident=True, device="cpu", budget=1 << 30, predicted_peak=0,
+                predicted_seconds=0.0, baseline_rss=0, source="auto")
+    with GraphStore(path) as g:
+        plain = HopGraph(g, plan, hag_order=(None, None))
+        assert plain.extended(plain.buffer((50, 4))) is None
+        graph = HopGraph(g, plan, hag_order=(None, None), extra_rows=7)
+        buf = graph.buffer((50, 4))
+        y = graph.extended(buf)
+        assert buf.shape == (50, 4) and y.shape == (57, 4) and y.ctypes.data == buf.ctypes.data
+        y[50:] = 1.0                          # the room is the buffer's own
+        assert graph.extended(buf.copy()) is None and graph.extended(np.empty((50, 4), np.float32)) is None
+        assert graph.extended(graph.spare((50, 4))) is not None
+
+
+def test_a_hag_hop_runs_over_one_array_and_writes_the_same_bytes_as_over_two(tmp_path, monkeypatch):
+    from fixtures import run
+
+    from gnnprep.precompute import hop_graph
+    from gnnprep.precompute.config import PrecomputeConfig
+    from gnnprep.precompute.features import FeatureStore
+    from gnnprep.precompute.run import precompute
+    from gnnprep.sparse import row_kernels
+
+    path, *_ = make_store(tmp_path, np.random.default_rng(12), n=240, m=2000, d=10)
+    assert run(["hag", str(path), "-o", str(tmp_path / "hag.h5"), "--capacity", "all"]).exit_code == 0
+    calls = []
+    joined = row_kernels.hag_rows_joined
+    monkeypatch.setattr(row_kernels, "hag_rows_joined", lambda *a, **k: calls.append(1) or joined(*a, **k))
+    config = PrecomputeConfig(hops=3, rows="all", device="cpu", hag=str(tmp_path / "hag.h5"), blocks=(1, 1, 3))
+    precompute(path, tmp_path / "one.h5", config)
+    assert calls   # every column block's hops through [X; H]
+    monkeypatch.setattr(hop_graph.HopGraph, "extended", lambda self, buf: None)
+    calls.clear()
+    precompute(path, tmp_path / "two.h5", config)
+    assert not calls
+    with FeatureStore(tmp_path / "one.h5") as a, FeatureStore(tmp_path / "two.h5") as b:
+        for k in range(4):
+            assert a.hop(k)[:].tobytes() == b.hop(k)[:].tobytes()
