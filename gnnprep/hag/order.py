@@ -58,8 +58,9 @@ def _down_levels(inputs, level_ptr, key, n):
 @njit(parallel=True, nogil=True, cache=True)
 def _rewrite(indptr, indices, order, inv, agg_new, n, out_indptr, out_indices):
     """The in-lists in computation order (``out_indptr`` given): row i = stored row order[i], graph
-    ids through ``inv`` first, ascending, then the aggregation ids through ``agg_new`` in their
-    stored order."""
+    ids through ``inv`` first, then the aggregation ids through ``agg_new``, each in their stored
+    order. (Sorting each row's graph ids cost 25-70% of the relabelling — ego 0.16 s against 0.07 s,
+    cliques64 at 32M entries 0.50 s against 0.38 s — and bought 0-2.6% of a hop, 2 cores.)"""
     for i in prange(n):
         v = order[i]
         q = out_indptr[i]
@@ -68,8 +69,6 @@ def _rewrite(indptr, indices, order, inv, agg_new, n, out_indptr, out_indices):
             if u < n:
                 out_indices[q] = inv[u]
                 q += 1
-        if q - out_indptr[i] > 1:
-            out_indices[out_indptr[i]:q] = np.sort(out_indices[out_indptr[i]:q])
         for p in range(indptr[v], indptr[v + 1]):
             u = indices[p]
             if u >= n:
