@@ -320,11 +320,11 @@ class HopRun:
             if write and write_parts is None:
                 self._compute(be.sync)
                 for rows, p0, p1 in writes:
-                    rows = be.to_host(nxt, rows)
+                    host = be.to_host(nxt, rows)
                     # an owned item (a device's rows in the host ring) waits here for a free slot:
                     # the writer behind, so the disk's time, not other
                     t1 = time.perf_counter()
-                    seq = self.writer.put(ds, p0, p1, c0, c1, rows, owned=be.name == "torch")
+                    seq = self.writer.put(ds, p0, p1, c0, c1, host, owned=be.name == "torch")
                     self.hop_parts[self._k]["writes_waited"] += time.perf_counter() - t1
         self._compute(be.sync)
         if write and write_parts is not None:
