@@ -130,14 +130,14 @@ class HagBackend(NumbaBackend):
         # hop is then the plain row kernel over one array (row_kernels.hag_rows_joined)
         self.y = self.graph.extended(cur)
         self.h = self._rows(cur.shape[1]) if self.y is None else self.y[self.hag.num_nodes:]
+        if self.y is not None and self.right_joined is None:   # [r; 1 ... 1], once per operator
+            self.right_joined = np.concatenate([self.op.right, np.ones(self.hag.num_agg, self.op.right.dtype)])
         self.k.hag_prepare(cur, self.op.right, self.hag.inputs, self.hag.level_ptr, self.h)
 
     def hop_block(self, r0, r1, cur, nxt):
         ip = self.hag.indptr[r0:r1 + 1]
         idx = self.hag.indices[ip[0]:ip[-1]]
         if self.y is not None:
-            if self.right_joined is None:
-                self.right_joined = np.concatenate([self.op.right, np.ones(self.hag.num_agg, self.op.right.dtype)])
             row_kernels.hag_rows_joined(ip, idx, r0, self.op.left, self.right_joined, self.op.loop, self.y,
                                         nxt[r0:r1])
         else:

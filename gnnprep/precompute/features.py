@@ -333,8 +333,7 @@ class FeatureStore(Artifact):
             # kernel overcommits memory (vm.overcommit_memory = 1, seen on a GPU machine) numpy's
             # allocation succeeds and filling it ends in the OOM killer, not in MemoryError
             try:
-                nbytes = len(nodes) * 8
-                too_many = nbytes > (1 << 26) and nbytes > available_ram()
+                too_many = _beyond_free_memory(len(nodes) * 8)
             except OverflowError:    # a length beyond sys.maxsize
                 too_many = True
             except TypeError:        # a __len__ that returns no integer: numpy says what is wrong below
@@ -476,10 +475,15 @@ def _first_line(e: BaseException) -> str:
     return str(e).splitlines()[0] if str(e) else type(e).__name__
 
 
+def _beyond_free_memory(nbytes: int) -> bool:
+    """Whether an array of ``nbytes`` (over 64 MiB: smaller ones are not weighed) exceeds the memory free now."""
+    return nbytes > (1 << 26) and nbytes > available_ram()
+
+
 def _check_fits(argument: str, nbytes: int, rows: int, path) -> None:
     """ArgumentError naming ``argument`` when a result of ``nbytes`` (``rows`` rows) cannot fit the
     memory free now (a MemoryError, or the kernel's OOM killer, otherwise)."""
-    if nbytes > (1 << 26) and nbytes > available_ram():
+    if _beyond_free_memory(nbytes):
         raise ArgumentError(argument, f"reading {rows:,} rows needs {format_size(nbytes)}, more than the "
                             f"{format_size(available_ram())} of memory free; read fewer rows at a time", path)
 
