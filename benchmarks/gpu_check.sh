@@ -8,8 +8,10 @@
 #     benchmarks/gpu_check.sh [OUTDIR]        (PYTHON=python3 by default; gnnprep importable from it)
 #
 # The packages the suite needs beyond a CUDA image's usual ones (ogb and its littleutils and outdated,
-# ruff) go on PYTHONPATH first where that machine cannot reach a package index (wheels downloaded
-# here with pip download --no-deps, installed there with pip install --no-index --target DIR). On an
+# ruff) are installed from the wheels in WHEELS (default .whl/, downloaded where a package index can
+# be reached with `pip download --no-deps -d .whl ogb littleutils outdated ruff`) into a folder put on
+# PYTHONPATH, with the interpreter's own pip ($PY -m pip: a bare `pip` may be another Python's, and
+# then the suite fails on the missing modules, as 17 of its tests did on one H100 run). On an
 # H100 with 16 cores the whole script took 385 s, its suite (8 workers) 212 s; on a second machine
 # the suite had reached 98% at 235 s: SUITE_SECONDS (default 300) leaves room for both.
 set -u
@@ -22,6 +24,29 @@ step() { echo "== [$(( $(date +%s) - T0 )) s] $*"; }
 
 step environment
 nvidia-smi -L 2>/dev/null; nproc
+WHEELS=${WHEELS:-.whl}
+if compgen -G "$WHEELS/*.whl" >/dev/null; then
+    SITE=$(mktemp -d)
+    # without pip, a wheel is a zip: its packages unpacked as they are, its scripts into bin/ (ruff's
+    # binary is looked for there, beside the package)
+    if $PY -m pip install -q --no-index --no-deps --target "$SITE" "$WHEELS"/*.whl >/dev/null 2>&1 ||
+       $PY -c "import sys, os, glob, zipfile
+site = sys.argv[1]
+for w in glob.glob(os.path.join(sys.argv[2], '*.whl')):
+    with zipfile.ZipFile(w) as z:
+        for name in z.namelist():
+            parts = name.split('/')
+            if len(parts) > 2 and parts[0].endswith('.data') and parts[1] == 'scripts':
+                dst = os.path.join(site, 'bin', parts[-1])
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                open(dst, 'wb').write(z.read(name)); os.chmod(dst, 0o755)
+            elif not parts[0].endswith('.data'):
+                z.extract(name, site)" "$SITE" "$WHEELS"; then
+        export PYTHONPATH=$PYTHONPATH:$SITE; echo "installed from $WHEELS: $(ls "$WHEELS" | tr '\n' ' ')"
+    else
+        echo "(the wheels in $WHEELS did not install: tests needing ogb or ruff will fail)"
+    fi
+fi
 $PY -c "import torch, numba, numpy; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(),
 torch.cuda.get_device_name() if torch.cuda.is_available() else '-', 'numba', numba.__version__, 'numpy', numpy.__version__)" || exit 2
 

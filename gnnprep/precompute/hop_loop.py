@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -69,6 +70,15 @@ class Job:
     order_force: bool = False          # used without the near-share check (--reorder <kind>, a degree order)
     warn: object = None                # the command's warning channel (a damaged kept order is said there)
 
+
+
+def _in_thread(fn, *args) -> Future:
+    """``fn(*args)`` in a new thread; its result (or its exception, re-raised) from ``.result()``."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hop-loop")
+    try:
+        return pool.submit(fn, *args)
+    finally:
+        pool.shutdown(wait=False)
 
 
 def operator_sources(job: Job) -> dict:
@@ -180,10 +190,23 @@ class HopRun:
         for j, (c0, c1) in enumerate(self.cols):
             if j == 0 and self.job.backend == "numba" and not self.plan.reorder:
                 self.graph.fault_in_spare((self.n, c1 - c0))  # hop 1's buffer, while X is read
+            todo = [k for k in range(1, self.config.hops + 1) if (name, j, k) not in self.done]
+            loading = None
+            if be is None and todo and self.job.backend == "torch" and not self.plan.reorder:
+                # no node order to wait for: S's blocks are built and moved to the device while X is read
+                blocks = [(r0, r1) for r0, r1, _ in self._row_parts()[0]]
+                be = make_backend(self.job.backend, self.graph, self.ops[name], self.job.device, self.job.hag)
+                loading = _in_thread(be.load, blocks)
             x_block, hop0 = self._hop0(j, c0, c1)
+            if loading is not None:
+                t0 = time.perf_counter()
+                loading.result()
+                waited = time.perf_counter() - t0
+                # S moved to the device is the first hop's work (as when its first product moves it)
+                self.hop_parts[todo[0]]["kernel"] += waited
+                self.hop_seconds[todo[0]] += waited
             self._settle(tail)
             tail = None
-            todo = [k for k in range(1, self.config.hops + 1) if (name, j, k) not in self.done]
             if not todo:
                 if hop0 is not None:
                     self._finish(hop0)

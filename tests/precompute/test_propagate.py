@@ -144,3 +144,48 @@ def test_reordered_computation_writes_original_order(tmp_path, rng, rows):
         np.testing.assert_array_equal(a.rows, b.rows)
         for k in range(K + 1):
             assert_close(b.hop(k)[:], a.hop(k)[:], rtol=1e-6)
+
+
+@pytest.mark.parametrize("blocks", [(1, 1, 2), (1, 3, 2)])   # S resident; S streamed in 3 row blocks
+@pytest.mark.parametrize("backend", ["torch", pytest.param("cuda", marks=pytest.mark.skipif(not _has_cuda(), reason="no CUDA device here; run on the lent GPU machine"))])
+def test_torch_blocks_are_loaded_while_x_is_read(tmp_path, rng, monkeypatch, backend, blocks):
+    """With no node order to find, the torch backend builds (and moves) S's row blocks in a thread
+    while hop 0 reads X, where S is resident (a streamed S is read per hop, so nothing is built
+    ahead): the hops then find them built, and equal the reference; a failure there is the run's."""
+    pytest.importorskip("torch")
+    from gnnprep.core.errors import GnnprepError
+    from gnnprep.precompute.torch_backends import TorchBackend
+
+    n, d, K = 80, 5, 2
+    path, src, dst, x = make_store(tmp_path, rng, n=n, d=d)
+    device = "cuda" if backend == "cuda" else "cpu"
+    seen = {}
+    load, block = TorchBackend.load, TorchBackend._block
+
+    def watched_load(self, blocks):
+        seen["blocks"] = list(blocks)
+        load(self, blocks)
+        seen["cached"] = set(self.cache)
+
+    def watched_block(self, r0, r1):
+        if "cached" in seen and seen["cached"]:
+            assert (r0, r1) in seen["cached"]   # no block built in the hops any more
+        return block(self, r0, r1)
+
+    monkeypatch.setattr(TorchBackend, "load", watched_load)
+    monkeypatch.setattr(TorchBackend, "_block", watched_block)
+    rep = precompute(path, tmp_path / "f.h5", PrecomputeConfig(hops=K, backend="torch", device=device, blocks=blocks))
+    assert rep.plan["s_resident"] == (blocks[1] == 1) and seen["blocks"]
+    assert seen["cached"] == (set(seen["blocks"]) if blocks[1] == 1 else set())
+    ref = reference_hops(src, dst, x, n, "sym", K)
+    with FeatureStore(tmp_path / "f.h5") as fs:
+        for k in range(K + 1):
+            assert_close(fs.hop(k)[:], ref[k])
+
+    def failing(self, blocks):
+        raise GnnprepError("the device is gone")
+
+    monkeypatch.setattr(TorchBackend, "load", failing)
+    with pytest.raises(GnnprepError, match="the device is gone"):
+        precompute(path, tmp_path / "bad.h5", PrecomputeConfig(hops=K, backend="torch", device=device, blocks=blocks))
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("bad.h5")]
