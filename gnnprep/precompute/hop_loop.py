@@ -71,7 +71,6 @@ class Job:
     warn: object = None                # the command's warning channel (a damaged kept order is said there)
 
 
-
 def _in_thread(fn, *args) -> Future:
     """``fn(*args)`` in a new thread; its result (or its exception, re-raised) from ``.result()``."""
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hop-loop")
