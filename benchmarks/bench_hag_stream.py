@@ -33,7 +33,14 @@ peak RSS is the command's own):
    1 + 0.5 (aggregation ratio - 1) (acceptance: the hop ratio meets it where the aggregation ratio
    is >= 1.4), whether both outputs are bit-identical (and their max relative difference);
 4. ``precompute --hag auto`` with the HAG copied to ``<store>.hag.h5`` (best of ``--reps``): what it
-   decided and why, and its wall time against the two runs of 3.
+   decided and why, and its wall time against the two runs of 3;
+5. a diagnostic, not a claim: the hop alone in one process (``--hop-alone-reps`` interleaved hops of
+   each variant, no reads or writes), each variant built as ``precompute`` builds it (its plan, node
+   order, the HAG relabelled to it, the joined [X; H] buffers): what the hop would be without the
+   writes of the hop before it running on the same cores, scaled to all d columns (the two plans
+   may cut them differently). On the 2-core VM, cliques64 8M: d = 64 1.23x best (1.21x median)
+   where the command's hops measured 0.98x that run (1.00-1.15x over the day); d = 128 1.97x (the
+   plain plan's c = 2 against the HAG's c = 1) where the command's measured 1.63x.
 
 Then one JSON line with every figure.
 
@@ -286,12 +293,76 @@ def bench_kind(args, kind: str) -> dict:
                          "bit_identical": same["equal"], "first_difference": same["first_difference"],
                          "max_rel_diff": err}
 
+    if args.hop_alone_reps:  # (e)
+        out = H.run_json([sys.executable, __file__, "--hop-alone", work, "--hop-alone-reps", args.hop_alone_reps,
+                          "--budget", budget])
+        res["hop_alone"] = alone_summary(out["report"])
+
     auto["over_plain"] = ratio(auto["wall_s"], plain["wall_s"])
     auto["over_hag"] = ratio(auto["wall_s"], with_hag["wall_s"])
     res["auto"] = auto
     for name in ("p_plain.h5", "p_hag.h5", "p_auto.h5", "x.h5"):
         H.clear_output(work / name)
     return res
+
+
+def hop_alone(folder: str, reps: int, budget: str) -> None:
+    """(child) Section 5: plain and HAG hops alone, interleaved; prints one JSON line of per-hop
+    seconds, {variant: [[begin_hop, row blocks], ...]}, each scaled from the plan's first column
+    block to all d columns (× d / width: the two plans may cut the columns differently)."""
+    from gnnprep.graph.store import GraphStore
+    from gnnprep.precompute.backend import make_backend
+    from gnnprep.precompute.config import PrecomputeConfig
+    from gnnprep.precompute.hop_graph import HopGraph
+    from gnnprep.precompute.operators import make_operator
+    from gnnprep.precompute.run import prepare_job
+
+    store = GraphStore(Path(folder) / "graph.h5")
+    n, built = store.num_nodes, {}
+    for name, hag in (("plain", None), ("hag", str(Path(folder) / "hag.h5"))):
+        job = prepare_job(store, PrecomputeConfig(hops=HOPS, operators=("sym",), device="cpu", backend="numba",
+                                                  hag=hag, memory_budget=H.parse_size(budget)), "cpu", "numba")
+        p = job.plan
+        g = HopGraph(store, p, job.order_kind, force=job.order_force, spare=(n, p.width) if p.reorder else None,
+                     hag_order=job.hag_order if job.hag is not None else None,
+                     extra_rows=job.hag.num_agg if job.hag is not None else 0)
+        g.ready()
+        be = make_backend("numba", g, make_operator("sym", g.degree(p.a), store.symmetric), "cpu", job.hag)
+        src = store.feature_columns(0, p.width, out=g.buffer((n, p.width)))
+        cur = be.prepare(src)
+        built[name] = [be, g, cur, src if (cur is not src and cur.shape == src.shape) else be.empty_like(cur),
+                       store.features.shape[1] / p.width]
+
+    def hop(name: str) -> list[float]:
+        be, g, cur, nxt, scale = built[name]
+        t0 = time.perf_counter()
+        be.begin_hop(cur)
+        t1 = time.perf_counter()
+        for r0, r1 in g.blocks():
+            be.hop_block(r0, r1, cur, nxt)
+        built[name][2:4] = [nxt, cur]
+        return [scale * (t1 - t0), scale * (time.perf_counter() - t1)]
+
+    for name in built:   # the kernels loaded, the buffers faulted in
+        hop(name)
+        hop(name)
+    times = {name: [] for name in built}
+    for _ in range(reps):
+        for name in built:
+            times[name].append(hop(name))
+    print(json.dumps(times))
+
+
+def alone_summary(times: dict) -> dict:
+    """Best and median hop seconds per variant, begin_hop's median, and plain / HAG."""
+    out = {}
+    for name, rows in times.items():
+        a = np.array(rows)
+        out[name] = {"best_s": round(float(a.sum(1).min()), 5), "median_s": round(float(np.median(a.sum(1))), 5),
+                     "begin_hop_median_s": round(float(np.median(a[:, 0])), 5)}
+    out["ratio_best"] = ratio(out["plain"]["best_s"], out["hag"]["best_s"])
+    out["ratio_median"] = ratio(out["plain"]["median_s"], out["hag"]["median_s"])
+    return out
 
 
 def table(title: str, cols: list[tuple[str, int]], rows: list[list]) -> None:
@@ -347,6 +418,14 @@ def print_tables(results: list[dict], budget: str) -> None:
               f"{p['plain']['wall_s']:.2f} / {p['hag']['wall_s']:.2f} s wall; auto / the better "
               f"{fmt(ratio(a['wall_s'], min(p['plain']['wall_s'], p['hag']['wall_s'])))}; order with the HAG: "
               f"{p['hag']['order']}")
+    for r in results:
+        a = r.get("hop_alone")
+        if a:
+            print(f"  5. {r['kind']}: the hop alone in process over all columns (a diagnostic: no reads or writes): plain "
+                  f"{a['plain']['best_s'] * 1e3:.1f} ms best, {a['plain']['median_s'] * 1e3:.1f} ms median; HAG "
+                  f"{a['hag']['best_s'] * 1e3:.1f} / {a['hag']['median_s'] * 1e3:.1f} ms (begin_hop "
+                  f"{a['hag']['begin_hop_median_s'] * 1e3:.1f} ms); plain / HAG {fmt(a['ratio_best'])} best, "
+                  f"{fmt(a['ratio_median'])} median")
 
 
 def main() -> None:
@@ -363,8 +442,14 @@ def main() -> None:
     ap.add_argument("--workdir", default="/tmp/gnnprep-bench-hag-stream")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="300k entries, 100k for rounds, 1 rep (a smoke run)")
+    ap.add_argument("--hop-alone-reps", type=int, default=20,
+                    help="interleaved hops of section 5's diagnostic (0: skip it)")
     ap.add_argument("--make", choices=KINDS, help=argparse.SUPPRESS)  # internal: generate one graph and exit
+    ap.add_argument("--hop-alone", help=argparse.SUPPRESS)  # internal: section 5 on one graph's folder
     args = ap.parse_args()
+    if args.hop_alone:
+        hop_alone(args.hop_alone, args.hop_alone_reps, args.budget)
+        return
     args.entries = args.entries or (300_000 if args.quick else 8_000_000)
     args.rounds_entries = args.rounds_entries or (100_000 if args.quick else 1_000_000)
     args.reps = args.reps or (1 if args.quick else 2)
