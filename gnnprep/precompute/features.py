@@ -105,6 +105,13 @@ def _hop_chunks(rows: int, width: int, c: int, dtype: str) -> tuple | None:
     return min(max(rows, 1), feature_chunk_rows(width, np.dtype(dtype).itemsize)), width
 
 
+def staged_bytes(rows: int, width: int, c: int, dtype: str, step: int) -> int:
+    """The most bytes one write of a hop stages around the page cache: ``step`` rows of the one
+    column block (contiguous hops), or one chunk of a column block (chunked ones)."""
+    chunks = _hop_chunks(rows, width, c, dtype)
+    return (min(rows, step) if chunks is None else chunks[0]) * width * np.dtype(dtype).itemsize
+
+
 def disk_bytes(rows: int, n: int, d: int, hops: int, operators: int, dtype: str, hdg_channels: int = 0) -> int:
     """About what the artifact takes on disk: every hop of every operator (hop 0 shared) for the
     stored rows, every HDG channel's hops for all n rows, and the rows, labels and splits."""

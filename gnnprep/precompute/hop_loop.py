@@ -161,7 +161,8 @@ class HopRun:
                             make_operator(name, deg, self.store.symmetric) for name in config.operators}
                 self.job.degrees = None  # compiled: no longer needed
             # page-cache-free writes, unless the HDG pass reads the hops back right after
-            self.writer = HopWriter(config.dtype, self.out.partial if self.job.hdg is None else None)
+            piece = fa.staged_bytes(self.r, self.plan.width, self.plan.c, config.dtype, self.step)
+            self.writer = HopWriter(config.dtype, self.out.partial if self.job.hdg is None else None, piece)
             self.progress("units", len(self.done), self.units_total)
             try:
                 for name in config.operators:  # operator-outer: a resident S is built once per operator

@@ -74,7 +74,10 @@ class HopWriter:
     page-cache free); others through h5py.
     """
 
-    def __init__(self, dtype, path=None):
+    def __init__(self, dtype, path=None, piece_bytes: int = 0):
+        """``path``: the artifact, written around the page cache (None: through HDF5);
+        ``piece_bytes``: the most bytes one put writes (the staging buffers are faulted in to that
+        size before the first write)."""
         self.dtype = np.dtype(dtype)
         # views and lazy gathers queue freely (a hop's worth of descriptors); owned copies (torch's
         # device-to-host rows) take one of OWNED_SLOTS slots, so at most OWNED_SLOTS × 32 MiB of them wait
@@ -84,7 +87,7 @@ class HopWriter:
         self.cv = threading.Condition()
         self.issued = 0
         self.finished = 0
-        self.raw = RawWriter(path) if path is not None else None
+        self.raw = RawWriter(path, fault_bytes=piece_bytes) if path is not None else None
         self.offsets: dict = {}
         self.t = threading.Thread(target=self._run, daemon=True)
         self.t.start()

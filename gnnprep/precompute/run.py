@@ -381,7 +381,9 @@ def prepare_job(store: GraphStore, config: PrecomputeConfig, device: str, backen
         if backend == "numba":
             from gnnprep.sparse import row_kernels
 
-            kernels.warm_up((), (), hag=True, gather=False)
+            # with a node order, X is permuted and the hops' rows gathered back (the writer's first
+            # gather would otherwise load its kernel during hop 2)
+            kernels.warm_up((), (), hag=True, gather=job.hag_order[0] is not None)
             row_kernels.warm_up((), hag=True, selected=out_rows is not None)
             order_why = job.decisions.get("order", "not used: hops run through a HAG")
         else:

@@ -291,7 +291,8 @@ def spmm_rows_in_place(indptr, indices, weights, rows, left, right, loop, x, out
 
 def warm_up(index_dtypes, weights=(False,), selected: bool = False, hag: bool = False) -> None:
     """Compile (or load from numba's cache) these variants (``selected``: the kernels of the pruned
-    hops too; ``hag``: the HAG rows, int64 in-lists as read)."""
+    hops too; ``hag``: the HAG rows, int64 in-lists as read and int32 as relabelled, over two arrays
+    and over one, :func:`hag_rows_joined`)."""
     ip = np.array([0, 1, 1], dtype=np.int64)
     x = np.ones((2, 2), dtype=np.float32)
     out = np.empty_like(x)
@@ -309,8 +310,10 @@ def warm_up(index_dtypes, weights=(False,), selected: bool = False, hag: bool = 
                 spmm_rows_in_place(ip, idx, w, rows, one, one, 1.0, x, out)
     if hag:  # int64 ids as read (the torch path's), int32 as relabelled (gnnprep.hag.order.in_order)
         h = np.ones((1, 2), np.float32)
+        y = np.ones((3, 2), np.float32)   # [x; h] as one array, and r extended by ones
         for ids in (np.int64, np.int32):
             hag_rows(ip, np.array([2], dtype=ids), 0, one, one, 1.0, x, h, out)
+            hag_rows_joined(ip, np.array([2], dtype=ids), 0, one, np.ones(3, np.float32), 1.0, y, out)
             if selected:
                 hag_selected(ip, np.array([2], dtype=ids), rows, one, one, 1.0, x, h, out[:1])
                 hag_rows_in_place(ip, np.array([2], dtype=ids), rows, one, one, 1.0, x, h, out)

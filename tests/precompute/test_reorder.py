@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse as sp
 from fixtures import make_store, planted
 
-from gnnprep.core.directio import ALIGN, RawWriter, contiguous_offset
+from gnnprep.core.directio import ALIGN, STAGE_BYTES, RawWriter, contiguous_offset
 from gnnprep.graph.store import GraphStore
 from gnnprep.precompute.config import PrecomputeConfig
 from gnnprep.precompute.features import FeatureStore
@@ -103,13 +103,17 @@ def test_ordered_computation_is_bitwise_the_stored_order_one(tmp_path, rng, rows
                 np.testing.assert_array_equal(b.f[f"channels/{op}/{k}"][:], a.f[f"channels/{op}/{k}"][:])
 
 
+@pytest.mark.parametrize("fault", [0, 3 * ALIGN, 1 << 40])   # none, part of a buffer, more than one
 @pytest.mark.parametrize("direct", [True, False])
-def test_raw_writer_writes_unaligned_ranges_exactly(tmp_path, rng, direct):
+def test_raw_writer_writes_unaligned_ranges_exactly(tmp_path, rng, direct, fault):
+    """Every range lands as staged, with the staging buffers faulted in first by the I/O thread or
+    not (the first stage may meet that thread holding them: it waits for them)."""
     path = tmp_path / "raw.bin"
     size = 5 * ALIGN + 123
     path.write_bytes(b"\0" * size)
     want = np.zeros(size, dtype=np.uint8)
-    w = RawWriter(path)
+    w = RawWriter(path, fault_bytes=fault)
+    assert w.fault_bytes == (0 if not fault else min(fault + ALIGN, STAGE_BYTES + ALIGN))
     if not direct and w.fd_direct is not None:
         os.close(w.fd_direct)
         w.fd_direct = None
