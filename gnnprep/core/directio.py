@@ -50,7 +50,7 @@ class RawWriter:
         """``fault_bytes``: bytes of each staging buffer the I/O thread touches before the first
         write (the most one write stages; see :meth:`_fault_in`)."""
         self.fd = os.open(path, os.O_WRONLY)
-        self.fault_bytes = min(STAGE_BYTES + ALIGN, max(0, int(fault_bytes) + ALIGN)) if fault_bytes else 0
+        self.fault_bytes = min(STAGE_BYTES, int(fault_bytes)) + ALIGN if fault_bytes > 0 else 0
         self.fd_direct = None
         if hasattr(os, "O_DIRECT"):
             try:

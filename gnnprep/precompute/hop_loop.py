@@ -194,9 +194,8 @@ class HopRun:
             loading = None
             if be is None and todo and self.job.backend == "torch" and not self.plan.reorder:
                 # no node order to wait for: S's blocks are built and moved to the device while X is read
-                blocks = [(r0, r1) for r0, r1, _ in self._row_parts()[0]]
-                be = make_backend(self.job.backend, self.graph, self.ops[name], self.job.device, self.job.hag)
-                loading = _in_thread(be.load, blocks)
+                be = self._backend(name)
+                loading = _in_thread(be.load, [(r0, r1) for r0, r1, _ in self._row_parts()[0]])
             x_block, hop0 = self._hop0(j, c0, c1)
             if loading is not None:
                 t0 = time.perf_counter()
@@ -213,12 +212,17 @@ class HopRun:
                 x_block = None
                 continue
             if be is None:
-                self._row_parts()  # the node order is known from here on
-                be = make_backend(self.job.backend, self.graph, self.ops[name], self.job.device, self.job.hag)
+                be = self._backend(name)
             tail = self._column_block(be, name, j, c0, c1, todo, x_block, hop0)
             # the block's X buffer is free once its hops are done: not held while the next one is read
             x_block = None
         self._settle(tail)
+
+    def _backend(self, name: str):
+        """Operator ``name``'s backend, made once the node order is known (:meth:`_row_parts` waits
+        for it)."""
+        self._row_parts()
+        return make_backend(self.job.backend, self.graph, self.ops[name], self.job.device, self.job.hag)
 
     def _settle(self, tail) -> None:
         """Wait for a block's last hop to be written and mark it; its buffer is the next spare."""
