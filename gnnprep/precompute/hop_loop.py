@@ -10,6 +10,7 @@ block, hop) is a unit recorded in the resumable output as soon as its rows are o
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -195,8 +196,15 @@ class HopRun:
             if be is None and todo and self.job.backend == "torch" and not self.plan.reorder:
                 # no node order to wait for: S's blocks are built and moved to the device while X is read
                 be = self._backend(name)
-                loading = _in_thread(be.load, [(r0, r1) for r0, r1, _ in self._row_parts()[0]])
-            x_block, hop0 = self._hop0(j, c0, c1)
+                stop = threading.Event()
+                loading = _in_thread(be.load, [(r0, r1) for r0, r1, _ in self._row_parts()[0]], stop)
+            try:
+                x_block, hop0 = self._hop0(j, c0, c1)
+            except BaseException:
+                if loading is not None:   # (an interrupt, a bad X): the loading ends at its next block
+                    stop.set()
+                    loading.exception()
+                raise
             if loading is not None:
                 t0 = time.perf_counter()
                 loading.result()

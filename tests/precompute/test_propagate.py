@@ -1,5 +1,7 @@
 """Precompute equals a float64 scipy reference for every operator and block plan."""
 
+import time
+
 import h5py
 import numpy as np
 import pytest
@@ -162,9 +164,9 @@ def test_torch_blocks_are_loaded_while_x_is_read(tmp_path, rng, monkeypatch, bac
     seen = {}
     load, block = TorchBackend.load, TorchBackend._block
 
-    def watched_load(self, blocks):
+    def watched_load(self, blocks, stop=None):
         seen["blocks"] = list(blocks)
-        load(self, blocks)
+        load(self, blocks, stop)
         seen["cached"] = set(self.cache)
 
     def watched_block(self, r0, r1):
@@ -182,10 +184,41 @@ def test_torch_blocks_are_loaded_while_x_is_read(tmp_path, rng, monkeypatch, bac
         for k in range(K + 1):
             assert_close(fs.hop(k)[:], ref[k])
 
-    def failing(self, blocks):
+    def failing(self, blocks, stop=None):
         raise GnnprepError("the device is gone")
 
     monkeypatch.setattr(TorchBackend, "load", failing)
     with pytest.raises(GnnprepError, match="the device is gone"):
         precompute(path, tmp_path / "bad.h5", PrecomputeConfig(hops=K, backend="torch", device=device, blocks=blocks))
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("bad.h5")]
+
+
+def test_torch_loading_stops_when_hop_0_fails(tmp_path, rng, monkeypatch):
+    """A failure while hop 0 reads X stops the thread that moves S's blocks to the device at its
+    next block (the run does not wait for all of S before it exits), and is the run's error, with no
+    output left."""
+    pytest.importorskip("torch")
+    from gnnprep.core.errors import GnnprepError
+    from gnnprep.precompute import hop_loop
+    from gnnprep.precompute.torch_backends import TorchBackend
+
+    path, *_ = make_store(tmp_path, rng, n=80, d=5)
+    built = []
+    block = TorchBackend._block
+
+    def slow_block(self, r0, r1):
+        built.append((r0, r1))
+        time.sleep(0.05)
+        return block(self, r0, r1)
+
+    def failing(self, j, c0, c1):
+        time.sleep(0.02)
+        raise GnnprepError("X is unreadable")
+
+    monkeypatch.setattr(TorchBackend, "_block", slow_block)
+    monkeypatch.setattr(hop_loop.HopRun, "_hop0", failing)
+    with pytest.raises(GnnprepError, match="X is unreadable"):
+        precompute(path, tmp_path / "f.h5", PrecomputeConfig(hops=2, backend="torch", device="cpu", blocks=(1, 1, 1)))
+    time.sleep(0.6)          # (a thread left running would have built all 8 by now)
+    assert len(built) < 8   # the resident S is walked in 8 row blocks: it stopped after one or two
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("f.h5")]
