@@ -33,7 +33,8 @@ def parse_capacity(text: str) -> int | float | str:
 
 @click.command()
 @click.argument("dataset")
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="HAG artifact to write.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="HAG artifact to write (and beside it, where it fits the budget, the HAG relabelled to the "
+                   "store's node order, OUTPUT.order-<kind>.h5, so that precompute --hag does not relabel it).")
 @click.option("--capacity", default="0.25", show_default=True, callback=parsed_by(parse_capacity),
               help="Aggregation nodes allowed: N, a fraction of |V|, or all.")
 @click.option("--method", type=click.Choice(["stream", "rounds", "exact"]), default="stream", show_default=True,

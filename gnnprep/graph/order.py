@@ -84,6 +84,26 @@ def chosen_order(store) -> tuple[str, str] | None:
 FORCED_KINDS = ("community", "bfs", "degree", "degree-bucket")   # precompute --reorder <kind>
 
 
+ORDER_MIN_GAIN = 0.2   # share of the stored entries an order must move near their row for it to pay
+
+
+def order_pays(info: dict, force: bool = False) -> bool:
+    """Whether a node order whose near shares are ``info`` (``near_share_before``/``_after``: the
+    entries within ``LOCALITY_WINDOW`` ids of their row) is used: forced (an explicit ``--reorder``),
+    or it moves at least ORDER_MIN_GAIN more of them near their row. Decided once the order is
+    known (kept with the store, or found by the run)."""
+    return force or info["near_share_after"] - info["near_share_before"] >= ORDER_MIN_GAIN
+
+
+def order_mode(requested: str, chosen_none: str | None, gain: float | None) -> str:
+    """``--reorder`` as the planner takes it: ``auto`` becomes ``none`` where the order kept with the
+    store already says it does not pay (ingest chose none: ``chosen_none`` says why; or its
+    near-share gain is under ORDER_MIN_GAIN)."""
+    if requested == "auto" and (chosen_none or gain is not None and gain < ORDER_MIN_GAIN):
+        return "none"
+    return requested
+
+
 def precompute_kind(store, reorder: str) -> tuple[str, bool, str | None]:
     """(kind, force, why not) of the node order a precompute with ``--reorder reorder`` runs in:
     a kind given is forced; ``auto`` takes the order ingest chose and recorded (:func:`settle`),

@@ -178,10 +178,30 @@ def _build(store: GraphStore, input_path, output, config: HagConfig, progress: P
         stream = None
     seconds = timing.get("search", time.perf_counter() - t0)
     peak = meter.above()
+    _keep_in_order(store, output, s, budget)
     progress("hag search", 1, 1)
     return HagReport(**s, output=str(output), method=method, search_seconds=round(seconds, 3), peak_bytes=peak,
                      aggregation_ratio=round(s["aggregations_graph"] / max(1, s["aggregations_hag"]), 4),
                      transfer_ratio=round(s["transfers_graph"] / max(1, s["transfers_hag"]), 4), stream=stream)
+
+
+def _keep_in_order(store: GraphStore, output, summary: dict, budget: int) -> None:
+    """The HAG just written, relabelled to the node order a CPU precompute over ``store`` uses by
+    default and kept beside it (:func:`load_in_order`), so that no run relabels it: where the
+    store is unweighted (a HAG is for sums over unweighted in-lists) and the relabelling fits
+    ``budget`` (the HAG read as int64 and relabelled with int32 ids, 12 bytes a stored entry of
+    it, ~40 a node and ~56 an aggregation node; papers100M's shape at 1/10 does not fit 2 GiB, and
+    its runs relabel it themselves). Never a reason for the build to fail."""
+    from gnnprep.hag import ordered_copy
+
+    need = 12 * int(summary["transfers_hag"]) + 40 * store.num_nodes + 56 * int(summary["num_agg"]) + (64 << 20)
+    if store.weighted or 1.25 * need > budget:
+        return
+    try:
+        choice = ordered_copy.computation_order(store, "auto", warn=lambda message: None)
+        load_in_order(output, store, choice, warn=lambda message: None)
+    except GnnprepError:
+        pass
 
 
 def dry_run(graph_path, config: HagConfig = HagConfig(), search_scale: float = 1.0) -> dict:
@@ -204,14 +224,13 @@ def dry_run(graph_path, config: HagConfig = HagConfig(), search_scale: float = 1
             "predicted_seconds": plan.seconds}
 
 
-CHECK_ENTRIES = 1 << 22  # stored entries read at a time while a HAG is checked against the graph
-
-
 def load_for(path, store: GraphStore) -> Hag:
     """The HAG at ``path`` for aggregating over ``store``: refused when it was built for another
     graph, when the store is weighted (a HAG sums unweighted neighbour rows), or when it is not
-    equivalent to the store's graph (:func:`check_covers`: the fingerprint attribute alone can be
+    equivalent to the store's graph (:func:`gnnprep.hag.cover_check.check_covers`: the fingerprint attribute alone can be
     forged or stale, and an edit that keeps every id in range would give silently wrong hops)."""
+    from gnnprep.hag.cover_check import check_covers
+
     h, attrs = read_hag(path)
     store.check_built_for(path, "HAG", attrs.get("graph_fingerprint"), h.num_nodes)
     if store.weighted:
@@ -220,28 +239,29 @@ def load_for(path, store: GraphStore) -> Hag:
     return h
 
 
-def check_covers(h: Hag, store: GraphStore, path, block_entries: int = CHECK_ENTRIES) -> None:
-    """GnnprepError naming the first row v where cover(v) ≠ N(v) (Jia et al.'s equivalence), checked
-    as |cover(v)| = deg(v) and a salted multiset hash per row (:class:`gnnprep.hag.cover_check.CoverCheck`):
-    O(|Ê| + |VA|) over the HAG, one pass over the stored ids in row blocks of ``block_entries``
-    (never all of S in memory)."""
-    from gnnprep.hag.cover_check import CoverCheck
-    from gnnprep.sparse.order import row_blocks
+def load_in_order(path, store: GraphStore, choice, warn=None) -> tuple[Hag, bool, str]:
+    """The HAG at ``path`` (:func:`load_for`'s checks) in a CPU run's node order: ``choice`` =
+    (order, inv, kind, why) from :func:`gnnprep.hag.ordered_copy.computation_order` (order None:
+    the stored order). Relabelled by :func:`gnnprep.hag.order.in_order` (which also puts each
+    in-list's aggregation references last: a predictable branch in the row kernel), or read as an
+    earlier run relabelled and kept it beside the HAG (:mod:`gnnprep.hag.ordered_copy`: made from
+    this very file, which then passed :func:`load_for`, for this graph and order, and checked
+    against the graph through the order); a run that relabels keeps it there. Returns (the HAG,
+    whether it was the kept one, what the run reports)."""
+    from gnnprep.hag import ordered_copy
+    from gnnprep.hag.order import in_order
 
-    if len(h.indptr) != store.num_nodes + 1:
-        raise GnnprepError(f"{path}: /adj/indptr has {len(h.indptr)} entries; expected {store.num_nodes + 1}, one per "
-                           f"node of {store.path} and one more")
-    check = CoverCheck(h)
-    indptr = store.indptr()
-    blocks = row_blocks(indptr, 0, store.num_nodes, max(1, block_entries))
-    longest = max((int(indptr[r1] - indptr[r0]) for r0, r1 in blocks), default=0)
-    buf = np.empty(longest, dtype=store.index_dtype)
-    for r0, r1 in blocks:
-        idx = store.read_indices(int(indptr[r0]), int(indptr[r1]), buf)
-        bad = check.mismatch(r0, indptr[r0:r1 + 1], idx)
-        if bad is not None:
-            v, got, deg = bad
-            what = f"{got} nodes; expected its {deg} neighbours" if got != deg else \
-                f"{got} nodes, not the {deg} neighbours it has"
-            raise GnnprepError(f"{path}: node {v}'s in-list covers {what} in {store.path} (cover(v) = N(v) fails: "
-                               "the HAG was built for another graph, or edited)")
+    order, inv, kind, why = choice
+    key = kind if order is not None else "stored"
+    t0 = time.perf_counter()
+    kept = ordered_copy.load(path, key, store, order, inv, warn)
+    if kept is not None:
+        return kept, True, why + (f" (the HAG as relabelled by an earlier run, kept beside it: read and checked in "
+                                  f"{time.perf_counter() - t0:.2f} s)")
+    h = load_for(path, store)
+    t0 = time.perf_counter()
+    identity = np.arange(store.num_nodes, dtype=np.int64) if order is None else None
+    h = in_order(h, identity if order is None else order, identity if order is None else inv)
+    seconds = time.perf_counter() - t0
+    ordered_copy.save(path, key, h, store.fingerprint, order)
+    return h, False, why + f" (the HAG relabelled to it in {seconds:.2f} s)" if order is not None else why

@@ -9,10 +9,16 @@ checks it in O(|Ê| + |VA|) with a salted multiset hash, numba kernels (kept apa
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 from numba import njit, prange
 
+from gnnprep.core.errors import GnnprepError
 from gnnprep.hag.structure import Hag
+
+if TYPE_CHECKING:
+    from gnnprep.graph.store import GraphStore
 
 
 # -- checking cover(v) = N(v) against a graph, in O(|Ê| + |VA|) (issue 32) ---------------------------------
@@ -100,3 +106,61 @@ class CoverCheck:
             return None
         i = int(bad[0])
         return r0 + i, int(c[i]), int(deg[i])
+
+    def relabelled_mismatch(self, inv: np.ndarray, r0: int, ip: np.ndarray, idx: np.ndarray,
+                            rows: tuple[np.ndarray, np.ndarray]) -> tuple[int, int, int] | None:
+        """:meth:`mismatch` for a HAG relabelled to a node order (:func:`gnnprep.hag.order.in_order`;
+        ``inv`` maps a stored id to its computation row): stored row v of the graph block (ids
+        ``idx``) must be covered by the HAG's row inv[v] in computation ids, cover'(inv[v]) =
+        inv[N(v)]. ``rows``: (|cover|, hash) of every HAG row, from :meth:`all_rows`."""
+        count, hs = rows
+        gs = np.empty(len(ip) - 1, dtype=np.uint64)
+        _row_leaves(ip, inv[idx], self.salt, gs)
+        at = inv[r0:r0 + len(ip) - 1]
+        deg = np.diff(ip)
+        bad = np.flatnonzero((count[at] != deg) | (hs[at] != gs))
+        if not len(bad):
+            return None
+        i = int(bad[0])
+        return r0 + i, int(count[at[i]]), int(deg[i])
+
+    def all_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """(|cover(v)|, the hash of cover(v)) of every row of the HAG."""
+        n = self.h.num_nodes
+        c = np.empty(n, dtype=np.int64)
+        hs = np.empty(n, dtype=np.uint64)
+        _row_covers(self.h.indptr, self.h.indices, n, self.count, self.hsum, self.salt, 0, c, hs)
+        return c, hs
+
+
+CHECK_ENTRIES = 1 << 22  # stored entries read at a time while a HAG is checked against the graph
+
+
+def check_covers(h: Hag, store: GraphStore, path, block_entries: int = CHECK_ENTRIES,
+                 inv: np.ndarray | None = None) -> None:
+    """GnnprepError naming the first row v where cover(v) ≠ N(v) (Jia et al.'s equivalence), checked
+    as |cover(v)| = deg(v) and a salted multiset hash per row (:class:`gnnprep.hag.cover_check.CoverCheck`):
+    O(|Ê| + |VA|) over the HAG, one pass over the stored ids in row blocks of ``block_entries``
+    (never all of S in memory). ``inv``: ``h`` is relabelled to a node order (stored id v is its
+    row inv[v]), and cover(inv[v]) = inv[N(v)] is checked instead."""
+    from gnnprep.sparse.order import row_blocks
+
+    if len(h.indptr) != store.num_nodes + 1:
+        raise GnnprepError(f"{path}: /adj/indptr has {len(h.indptr)} entries; expected {store.num_nodes + 1}, one per "
+                           f"node of {store.path} and one more")
+    check = CoverCheck(h)
+    rows = check.all_rows() if inv is not None else None
+    indptr = store.indptr()
+    blocks = row_blocks(indptr, 0, store.num_nodes, max(1, block_entries))
+    longest = max((int(indptr[r1] - indptr[r0]) for r0, r1 in blocks), default=0)
+    buf = np.empty(longest, dtype=store.index_dtype)
+    for r0, r1 in blocks:
+        idx = store.read_indices(int(indptr[r0]), int(indptr[r1]), buf)
+        ip = indptr[r0:r1 + 1]
+        bad = check.mismatch(r0, ip, idx) if inv is None else check.relabelled_mismatch(inv, r0, ip, idx, rows)
+        if bad is not None:
+            v, got, deg = bad
+            what = f"{got} nodes; expected its {deg} neighbours" if got != deg else \
+                f"{got} nodes, not the {deg} neighbours it has"
+            raise GnnprepError(f"{path}: node {v}'s in-list covers {what} in {store.path} (cover(v) = N(v) fails: "
+                               "the HAG was built for another graph, or edited)")

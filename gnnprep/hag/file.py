@@ -181,6 +181,55 @@ def read_hag(path) -> tuple[Hag, dict]:
     return h, attrs
 
 
+# -- a HAG relabelled to a run's node order, kept beside the HAG (gnnprep.hag.ordered_copy) -------------------
+def write_relabelled(path, h: Hag, attrs: dict, inputs=()) -> None:
+    """``h`` (relabelled to a node order: int32 ids where they fit, as :func:`gnnprep.hag.order.in_order`
+    makes them) at ``path`` atomically, ``attrs`` at its root, in the HAG's own layout."""
+    import h5py
+
+    from gnnprep.core.output import atomic_output
+
+    with atomic_output(path, inputs=inputs) as tmp:
+        with h5py.File(tmp, "w") as f:
+            f.create_dataset("agg/inputs", data=h.inputs)
+            f.create_dataset("agg/level_ptr", data=h.level_ptr)
+            f.create_dataset("adj/indptr", data=h.indptr)
+            f.create_dataset("adj/indices", data=h.indices)
+            for k, v in attrs.items():
+                f.attrs[k] = v
+
+
+def relabelled_attrs(path) -> dict:
+    """The root attributes of a file :func:`write_relabelled` wrote (OSError where it cannot be read)."""
+    import h5py
+
+    with h5py.File(path, "r") as f:
+        return plain_attrs(f.attrs)
+
+
+def read_relabelled(path, num_nodes: int, num_agg: int) -> Hag:
+    """The HAG :func:`write_relabelled` wrote, its arrays as kept (ids int32 where n + |VA| < 2^31),
+    validated by :func:`check_hag`; ValueError or GnnprepError naming what is wrong."""
+    import h5py
+
+    # (shape, or the rank where check_hag checks the length)
+    shapes = {"agg/inputs": (num_agg, 2), "agg/level_ptr": 1, "adj/indptr": (num_nodes + 1,), "adj/indices": 1}
+    arrays = {}
+    with h5py.File(path, "r") as f:
+        for name, shape in shapes.items():
+            ds = f[name]
+            if ds.dtype.kind not in "iu" or (ds.ndim != shape if isinstance(shape, int) else ds.shape != shape):
+                raise ValueError(f"/{name} is {ds.dtype} of shape {ds.shape}")
+            arrays[name] = ds[:]
+    ids = np.int32 if num_nodes + num_agg < 2**31 else np.int64
+    h = Hag(num_nodes=num_nodes, inputs=arrays["agg/inputs"].astype(ids, copy=False),
+            level_ptr=arrays["agg/level_ptr"].astype(np.int64, copy=False),
+            indptr=arrays["adj/indptr"].astype(np.int64, copy=False),
+            indices=arrays["adj/indices"].astype(ids, copy=False))
+    check_hag(h, path)
+    return h
+
+
 class HagFile(Artifact):
     """A HAG artifact opened for reading (:func:`gnnprep.open`): root attributes as ``attrs``, what
     ``gnnprep info`` shows as ``info``, the structure itself by :meth:`load`."""

@@ -56,6 +56,7 @@ class Job:
     hag_path: Path | None = None
     hag_info: HagChoice | None = None
     hag_order: tuple | None = None     # (order, inv) the HAG was relabelled to; (None, None): stored order
+    hag_order_choice: tuple | None = None  # --hag auto: (order, inv, kind, why) a run through the HAG would use
     hdg: Hdg | None = None
     hdg_channels: tuple[str, ...] = ()
     baseline: int = 0

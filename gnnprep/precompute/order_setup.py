@@ -12,7 +12,7 @@ propagation is serial and releases the GIL):
 - else (S resident) the order is loaded (kept in the store at ingest, or beside it by an earlier
   run) or found, and the CSR relabelled in memory.
 
-Whether a found order is used is the planner's rule (:func:`gnnprep.precompute.plan.order_pays`).
+Whether a found order is used is the planner's rule (:func:`gnnprep.graph.order.order_pays`).
 The result is a :class:`FoundOrder`, which :class:`gnnprep.precompute.hop_graph.HopGraph` switches
 to; without one (no order, no disk room, a read-only folder) the run goes on in the stored order
 with the same bytes.
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gnnprep.graph.order import order_pays
 from gnnprep.graph.store import GraphStore
-from gnnprep.precompute.plan import order_pays
 
 
 @dataclass

@@ -33,6 +33,7 @@ import numpy as np
 from gnnprep.core.errors import GnnprepError, OptionError
 from gnnprep.core.record import Record
 from gnnprep.core.sizes import format_size
+from gnnprep.graph.order import ORDER_MIN_GAIN
 from gnnprep.precompute.profile import Profile
 
 SLACK = 1.05
@@ -384,6 +385,38 @@ def copy_seconds(p: Problem, prof: Profile, room: int) -> float:
     return t
 
 
+def kernel_seconds(p: Problem, prof: Profile, b: int, width: int) -> float:
+    """The hops' kernel seconds of ``p`` in ``b`` edge blocks and column blocks of ``width``
+    (predict_seconds' compute term)."""
+    n, d = p.num_nodes, p.num_features
+    widths = _widths(d, width)
+    if len(widths) * max(1, p.hops) <= LISTED_BLOCKS:
+        return _passes(p) * sum(prof.spmm_seconds(e, n, wj) for e in _hop_entries(p, b) for wj in widths)
+    # equal widths counted, as in predict_seconds (many column blocks, many hops)
+    return _passes(p) * sum((d // width) * prof.spmm_seconds(e, n, width) +
+                            (prof.spmm_seconds(e, n, d % width) if d % width else 0) for e in _hop_entries(p, b))
+
+
+def permute_seconds(p: Problem, prof: Profile, width: int) -> float:
+    """X's column blocks gathered into a node order, once each, and each column block's last hop
+    gathered back to the stored order after the hop's last row block (no kernel left to hide it
+    under: the R-MAT graph at 1/40 waited 0.36-0.54 s for it, 1.42 GB at the profile's 3 GB/s
+    predict 0.47 s)."""
+    return sum(p.num_nodes * wj * 4 + max(p.out_rows, 1) * wj * 4
+               for wj in _widths(p.num_features, width)) / prof.gather_bytes_per_s
+
+
+def order_speedup(prof: Profile, kind: str) -> float:
+    """Kernel seconds in a node order of ``kind`` / in arbitrary ids: the profile's
+    ``reorder_speedup`` (measured with the community order); a degree order saves less
+    (:data:`gnnprep.sparse.order.DEGREE_KERNEL_RATIO`)."""
+    if kind in ("degree", "degree-bucket"):
+        from gnnprep.sparse.order import DEGREE_KERNEL_RATIO
+
+        return max(prof.reorder_speedup, DEGREE_KERNEL_RATIO)
+    return prof.reorder_speedup
+
+
 def _ordered(plan: Plan, p: Problem, prof: Profile) -> tuple[Plan, bool]:
     """``plan`` computed in a locality order, and whether the order is predicted to pay there: a
     column block of X larger than the last-level cache (else every gather hits it anyway) and a
@@ -395,18 +428,8 @@ def _ordered(plan: Plan, p: Problem, prof: Profile) -> tuple[Plan, bool]:
     (:mod:`gnnprep.precompute.ordered`; written first when ``p.ordered_copy`` is build or find):
     no per-node bookkeeping beyond the stored rows' new ids."""
     n, d = p.num_nodes, p.num_features
-    widths = _widths(d, plan.width)
-    if len(widths) * max(1, p.hops) <= LISTED_BLOCKS:
-        kernel = _passes(p) * sum(prof.spmm_seconds(e, n, wj) for e in _hop_entries(p, plan.b) for wj in widths)
-    else:  # equal widths counted, as in predict_seconds (many column blocks, many hops)
-        w = plan.width
-        kernel = _passes(p) * sum((d // w) * prof.spmm_seconds(e, n, w) + (prof.spmm_seconds(e, n, d % w) if d % w else 0)
-                                  for e in _hop_entries(p, plan.b))
-    gain = kernel * (1 - prof.reorder_speedup)
-    # X's column blocks gathered into the order, once each; and each column block's last hop gathered
-    # back to the stored order after the hop's last row block (no kernel left to hide it under: the
-    # R-MAT graph at 1/40 waited 0.36-0.54 s for it, 1.42 GB at the profile's 3 GB/s predict 0.47 s)
-    permute = sum(n * wj * 4 + max(p.out_rows, 1) * wj * 4 for wj in widths) / prof.gather_bytes_per_s
+    gain = kernel_seconds(p, prof, plan.b, plan.width) * (1 - prof.reorder_speedup)
+    permute = permute_seconds(p, prof, plan.width)
     from_copy = bool(p.ordered_copy) and (not plan.s_resident or p.ordered_copy == "present")
     if from_copy:
         room = copy_build_room(p, plan)
@@ -527,37 +550,14 @@ def with_reorder(plan: Plan, p: Problem, prof: Profile, locality: float, mode: s
     return decide_order(plan, p, prof, locality, mode, budget)[0]
 
 
-ORDER_MIN_GAIN = 0.2   # share of the stored entries an order must move near their row for it to pay
-
-
-def order_pays(info: dict, force: bool = False) -> bool:
-    """Whether a node order whose near shares are ``info`` (``near_share_before``/``_after``: the
-    entries within ``LOCALITY_WINDOW`` ids of their row) is used: forced (an explicit ``--reorder``),
-    or it moves at least ORDER_MIN_GAIN more of them near their row. Decided once the order is
-    known (kept with the store, or found by the run)."""
-    return force or info["near_share_after"] - info["near_share_before"] >= ORDER_MIN_GAIN
-
-
-def order_mode(requested: str, chosen_none: str | None, gain: float | None) -> str:
-    """``--reorder`` as the planner takes it: ``auto`` becomes ``none`` where the order kept with the
-    store already says it does not pay (ingest chose none: ``chosen_none`` says why; or its
-    near-share gain is under ORDER_MIN_GAIN)."""
-    if requested == "auto" and (chosen_none or gain is not None and gain < ORDER_MIN_GAIN):
-        return "none"
-    return requested
-
-
 def plan_order(plan: Plan, p: Problem, prof: Profile, locality: float, *, kind: str, mode: str, requested: str,
                budget: int, chosen_none: str | None = None, gain: float | None = None,
                copy_why: str = "") -> tuple[Plan, str]:
     """The run's order decision: :func:`decide_order` for an order of ``kind`` in ``mode``
-    (:func:`order_mode`), with the reason the user reads (``--json``'s ``decisions.order``).
+    (:func:`gnnprep.graph.order.order_mode`), with the reason the user reads (``--json``'s ``decisions.order``).
     A degree order saves less of the kernel than the community order the profile measured
     (``DEGREE_KERNEL_RATIO``); ``copy_why``: why no ordered copy of S can be had."""
-    if kind in ("degree", "degree-bucket"):
-        from gnnprep.sparse.order import DEGREE_KERNEL_RATIO
-
-        prof = replace(prof, reorder_speedup=max(prof.reorder_speedup, DEGREE_KERNEL_RATIO))
+    prof = replace(prof, reorder_speedup=order_speedup(prof, kind))
     plan, why = decide_order(plan, p, prof, locality, mode, budget)
     if chosen_none:
         why = chosen_none
@@ -613,6 +613,9 @@ TORCH_HAG_ROW_ENTRIES = 1.4
 HAG_ENTRY_COST = 1.12
 HAG_ROW_ENTRIES = 5.0
 HAG_SETUP_NS_PER_ENTRY = 40.0
+# Loading the HAG as an earlier run relabelled it (gnnprep.hag.ordered_copy: int32 as kept, its covers
+# checked through the order, nothing relabelled), per stored entry of it: measured below.
+HAG_KEPT_SETUP_NS_PER_ENTRY = 10.0
 
 
 @dataclass(frozen=True)
@@ -628,7 +631,8 @@ class HagVerdict:
 
 
 def choose_hag(plan: Plan, p: Problem, prof: Profile, cached: dict | None, budget: int,
-               backend: str = "numba", search_s: float | None = None) -> HagVerdict:
+               backend: str = "numba", search_s: float | None = None, speedup: float | None = None,
+               kept: bool = False) -> HagVerdict:
     """``--hag auto``: use a HAG only when the predicted kernel saving pays for it.
 
     With a HAG the Â part of a hop costs like a sparse product over ``transfers_hag`` entries
@@ -639,7 +643,9 @@ def choose_hag(plan: Plan, p: Problem, prof: Profile, cached: dict | None, budge
     plain plan); a new one is searched for only when even a perfect HAG (saving every kernel
     second) would repay the predicted search time (``search_s``: the streamed search's own
     prediction from the store's sizes, :func:`gnnprep.hag.stream.stream_plan`; None:
-    :data:`HAG_SEARCH_NS_PER_ENTRY` an entry).
+    :data:`HAG_SEARCH_NS_PER_ENTRY` an entry). ``plan`` is the plain run's plan after its own node
+    order decision; ``speedup`` and ``kept``: the order the run through the HAG would use and
+    whether the HAG relabelled to it is kept (:func:`plan_with_hag`).
     """
     if p.weighted:  # (the CPU-only rule is decided by the caller, gnnprep.precompute.run)
         return HagVerdict(False, False, "HAG aggregation shares sums over unweighted in-lists")
@@ -659,7 +665,7 @@ def choose_hag(plan: Plan, p: Problem, prof: Profile, cached: dict | None, budge
                                         f"{plain:.2f} s of kernel time it could save")
     try:
         with_hag = plan_with_hag(p, prof, budget, plan.baseline_rss, int(cached["num_agg"]), int(cached["transfers_hag"]),
-                                 backend=backend, levels=int(cached.get("levels", 0) or 0))
+                                 backend=backend, levels=int(cached.get("levels", 0) or 0), speedup=speedup, kept=kept)
     except GnnprepError:
         return HagVerdict(False, False, "the cached HAG's aggregation rows do not fit the memory budget")
     saving = plan.predicted_seconds - with_hag.predicted_seconds
@@ -670,7 +676,8 @@ def choose_hag(plan: Plan, p: Problem, prof: Profile, cached: dict | None, budge
 
 
 def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num_agg: int, hag_entries: int,
-                  blocks: tuple[int, int, int] | None = None, backend: str = "numba", levels: int = 0) -> Plan:
+                  blocks: tuple[int, int, int] | None = None, backend: str = "numba", levels: int = 0,
+                  speedup: float | None = None, kept: bool = False) -> Plan:
     """The plan for aggregating through a HAG: its arrays resident (b = 1: rewired in-lists and
     input pairs, int64 as read) plus a row per aggregation node for each column buffer, with
     the fewest column blocks that fit. On the CPU kernel S's pattern is not held (the HAG replaces
@@ -679,7 +686,12 @@ def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num
     Time as a product over the HAG's entries: on the CPU kernel :data:`HAG_ENTRY_COST` per rewired
     entry and 2 + :data:`HAG_ROW_ENTRIES` per aggregation node (with ``--rows labeled``, the pruned
     hops' share of the rewired in-lists, as the plain plan's ``hop_entries``, plus every aggregation
-    row); plus loading the HAG (:data:`HAG_SETUP_NS_PER_ENTRY`).
+    row); plus loading the HAG (:data:`HAG_SETUP_NS_PER_ENTRY`, or :data:`HAG_KEPT_SETUP_NS_PER_ENTRY`
+    with ``kept``: relabelled by an earlier run). ``speedup``: the run is in a node order whose
+    kernel seconds are that share of the stored order's (:func:`order_speedup`; the CPU kernel's
+    terms above were measured in the order, as the plain kernel's table in arbitrary ids), where
+    X's column blocks are larger than the cache, plus X gathered into the order and back
+    (:func:`permute_seconds`), as the plain plan in an order (:func:`_ordered`).
 
     On the torch backend (:mod:`gnnprep.precompute.hag_torch`) the executor also holds Y's n graph
     rows (r ⊙ X, 4 n w bytes), the rewired CSR as a tensor (int64 ids and float32 values, 12 bytes
@@ -722,7 +734,10 @@ def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num
                   for e in p.hop_entries)
         q = Problem(**{**asdict(p), "num_entries": entries, "hop_entries": pruned,
                        "last_inputs": p.last_inputs if pruned else 0})
-        seconds = predict_seconds(q, prof, 1, c) + hag_entries * HAG_SETUP_NS_PER_ENTRY * 1e-9
+        setup = HAG_KEPT_SETUP_NS_PER_ENTRY if kept and not torch else HAG_SETUP_NS_PER_ENTRY
+        seconds = predict_seconds(q, prof, 1, c) + hag_entries * setup * 1e-9
+        if speedup is not None and not torch and p.num_nodes * 4 * min(w, p.num_features) > REORDER_MIN_BLOCK_BYTES:
+            seconds += permute_seconds(p, prof, w) - kernel_seconds(q, prof, 1, w) * (1 - speedup)
         if torch:
             widths = _widths(p.num_features, w)
             seconds += _passes(p) * p.hops * sum(levels * TORCH_HAG_LEVEL_S + p.num_nodes * wj * prof.row_ns_per_col * 1e-9

@@ -57,8 +57,7 @@ from gnnprep.precompute.plan import (
     copy_build_room,
     copy_disk_bytes,
     keep_columns,
-    order_mode,
-    order_pays,
+    order_speedup,
     plan_order,
     plan_with_hag,
     pruned_hop_entries,
@@ -215,13 +214,18 @@ def _copy_state(store: GraphStore, kind: str, known: bool, reserve: int, problem
 
 
 def _auto_hag(store: GraphStore, plan: Plan, problem: Problem, profile, budget: int,
-              dry_run: bool, backend: str = "numba") -> tuple[Path | None, dict]:
+              dry_run: bool, backend: str = "numba", choice=None) -> tuple[Path | None, dict]:
     """``--hag auto``: the cached HAG's path when it pays (building it first, with
     :func:`gnnprep.hag.builder.build` under the default :class:`gnnprep.hag.builder.HagConfig` within
     ``budget``, when even a perfect HAG would repay the search), else None; and what was decided, for
-    the report."""
+    the report. ``plan``: the plain run's, in its node order; ``choice``: the order a run through
+    the HAG would use (:func:`gnnprep.hag.ordered_copy.computation_order`; None: the torch backend)."""
     from gnnprep.hag import builder as hags
     from gnnprep.hag import file as hag_file
+    from gnnprep.hag import ordered_copy
+
+    order, kind = (choice[0], choice[2]) if choice is not None else (None, "")
+    speedup = order_speedup(profile, kind) if order is not None else None
 
     cache = hags.cache_path(store.path)
     cached = hag_file.read_hag_summary(cache, store.fingerprint)
@@ -230,14 +234,19 @@ def _auto_hag(store: GraphStore, plan: Plan, problem: Problem, profile, budget: 
     scale = (profile if profile.device == "cpu" else load_profile("cpu")).hag_search_scale
     if cached is None:  # the search that would run, predicted from sizes as `gnnprep hag --dry-run` does
         search_s = float(hags.dry_run(store.path, hags.HagConfig(memory_budget=budget), scale)["predicted_seconds"])
-    verdict = choose_hag(plan, problem, profile, cached, budget, backend, search_s)
+
+    def judge(cached: dict | None, search_s: float | None = None):
+        kept = choice is not None and ordered_copy.is_kept(cache, kind if order is not None else "stored", store, order)
+        return choose_hag(plan, problem, profile, cached, budget, backend, search_s, speedup, kept)
+
+    verdict = judge(cached, search_s)
     if verdict.build and not dry_run:
         try:
             hags.build(store, cache, hags.HagConfig(memory_budget=budget), command="gnnprep precompute --hag auto",
                        search_scale=scale)
         except (OSError, GnnprepError):
             pass  # a read-only folder: nothing cached, decide without it
-        verdict = choose_hag(plan, problem, profile, hag_file.read_hag_summary(cache, store.fingerprint), budget, backend)
+        verdict = judge(hag_file.read_hag_summary(cache, store.fingerprint))
     return (cache if verdict.use else None), HagChoice("auto", verdict.use, str(cache) if verdict.use else None,
                                                        verdict.reason)
 
@@ -252,57 +261,35 @@ def _choose_hag(job: Job, store: GraphStore, profile, budget: int) -> None:
         if unsupported is not None:
             job.hag_info = HagChoice("auto", False, None, unsupported)
             return
+        if job.backend == "numba":  # the order a run through the HAG would use, and whether it is kept
+            from gnnprep.hag import ordered_copy
+
+            job.hag_order_choice = ordered_copy.computation_order(store, config.reorder, job.warn)
         job.hag_path, job.hag_info = _auto_hag(store, job.plan, job.problem, profile, budget, config.dry_run,
-                                               job.backend)
+                                               job.backend, job.hag_order_choice)
     else:
         if unsupported is not None:
             raise OptionError("--hag", f"{config.hag}: {unsupported}")
         job.hag_path = Path(config.hag)
         job.hag_info = HagChoice("file", True, str(config.hag), "--hag given")
     if job.hag_path is not None:
-        from gnnprep.hag.builder import load_for
+        from gnnprep.hag.builder import load_for, load_in_order
 
-        job.hag = load_for(job.hag_path, store)
+        speedup, kept = None, False
         if job.backend == "numba":
-            job.hag, job.hag_order, job.decisions["order"] = _hag_order(job.hag, store, config, job.warn)
+            if job.hag_order_choice is None:
+                from gnnprep.hag import ordered_copy
+
+                job.hag_order_choice = ordered_copy.computation_order(store, config.reorder, job.warn)
+            job.hag, kept, job.decisions["order"] = load_in_order(job.hag_path, store, job.hag_order_choice, job.warn)
+            job.hag_order = job.hag_order_choice[:2]
+            if job.hag_order[0] is not None:
+                speedup = order_speedup(profile, job.hag_order_choice[2])
+        else:
+            job.hag = load_for(job.hag_path, store)
         job.plan = plan_with_hag(job.problem, profile, budget, job.baseline, job.hag.num_agg, job.hag.transfers(),
-                                 config.blocks, backend=job.backend, levels=len(job.hag.level_ptr) - 1)
-
-
-def _hag_order(hag, store: GraphStore, config: PrecomputeConfig, warn=None):
-    """(the HAG in the computation's node order, (order, inv), why) for a CPU run through a HAG: the
-    order a run without one would use (``--reorder``, the kind ingest chose), when it is kept with
-    the store or beside it (:mod:`gnnprep.graph.order`) and brings neighbours closer; the HAG is
-    relabelled to it (:func:`gnnprep.hag.order.in_order`, which also puts each in-list's aggregation
-    references last: a predictable branch in the row kernel). Without such an order: the HAG in the
-    stored order, ((None, None), why)."""
-    import time
-
-    from gnnprep.graph import order as kept_order
-    from gnnprep.hag.order import in_order
-
-    def stored(why: str):
-        identity = np.arange(store.num_nodes, dtype=np.int64)
-        return in_order(hag, identity, identity), (None, None), why
-
-    kind, force, chosen_none = kept_order.precompute_kind(store, config.reorder)
-    mode = order_mode(config.reorder, chosen_none, kept_order.stored_gain(store, kind))
-    if mode == "none":
-        return stored(chosen_none or "not used: --reorder none, or the order kept brings few neighbours closer")
-    known = kept_order.load_from_store(store, kind, warn) or \
-        kept_order.load_cached(store.path, kind, store.fingerprint, store.num_nodes, warn)
-    if known is None:
-        return stored(f"not used: no {kind} order is kept with the store (a run through a HAG does not find one; "
-                      "ingest keeps one, and a run without --hag keeps the one it finds)")
-    order, info = known
-    if not order_pays(info, force):
-        return stored("not used: the order kept brings few neighbours closer")
-    t0 = time.perf_counter()
-    inv = np.empty(store.num_nodes, dtype=np.int64)
-    inv[order] = np.arange(store.num_nodes, dtype=np.int64)
-    hag = in_order(hag, order, inv)
-    return hag, (order, inv), (f"used with the HAG: the {kind} order kept with the store (the HAG relabelled to it "
-                               f"in {time.perf_counter() - t0:.2f} s)")
+                                 config.blocks, backend=job.backend, levels=len(job.hag.level_ptr) - 1,
+                                 speedup=speedup, kept=kept)
 
 
 def _plan_order(job: Job, store: GraphStore, problem: Problem, profile, budget: int) -> str:
@@ -320,7 +307,7 @@ def _plan_order(job: Job, store: GraphStore, problem: Problem, profile, budget: 
     job.order_kind = kind
     known = kept_order.known(store, kind)
     gain = kept_order.stored_gain(store, kind)
-    mode = order_mode(config.reorder, chosen_none, gain)
+    mode = kept_order.order_mode(config.reorder, chosen_none, gain)
     state, copy, copy_why = ("", None, "") if mode == "none" else \
         _copy_state(store, kind, known, job.reserve_bytes, problem, job.warn)
     ordered_problem = dataclasses.replace(problem, order_known=known, ordered_copy=state)
@@ -373,10 +360,16 @@ def prepare_job(store: GraphStore, config: PrecomputeConfig, device: str, backen
     baseline = rss()
     job = Job(config, device, backend, choose_plan(problem, budget, profile, baseline, config.blocks), problem,
                out_rows, baseline=baseline, profile=profile, user=user, degrees=user_degrees, warn=warn)
-    _choose_hag(job, store, profile, budget)
     job.reserve_bytes = _artifact_bytes(store, job)
+    # --hag auto weighs the HAG against the plain run as it would run, in its own node order
+    plain_why = _plan_order(job, store, problem, profile, budget) \
+        if config.hag == "auto" and backend == "numba" and _hag_unsupported(backend, store, user) is None else None
+    _choose_hag(job, store, profile, budget)
+    if job.hag is not None and job.copy is not None:  # the plain run's ordered copy, not needed
+        job.copy.close()
+        job.copy = None
     if job.hag is None and backend == "numba":
-        order_why = _plan_order(job, store, problem, profile, budget)
+        order_why = plain_why or _plan_order(job, store, problem, profile, budget)
     elif job.hag is not None:
         if backend == "numba":
             from gnnprep.sparse import row_kernels

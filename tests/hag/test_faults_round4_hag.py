@@ -154,15 +154,15 @@ def test_a_valid_hag_is_accepted(base, tmp_path, backend):
 def test_the_cover_check_is_exact_on_every_search_and_streams_the_store(base, tmp_path):
     """Valid HAGs of every search pass (in row blocks of 50 stored entries too); any block size
     names the same first bad node."""
-    from gnnprep.hag import builder
+    from gnnprep.hag import builder, cover_check
     from gnnprep.hag.file import read_hag
 
     with GraphStore(base / "g.h5") as s:
         for method, agg in (("rounds", "set"), ("exact", "set"), ("rounds", "sequential")):
             builder.build(s, tmp_path / f"{method}-{agg}.h5", builder.HagConfig(method=method, aggregate=agg))
             h, _ = read_hag(tmp_path / f"{method}-{agg}.h5")
-            builder.check_covers(h, s, "x")
-            builder.check_covers(h, s, "x", block_entries=50)
+            cover_check.check_covers(h, s, "x")
+            cover_check.check_covers(h, s, "x", block_entries=50)
         shutil.copy(base / "hag.h5", tmp_path / "bad.h5")
         with h5py.File(tmp_path / "bad.h5", "r+") as f:
             _swap_in_lists(f)
@@ -170,21 +170,21 @@ def test_the_cover_check_is_exact_on_every_search_and_streams_the_store(base, tm
         msgs = set()
         for entries in (1, 50, 1 << 22):
             with pytest.raises(GnnprepError) as e:
-                builder.check_covers(h, s, "bad.h5", block_entries=entries)
+                cover_check.check_covers(h, s, "bad.h5", block_entries=entries)
             msgs.add(str(e.value))
         assert len(msgs) == 1
 
 
 def test_the_check_costs_little(base):
     """Timed on this tiny graph only as a smoke check (the figures at scale: issue 32's closing note)."""
-    from gnnprep.hag import builder
+    from gnnprep.hag import cover_check
     from gnnprep.hag.file import read_hag
 
     with GraphStore(base / "g.h5") as s:
         h, _ = read_hag(base / "hag.h5")
-        builder.check_covers(h, s, "x")
+        cover_check.check_covers(h, s, "x")
         t = time.perf_counter()
-        builder.check_covers(h, s, "x")
+        cover_check.check_covers(h, s, "x")
         assert time.perf_counter() - t < 1.0
 
 
