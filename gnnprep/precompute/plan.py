@@ -614,8 +614,12 @@ HAG_ENTRY_COST = 1.12
 HAG_ROW_ENTRIES = 5.0
 HAG_SETUP_NS_PER_ENTRY = 40.0
 # Loading the HAG as an earlier run relabelled it (gnnprep.hag.ordered_copy: int32 as kept, its covers
-# checked through the order, nothing relabelled), per stored entry of it: measured below.
-HAG_KEPT_SETUP_NS_PER_ENTRY = 10.0
+# checked through the order, nothing relabelled), per stored entry of it. In one process, warm, 8-10 ns
+# (cliques, 7.4M entries: 0.06-0.07 s); as the command runs it, what a run through the kept HAG spent
+# before hop 1 beyond the plain run, plus the plain run's relabelling as predicted, less choose_hag's
+# fresh-memory term, per HAG entry: ego 22, cliques 16, citation 5, cliques64 36 (8M entries, d = 64),
+# cliques64 at 32M entries and d = 128 26 ns (benchmarks/bench_hag_stream.py, 2-core VM, 2026-11-27).
+HAG_KEPT_SETUP_NS_PER_ENTRY = 20.0
 
 
 @dataclass(frozen=True)
@@ -668,7 +672,12 @@ def choose_hag(plan: Plan, p: Problem, prof: Profile, cached: dict | None, budge
                                  backend=backend, levels=int(cached.get("levels", 0) or 0), speedup=speedup, kept=kept)
     except GnnprepError:
         return HagVerdict(False, False, "the cached HAG's aggregation rows do not fit the memory budget")
-    saving = plan.predicted_seconds - with_hag.predicted_seconds
+    # what the run through the HAG holds beyond the plain run (its larger column buffers, the HAG's
+    # arrays against S's) is memory faulted in fresh, at the profile's rate as the column buffers in
+    # predict_seconds: on cliques64 at 32M entries, d = 128, 0.34 GiB more, and a HAG run's hop 0
+    # took 0.57-0.81 s after a plain run against 0.14-0.20 s after another HAG run (2-core VM)
+    fresh = max(0, with_hag.predicted_peak - plan.predicted_peak) / prof.fault_bytes_per_s
+    saving = plan.predicted_seconds - (with_hag.predicted_seconds + fresh)
     if saving > 0.05 * plan.predicted_seconds:
         return HagVerdict(True, False, f"cached HAG saves ~{saving:.2f} s of {plan.predicted_seconds:.2f} s", saving)
     return HagVerdict(False, False, f"cached HAG would save only ~{max(saving, 0.0):.3f} s of "
