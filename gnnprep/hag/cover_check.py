@@ -78,6 +78,17 @@ def _row_leaves(ip, idx, salt, out_s):
         out_s[i] = s
 
 
+@njit(parallel=True, nogil=True, cache=True)
+def _row_leaves_through(ip, idx, inv, salt, out_s):
+    """:func:`_row_leaves` with each id u read as inv[u] (no relabelled copy of the block's ids)."""
+    base = ip[0]
+    for i in prange(len(ip) - 1):
+        s = np.uint64(0)
+        for p in range(ip[i] - base, ip[i + 1] - base):
+            s += _leaf(inv[idx[p]], salt)
+        out_s[i] = s
+
+
 class CoverCheck:
     """cover(v) of a HAG, row block by row block, as (count, hash) to compare with a graph's rows
     (:meth:`mismatch`); the aggregation nodes' counts and hashes are computed once, bottom-up."""
@@ -115,7 +126,7 @@ class CoverCheck:
         inv[N(v)]. ``rows``: (|cover|, hash) of every HAG row, from :meth:`all_rows`."""
         count, hs = rows
         gs = np.empty(len(ip) - 1, dtype=np.uint64)
-        _row_leaves(ip, inv[idx], self.salt, gs)
+        _row_leaves_through(ip, idx, inv, self.salt, gs)
         at = inv[r0:r0 + len(ip) - 1]
         deg = np.diff(ip)
         bad = np.flatnonzero((count[at] != deg) | (hs[at] != gs))
