@@ -5,7 +5,8 @@
 # Every step has its own time limit, so one that hangs does not eat the rest; each step's log goes to
 # OUTDIR.
 #
-#     benchmarks/gpu_check.sh [OUTDIR]        (PYTHON=python3 by default; gnnprep importable from it)
+#     benchmarks/gpu_check.sh [OUTDIR]        (PYTHON=python3 by default; gnnprep importable from it;
+#                                             BENCH=0 skips the benchmarks; SUITE_SECONDS limits the suite)
 #
 # The packages the suite needs beyond a CUDA image's usual ones (ogb and its littleutils and outdated,
 # ruff) are installed from the wheels in WHEELS (default .whl/, downloaded where a package index can
@@ -69,6 +70,7 @@ print('cuda against cpu, max relative difference per hop:',
 ) 2>&1 | tee "$OUTDIR/pipeline.log" | tail -8
 rm -rf "$W"
 
+if [ "${BENCH:-1}" = 1 ]; then   # BENCH=0: the tests, the pipeline and the suite only (~5 minutes)
 step "the disk: 2 GiB written into the page cache (a GPU hop's rows are written at this speed)"
 dd if=/dev/zero of="$OUTDIR/dd.tmp" bs=32M count=64 2>&1 | tail -1; rm -f "$OUTDIR/dd.tmp"
 
@@ -77,6 +79,7 @@ timeout 150 $PY benchmarks/bench_precompute_gpu.py --nodes 2000000 2>&1 | grep -
 
 step "bench_hag_torch on cuda"
 timeout 100 $PY benchmarks/bench_hag_torch.py --device cuda --reps 2 --kernel-reps 5 2>&1 | tee "$OUTDIR/bench_hag_torch.log" | tail -14
+fi
 
 step "the whole suite"
 # installed, so that the console script and the package metadata exist (the make pipeline's tests
