@@ -228,8 +228,10 @@ def work_folder(near: str | os.PathLike, tmp_dir: str | os.PathLike | None = Non
     sweep_stale(base, prefix)
     folder = base / f"{prefix}{os.getpid()}"
     _remove(folder)
-    folder.mkdir()
     try:
+        # made inside the try: a signal's exception right after mkdir returned left the folder
+        # behind (SIGTERM 0.2 s into an ingest, once in a CI run)
+        folder.mkdir()
         yield folder
     finally:
         _remove(folder)

@@ -61,3 +61,25 @@ def test_sigterm_cleans_up(tmp_path, rng):
     assert proc.returncode == 130, err
     assert err.strip().splitlines() == ["Error: interrupted; no output was written"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["e.npy"]
+
+
+def test_an_interrupt_right_after_the_work_folder_is_made_leaves_nothing(tmp_path, monkeypatch):
+    """A signal's exception raised the moment mkdir returns (SIGTERM 0.2 s into an ingest, once in a
+    CI run, left ``.out.h5.work-<pid>`` behind): the folder is still removed."""
+    from pathlib import Path
+
+    import pytest
+
+    from gnnprep.core.output import work_folder
+
+    real = Path.mkdir
+
+    def mkdir_then_interrupt(self, *a, **k):
+        real(self, *a, **k)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "mkdir", mkdir_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        with work_folder(tmp_path / "out.h5"):
+            pass
+    assert list(tmp_path.iterdir()) == []
