@@ -267,6 +267,8 @@ def _choose_hag(job: Job, store: GraphStore, profile, budget: int) -> None:
             job.hag_order_choice = ordered_copy.computation_order(store, config.reorder, job.warn)
         job.hag_path, job.hag_info = _auto_hag(store, job.plan, job.problem, profile, budget, config.dry_run,
                                                job.backend, job.hag_order_choice)
+        if job.hag_path is None:
+            job.hag_order_choice = None  # the order and its inverse (16 bytes a node) not held by a plain run
     else:
         if unsupported is not None:
             raise OptionError("--hag", f"{config.hag}: {unsupported}")

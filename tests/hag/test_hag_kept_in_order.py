@@ -222,3 +222,16 @@ def test_the_planner_counts_a_kept_copy_and_the_order():
     ordered = P.plan_with_hag(p, prof, 64 << 30, 0, agg, entries, speedup=0.5)
     assert ordered.predicted_seconds < base.predicted_seconds
     assert P.plan_with_hag(p, prof, 64 << 30, 0, agg, entries, speedup=1.0).predicted_seconds > base.predicted_seconds
+
+
+def test_a_plain_run_after_hag_auto_declined_holds_no_order_for_the_hag(tmp_path):
+    """--hag auto looks at the order a HAG run would use (order and inverse, 16 bytes a node); a run
+    that goes plain does not keep them."""
+    from gnnprep.hag.builder import cache_path
+    from gnnprep.precompute.run import prepare_job
+
+    path = _store_with_order(tmp_path)
+    assert run(["hag", str(path), "-o", str(cache_path(path)), "--capacity", "5"]).exit_code == 0   # a poor HAG
+    with GraphStore(path) as g:
+        job = prepare_job(g, PrecomputeConfig(hops=3, device="cpu", hag="auto"), "cpu", "numba")
+        assert job.hag is None and job.hag_order_choice is None, job.hag_info
