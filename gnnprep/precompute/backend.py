@@ -11,6 +11,7 @@ The hop loop (:mod:`gnnprep.precompute.hop_loop`) drives every backend the same 
         be.hop_block(r0, r1, cur, nxt)  # nxt[r0:r1] = (S cur)[r0:r1]
         be.sync()
         write(be.to_host(nxt, rows))
+    be.end_block()                      # after the block's last hop
 
 Implementations: :class:`gnnprep.precompute.cpu_backends.NumbaBackend` and
 :class:`~gnnprep.precompute.cpu_backends.HagBackend` (the CPU kernels),
@@ -55,6 +56,9 @@ class HopBackend(Protocol):
 
     def sync(self) -> None:
         """Wait until the device's queued work is done (CUDA); nothing on the CPU."""
+
+    def end_block(self) -> None:
+        """A column block's hops are done: let go of its buffers (the next block's X is read next)."""
 
 
 def make_backend(name: str, graph: HopGraph, op: Operator, device: str, hag=None) -> HopBackend:

@@ -312,6 +312,7 @@ class HopRun:
                 self.writer.wait(seq)
                 self.hop_parts[k]["writes_waited"] += time.perf_counter() - t1
             cur, nxt = nxt, cur
+        be.end_block()
         # the last hop's writes (and unit) are settled by the caller after the next block's X is read;
         # its buffer then becomes the next block's output buffer
         del nxt

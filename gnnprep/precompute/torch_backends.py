@@ -155,6 +155,9 @@ class TorchBackend:
         if self.device.type == "cuda":
             self.torch.cuda.synchronize(self.device)
 
+    def end_block(self) -> None:
+        pass   # (a HAG's Y is its own buffer, kept for the next block)
+
 
 class TorchHagBackend(TorchBackend):
     """Â·(r ⊙ X) through a HAG on a torch device: levels as gather-adds, then the rewired in-lists."""

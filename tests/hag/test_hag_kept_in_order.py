@@ -235,3 +235,28 @@ def test_a_plain_run_after_hag_auto_declined_holds_no_order_for_the_hag(tmp_path
     with GraphStore(path) as g:
         job = prepare_job(g, PrecomputeConfig(hops=3, device="cpu", hag="auto"), "cpu", "numba")
         assert job.hag is None and job.hag_order_choice is None, job.hag_info
+
+
+def test_a_hag_run_lets_go_of_each_column_blocks_buffers(tmp_path, monkeypatch):
+    """The HAG backend's [cur; h] view of a block's last hop input is dropped when the block ends
+    (held, that buffer lived on beside the next block's X and output: one n x w buffer more than the
+    plan counts at every block's start); the hops are unchanged."""
+    from gnnprep.precompute import cpu_backends
+
+    path = _store_with_order(tmp_path)
+    hag = tmp_path / "hag.h5"
+    assert run(["hag", str(path), "-o", str(hag), "--capacity", "all"]).exit_code == 0
+    ends = []
+    real_end = cpu_backends.HagBackend.end_block
+
+    def end(self):
+        real_end(self)
+        ends.append(self.y is None and self.h is None)
+
+    monkeypatch.setattr(cpu_backends.HagBackend, "end_block", end)
+    for rows in ("all", "labeled"):
+        ends.clear()
+        out = tmp_path / f"{rows}.h5"
+        precompute(path, out, PrecomputeConfig(hops=3, rows=rows, device="cpu", hag=str(hag), blocks=(1, 1, 3)))
+        assert ends == [True] * 3, ends           # once per column block, and nothing kept
+    _same_as_plain(tmp_path, path, tmp_path / "all.h5")

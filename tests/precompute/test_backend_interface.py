@@ -25,7 +25,7 @@ def _protocol_methods():
 @pytest.mark.parametrize("cls", BACKENDS, ids=lambda c: c.__name__)
 def test_each_backend_has_the_interfaces_methods_with_its_parameters(cls):
     methods = _protocol_methods()
-    assert set(methods) == {"prepare", "empty_like", "begin_hop", "hop_block", "to_host", "sync"}
+    assert set(methods) == {"prepare", "empty_like", "begin_hop", "hop_block", "to_host", "sync", "end_block"}
     for name, sig in methods.items():
         own = inspect.signature(getattr(cls, name))
         assert list(own.parameters) == list(sig.parameters), (cls.__name__, name)
