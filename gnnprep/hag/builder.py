@@ -251,8 +251,8 @@ def load_in_order(path, store: GraphStore, choice, warn=None) -> tuple[Hag, bool
     from gnnprep.hag import ordered_copy
     from gnnprep.hag.order import in_order
 
-    order, inv, kind, why = choice
-    key = kind if order is not None else "stored"
+    order, inv, _, why = choice
+    key = ordered_copy.copy_kind(choice)
     t0 = time.perf_counter()
     kept = ordered_copy.load(path, key, store, order, inv, warn)
     if kept is not None:

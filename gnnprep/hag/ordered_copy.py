@@ -58,6 +58,13 @@ def computation_order(store, reorder: str = "auto", warn=None):
     return order, inv, kind, f"used with the HAG: the {kind} order kept with the store"
 
 
+def copy_kind(choice) -> str:
+    """The kind a copy for :func:`computation_order`'s ``choice`` is kept under: the order's, or
+    ``stored`` where the run keeps the stored order."""
+    order, _, kind, _ = choice
+    return kind if order is not None else "stored"
+
+
 def copy_path(hag_path, kind: str) -> Path:
     """Where the HAG at ``hag_path`` relabelled to an order of ``kind`` is kept: ``<hag>.order-<kind>.h5``."""
     return Path(hag_path).with_suffix(f".order-{kind}.h5")

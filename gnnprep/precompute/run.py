@@ -224,8 +224,7 @@ def _auto_hag(store: GraphStore, plan: Plan, problem: Problem, profile, budget: 
     from gnnprep.hag import file as hag_file
     from gnnprep.hag import ordered_copy
 
-    order, kind = (choice[0], choice[2]) if choice is not None else (None, "")
-    speedup = order_speedup(profile, kind) if order is not None else None
+    speedup = _hag_speedup(profile, choice)
 
     cache = hags.cache_path(store.path)
     cached = hag_file.read_hag_summary(cache, store.fingerprint)
@@ -236,7 +235,7 @@ def _auto_hag(store: GraphStore, plan: Plan, problem: Problem, profile, budget: 
         search_s = float(hags.dry_run(store.path, hags.HagConfig(memory_budget=budget), scale)["predicted_seconds"])
 
     def judge(cached: dict | None, search_s: float | None = None):
-        kept = choice is not None and ordered_copy.is_kept(cache, kind if order is not None else "stored", store, order)
+        kept = choice is not None and ordered_copy.is_kept(cache, ordered_copy.copy_kind(choice), store, choice[0])
         return choose_hag(plan, problem, profile, cached, budget, backend, search_s, speedup, kept)
 
     verdict = judge(cached, search_s)
@@ -257,41 +256,41 @@ def _choose_hag(job: Job, store: GraphStore, profile, budget: int) -> None:
     if config.hag is None:
         return
     unsupported = _hag_unsupported(job.backend, store, job.user)
-    if config.hag == "auto":
-        if unsupported is not None:
-            job.hag_info = HagChoice("auto", False, None, unsupported)
-            return
-        if job.backend == "numba":  # the order a run through the HAG would use, and whether it is kept
-            from gnnprep.hag import ordered_copy
+    if unsupported is not None:
+        if config.hag != "auto":
+            raise OptionError("--hag", f"{config.hag}: {unsupported}")
+        job.hag_info = HagChoice("auto", False, None, unsupported)
+        return
+    if job.backend == "numba":  # the node order a run through the HAG uses (and its relabelled copy's)
+        from gnnprep.hag import ordered_copy
 
-            job.hag_order_choice = ordered_copy.computation_order(store, config.reorder, job.warn)
+        job.hag_order_choice = ordered_copy.computation_order(store, config.reorder, job.warn)
+    if config.hag == "auto":
         job.hag_path, job.hag_info = _auto_hag(store, job.plan, job.problem, profile, budget, config.dry_run,
                                                job.backend, job.hag_order_choice)
         if job.hag_path is None:
             job.hag_order_choice = None  # the order and its inverse (16 bytes a node) not held by a plain run
+            return
     else:
-        if unsupported is not None:
-            raise OptionError("--hag", f"{config.hag}: {unsupported}")
         job.hag_path = Path(config.hag)
         job.hag_info = HagChoice("file", True, str(config.hag), "--hag given")
-    if job.hag_path is not None:
-        from gnnprep.hag.builder import load_for, load_in_order
+    from gnnprep.hag.builder import load_for, load_in_order
 
-        speedup, kept = None, False
-        if job.backend == "numba":
-            if job.hag_order_choice is None:
-                from gnnprep.hag import ordered_copy
+    kept = False
+    if job.backend == "numba":
+        job.hag, kept, job.decisions["order"] = load_in_order(job.hag_path, store, job.hag_order_choice, job.warn)
+        job.hag_order = job.hag_order_choice[:2]
+    else:
+        job.hag = load_for(job.hag_path, store)
+    job.plan = plan_with_hag(job.problem, profile, budget, job.baseline, job.hag.num_agg, job.hag.transfers(),
+                             config.blocks, backend=job.backend, levels=len(job.hag.level_ptr) - 1,
+                             speedup=_hag_speedup(profile, job.hag_order_choice), kept=kept)
 
-                job.hag_order_choice = ordered_copy.computation_order(store, config.reorder, job.warn)
-            job.hag, kept, job.decisions["order"] = load_in_order(job.hag_path, store, job.hag_order_choice, job.warn)
-            job.hag_order = job.hag_order_choice[:2]
-            if job.hag_order[0] is not None:
-                speedup = order_speedup(profile, job.hag_order_choice[2])
-        else:
-            job.hag = load_for(job.hag_path, store)
-        job.plan = plan_with_hag(job.problem, profile, budget, job.baseline, job.hag.num_agg, job.hag.transfers(),
-                                 config.blocks, backend=job.backend, levels=len(job.hag.level_ptr) - 1,
-                                 speedup=speedup, kept=kept)
+
+def _hag_speedup(profile, choice) -> float | None:
+    """The kernel speed-up of the node order a run through a HAG uses (``choice``: from
+    :func:`gnnprep.hag.ordered_copy.computation_order`; None where it runs in the stored order)."""
+    return None if choice is None or choice[0] is None else order_speedup(profile, choice[2])
 
 
 def _plan_order(job: Job, store: GraphStore, problem: Problem, profile, budget: int) -> str:
