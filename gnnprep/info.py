@@ -22,14 +22,36 @@ import gnnprep.hag.file
 import gnnprep.hdg.file
 import gnnprep.precompute.features
 import gnnprep.train.loader  # noqa: F401 - imported for its registration (the names above bind `gnnprep` too)
-from gnnprep.core.artifact import attr_value, describer_of, open_artifact, reader_of, registered_readers
+from gnnprep.core.artifact import attr_value, describer_of, open_artifact, reader_of, registered_readers, root_format
 from gnnprep.core.errors import GnnprepError
+
+# the caches runs keep beside artifacts (their format: each owner's FORMAT constant, tests/test_info_caches.py)
+ORDERED_COPY = "gnnprep.ordered-csr"   # gnnprep.precompute.ordered: <store>.ordered-<kind>.h5
+HAG_COPY = "gnnprep.hag-ordered"       # gnnprep.hag.ordered_copy: <hag>.order-<kind>.h5
+
+
+def _cache_describer(fmt: str | None):
+    """The describer of a cache format, imported only for such a file (the ordered copy's module loads
+    the compiler); None for any other format."""
+    if fmt == ORDERED_COPY:
+        from gnnprep.precompute.ordered import describe_copy
+
+        return describe_copy
+    if fmt == HAG_COPY:
+        from gnnprep.hag.ordered_copy import describe as describe_hag_copy
+
+        return describe_hag_copy
+    return None
 
 
 def describe(path: str | Path) -> dict:
     """The description of the artifact at ``path`` by the module that owns its format (a format
-    this gnnprep has no describer for: its name, version and size)."""
+    this gnnprep has no describer for: its name, version and size); of a cache a run keeps beside
+    an artifact, what it is, what it was made from and whether it is current."""
     path = Path(path)
+    cache = _cache_describer(root_format(path))
+    if cache is not None:
+        return cache(path)
     with open_artifact(path) as f:
         fmt = attr_value(f.attrs["format"])
         describer = describer_of(fmt)

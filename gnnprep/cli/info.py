@@ -73,11 +73,22 @@ def _operator_source_lines(d: dict) -> list[str]:
 @click.argument("file", type=click.Path(dir_okay=True))
 @json_option
 def info(file, as_json):
-    """Describe a gnnprep artifact (graph store, HAG, HDG, features)."""
+    """Describe a gnnprep artifact (graph store, HAG, HDG, features) or a cache a run keeps beside one."""
     from gnnprep.info import describe
 
     d = describe(file)
-    if d["format"] == "gnnprep.graph":
+    if "cache_of" in d:
+        state = "current" if d["current"] else f"stale ({d['stale_because']}): not used; the next run that needs it rewrites it"
+        lines = [f"{d['file']}: {d['what']} (a cache, safe to delete; format {d['format']} version {d['format_version']})",
+                 f"  made from      {d['cache_of'] or 'unknown'}",
+                 f"  state          {state}"]
+        share = (f" (entries within 4,096 ids of their row: {d['near_share_before']:.0%} -> {d['near_share_after']:.0%})"
+                 if isinstance(d.get("near_share_before"), float) and isinstance(d.get("near_share_after"), float) else "")
+        lines.append(f"  node order     {d.get('kind')}{share}")
+        lines += [f"  {label:<14} {d[k]:,}" for k, label in (("num_nodes", "nodes"), ("num_edges", "stored edges"),
+                                                             ("num_agg", "aggregation nodes")) if isinstance(d.get(k), int)]
+        lines.append(f"  size on disk   {size(d['size_bytes'])}")
+    elif d["format"] == "gnnprep.graph":
         lines = _graph_lines(d)
     elif d["format"] == "gnnprep.features":
         lines = _features_lines(d)

@@ -37,6 +37,50 @@ def file_fingerprint(path: str | os.PathLike) -> str:
     return f"size={st.st_size},mtime_ns={st.st_mtime_ns}"
 
 
+def root_format(path: str | os.PathLike) -> str | None:
+    """The root attribute ``format`` of the HDF5 file at ``path`` as a string; None where the file is
+    missing, not HDF5, unreadable or has no such string (a peek: never an error)."""
+    try:
+        if not Path(path).is_file() or not h5py.is_hdf5(path):
+            return None
+        with h5py.File(path, "r") as f:
+            fmt = f.attrs.get("format")
+    except (OSError, ValueError, TypeError):
+        return None
+    if isinstance(fmt, bytes):
+        fmt = fmt.decode(errors="backslashreplace")
+    return fmt if isinstance(fmt, str) else None
+
+
+def describe_cache(path: str | os.PathLike, what: str, suffix: str, fields: tuple[str, ...],
+                   stale: Callable[[Path, dict], str | None]) -> dict:
+    """What ``gnnprep info`` shows of a cache a run keeps beside an artifact (S in a node order, a
+    relabelled HAG): ``what`` it is, the artifact it was made from (its name less ``suffix``, which
+    may name root attributes as ``{kind}``, plus ``.h5``), the root attributes in ``fields``, and
+    whether it is current: ``stale(source, attrs)`` says why not, None when it is. A stale cache is
+    never used (the next run that needs it rewrites it); any cache is safe to delete."""
+    path = Path(path)
+    try:
+        with h5py.File(path, "r") as f:
+            a = plain_attrs(f.attrs)
+    except OSError as e:
+        raise GnnprepError(f"{path}: cannot open HDF5 file ({_short(e)})") from None
+    try:
+        tail = suffix.format(**a)
+    except (KeyError, IndexError, ValueError):
+        tail = None
+    source = path.with_name(path.name[:-len(tail)] + ".h5") if tail and path.name.endswith(tail) else None
+    if source is None:
+        why = f"its name does not end in {suffix}, so what it was made from is unknown"
+    elif not source.is_file():
+        why = f"{source}: no such file"
+    else:
+        why = stale(source, a)
+    return {"file": str(path), "format": a.get("format"), "format_version": a.get("format_version"),
+            "what": what, "cache_of": None if source is None else str(source), "current": why is None,
+            "stale_because": why, **{k: a.get(k) for k in fields}, "size_bytes": path.stat().st_size}
+
+
 def open_artifact(path: str | os.PathLike, expect: str | None = None) -> h5py.File:
     """Open a gnnprep artifact read-only, with one-line errors for every way that can fail."""
     path = Path(path)

@@ -76,6 +76,22 @@ def _source(hag_path) -> dict:
     return {"hag_size": int(st.st_size), "hag_mtime_ns": int(st.st_mtime_ns), "hag_inode": int(st.st_ino)}
 
 
+def describe(path) -> dict:
+    """What ``gnnprep info`` shows of a kept copy: the HAG file it was made from, its order and sizes,
+    and whether it is current as to that file (this format version, the file's size, mtime and inode;
+    a run also checks the graph, the order and the covers before it reads one)."""
+    from gnnprep.core.artifact import describe_cache
+
+    def stale(hag_path: Path, a: dict) -> str | None:
+        if a.get("format_version") != COPY_FORMAT_VERSION:
+            return f"format version {a.get('format_version')}; this gnnprep writes {COPY_FORMAT_VERSION}"
+        return None if all(a.get(k) == v for k, v in _source(hag_path).items()) else \
+            f"{hag_path} was written again after this copy was made"
+
+    return describe_cache(path, "a HAG relabelled to a run's node order, kept by precompute --hag", ".order-{kind}.h5",
+                          ("kind", "num_nodes", "num_agg"), stale)
+
+
 def _order_digest(order: np.ndarray | None) -> str:
     """A short digest of the node order (``stored`` for none): a copy made for another order is stale."""
     if order is None:

@@ -68,6 +68,26 @@ def copy_path(store_path, kind: str) -> Path:
     return Path(store_path).with_suffix(f".ordered-{kind}.h5")
 
 
+def describe_copy(path) -> dict:
+    """What ``gnnprep info`` shows of an ordered copy: the store it was made from, its order and sizes,
+    and whether it is current (this format version, and the store beside it has the graph fingerprint
+    it was made from; its checksums are checked when a run opens it)."""
+    from gnnprep.core.artifact import describe_cache
+
+    def stale(store_path: Path, a: dict) -> str | None:
+        if a.get("format_version") != FORMAT_VERSION:
+            return f"format version {a.get('format_version')}; this gnnprep writes {FORMAT_VERSION}"
+        try:
+            with GraphStore(store_path) as s:
+                fingerprint = s.fingerprint
+        except GnnprepError as e:
+            return str(e)
+        return None if fingerprint == a.get("graph_fingerprint") else f"{store_path} holds another graph now"
+
+    return describe_cache(path, "the graph store's rows in a node order, kept by precompute", ".ordered-{kind}.h5",
+                          ("kind", "num_nodes", "num_edges", "near_share_before", "near_share_after"), stale)
+
+
 def order_dtype(n: int):
     return np.int32 if n < 2**31 else np.int64
 
