@@ -331,3 +331,14 @@ def test_prefetching_hag_rows_are_bitwise_the_hag_kernel(rng):
     for ahead in (1, 64):
         row_kernels.hag_rows(indptr, indices, 0, left, right, 1.0, x, h, got, ahead=ahead)
         assert got.tobytes() == want.tobytes()
+    # the pruned hops' kernels (listed rows, a cursor prefetching along them): each row's bytes the same
+    rows = np.sort(rng.choice(n, 23, replace=False)).astype(np.int64)
+    for ids in (np.int64, np.int32):
+        for ahead in (1, 5, 64):
+            got = np.zeros_like(x)
+            row_kernels.hag_rows_in_place(indptr, indices.astype(ids), rows, left, right, 1.0, x, h, got, ahead=ahead)
+            assert got[rows].tobytes() == want[rows].tobytes() and not got[np.setdiff1d(np.arange(n), rows)].any()
+            shuffled = rng.permutation(rows)
+            out = np.empty((len(rows), d), dtype=np.float32)
+            row_kernels.hag_selected(indptr, indices.astype(ids), shuffled, left, right, 1.0, x, h, out, ahead=ahead)
+            assert out.tobytes() == want[shuffled].tobytes()
