@@ -239,6 +239,35 @@ def load_for(path, store: GraphStore) -> Hag:
     return h
 
 
+def plan_facts(path, store: GraphStore, choice=None) -> tuple[int, int, int, bool, str]:
+    """What a plan through the HAG at ``path`` needs, from its root attributes alone (``--dry-run``
+    reads none of its arrays: at papers100M's size they are gigabytes): (aggregation nodes, transfers,
+    levels, whether a copy relabelled to ``choice``'s order is kept beside it, what the run would say
+    of the order). Refused as :func:`load_for` refuses a HAG of another graph or a weighted store; the
+    arrays and the covers are checked by the run that reads them."""
+    from gnnprep.core.artifact import open_artifact, plain_attrs
+    from gnnprep.hag import ordered_copy
+    from gnnprep.hag.file import FORMAT
+
+    with open_artifact(path, expect=FORMAT) as f:
+        attrs = plain_attrs(f.attrs)
+    facts = {}
+    for name in ("num_nodes", "num_agg", "transfers_hag", "levels"):
+        v = attrs.get(name)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise GnnprepError(f"{path}: root attribute {name!r} is {v!r}; expected a count (the file is corrupt)")
+        facts[name] = v
+    store.check_built_for(path, "HAG", attrs.get("graph_fingerprint"), facts["num_nodes"])
+    if store.weighted:
+        raise GnnprepError(f"{path}: --hag needs an unweighted graph store")
+    kept, why = False, ""
+    if choice is not None:
+        kept = ordered_copy.is_kept(path, ordered_copy.copy_kind(choice), store, choice[0])
+        why = choice[3] + (" (the HAG as relabelled by an earlier run, kept beside it: read and checked by the run)"
+                           if kept else " (the HAG relabelled to it by the run)" if choice[0] is not None else "")
+    return facts["num_agg"], facts["transfers_hag"], facts["levels"], kept, why
+
+
 def load_in_order(path, store: GraphStore, choice, warn=None) -> tuple[Hag, bool, str]:
     """The HAG at ``path`` (:func:`load_for`'s checks) in a CPU run's node order: ``choice`` =
     (order, inv, kind, why) from :func:`gnnprep.hag.ordered_copy.computation_order` (order None:

@@ -57,6 +57,7 @@ class Job:
     hag_info: HagChoice | None = None
     hag_order: tuple | None = None     # (order, inv) the HAG was relabelled to; (None, None): stored order
     hag_order_choice: tuple | None = None  # --hag auto: (order, inv, kind, why) a run through the HAG would use
+    hag_planned: bool = False          # --dry-run: the plan goes through the HAG (its arrays not read)
     hdg: Hdg | None = None
     hdg_channels: tuple[str, ...] = ()
     baseline: int = 0
@@ -71,6 +72,11 @@ class Job:
     order_kind: str = "community"      # the node order's kind (graph.order.precompute_kind)
     order_force: bool = False          # used without the near-share check (--reorder <kind>, a degree order)
     warn: object = None                # the command's warning channel (a damaged kept order is said there)
+
+    @property
+    def uses_hag(self) -> bool:
+        """Whether the hops go through a HAG (read, or with ``--dry-run`` planned from its attributes)."""
+        return self.hag is not None or self.hag_planned
 
 
 def _in_thread(fn, *args) -> Future:

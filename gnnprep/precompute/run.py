@@ -177,7 +177,7 @@ def _pruning(job: Job) -> str:
     if k >= 2:
         what += (f", hop {k - 1} only the ~{p.last_inputs:,} rows hop {k} reads "
                  f"(~{100 * p.hop_entries[-2] / m:.0f}% of the entries)")
-    how = "through the HAG's in-lists" if job.hag is not None else "S resident" if job.plan.s_resident else \
+    how = "through the HAG's in-lists" if job.uses_hag else "S resident" if job.plan.s_resident else \
         "S streamed: the stored rows' in-lists held as a sub-CSR, hop K-1's rows picked from each row block"
     skipped = [name for name, (fn, _) in job.user.items() if fn.reduce == "max"] + \
         [name for name in config.operators if _steps(name) > 1]
@@ -274,8 +274,17 @@ def _choose_hag(job: Job, store: GraphStore, profile, budget: int) -> None:
     else:
         job.hag_path = Path(config.hag)
         job.hag_info = HagChoice("file", True, str(config.hag), "--hag given")
-    from gnnprep.hag.builder import load_for, load_in_order
+    from gnnprep.hag.builder import load_for, load_in_order, plan_facts
 
+    if config.dry_run:  # planned from the HAG's attributes: its arrays (gigabytes at papers100M) not read
+        num_agg, transfers, levels, kept, why = plan_facts(job.hag_path, store, job.hag_order_choice)
+        if job.backend == "numba":
+            job.decisions["order"] = why
+        job.hag_planned = True
+        job.plan = plan_with_hag(job.problem, profile, budget, job.baseline, num_agg, transfers, config.blocks,
+                                 backend=job.backend, levels=levels, speedup=_hag_speedup(profile, job.hag_order_choice),
+                                 kept=kept)
+        return
     kept = False
     if job.backend == "numba":
         job.hag, kept, job.decisions["order"] = load_in_order(job.hag_path, store, job.hag_order_choice, job.warn)
@@ -366,25 +375,25 @@ def prepare_job(store: GraphStore, config: PrecomputeConfig, device: str, backen
     plain_why = _plan_order(job, store, problem, profile, budget) \
         if config.hag == "auto" and backend == "numba" and _hag_unsupported(backend, store, user) is None else None
     _choose_hag(job, store, profile, budget)
-    if job.hag is not None and job.copy is not None:  # the plain run's ordered copy, not needed
+    if job.uses_hag and job.copy is not None:  # the plain run's ordered copy, not needed
         job.copy.close()
         job.copy = None
-    if job.hag is None and backend == "numba":
+    if not job.uses_hag and backend == "numba":
         order_why = plain_why or _plan_order(job, store, problem, profile, budget)
-    elif job.hag is not None:
+    elif job.uses_hag:
         if backend == "numba":
             from gnnprep.sparse import row_kernels
 
             # with a node order, X is permuted and the hops' rows gathered back (the writer's first
             # gather would otherwise load its kernel during hop 2)
-            kernels.warm_up((), (), hag=True, gather=job.hag_order[0] is not None)
+            kernels.warm_up((), (), hag=True, gather=job.hag_order_choice[0] is not None)
             row_kernels.warm_up((), hag=True, selected=out_rows is not None)
             order_why = job.decisions.get("order", "not used: hops run through a HAG")
         else:
             order_why = "not used: hops through a HAG on the torch backend run in the stored order"
     else:
         order_why = "not used: the node order runs on the CPU kernel (backend torch)"
-    if backend == "numba" and job.hag is None:
+    if backend == "numba" and not job.uses_hag:
         from gnnprep.precompute import pruned
         from gnnprep.sparse import row_kernels
 

@@ -260,3 +260,40 @@ def test_a_hag_run_lets_go_of_each_column_blocks_buffers(tmp_path, monkeypatch):
         precompute(path, out, PrecomputeConfig(hops=3, rows=rows, device="cpu", hag=str(hag), blocks=(1, 1, 3)))
         assert ends == [True] * 3, ends           # once per column block, and nothing kept
     _same_as_plain(tmp_path, path, tmp_path / "all.h5")
+
+
+def test_a_dry_run_through_a_hag_reads_none_of_its_arrays_and_plans_as_the_run(tmp_path, monkeypatch):
+    """`precompute --hag FILE --dry-run` plans from the HAG's root attributes (at papers100M's size
+    its arrays are gigabytes and checking them takes minutes): the plan the run then makes, and the
+    refusals load_for makes from the attributes (another graph, a corrupt count)."""
+    import h5py
+
+    from gnnprep.hag import builder, file
+
+    path = _store_with_order(tmp_path)
+    hag = tmp_path / "hag.h5"
+    assert run(["hag", str(path), "-o", str(hag), "--capacity", "all"]).exit_code == 0
+    real = _through(path, hag, tmp_path / "a.h5", rows="labeled")
+
+    def no(*a, **k):
+        raise AssertionError("a dry run read the HAG's arrays")
+
+    for kept in (True, False):
+        if not kept:
+            ordered_copy.copy_path(hag, "community").unlink()
+        with monkeypatch.context() as m:
+            m.setattr(file, "read_hag", no)
+            m.setattr(file, "read_relabelled", no)
+            m.setattr(builder, "load_in_order", no)
+            dry = _through(path, hag, tmp_path / "b.h5", rows="labeled", dry_run=True)
+        assert dry.plan.predicted_peak == real.plan.predicted_peak and (dry.plan.c, dry.plan.a) == (real.plan.c, real.plan.a)
+        assert ("kept beside it" in dry.decisions["order"]) == kept and "through the HAG" in dry.decisions["pruning"]
+        assert dry.hag["used"] and not (tmp_path / "b.h5").exists()
+    (tmp_path / "o").mkdir()
+    other = _store_with_order(tmp_path / "o", seed=3)
+    r = run(["precompute", other, "--hag", hag, "--dry-run", "-o", tmp_path / "c.h5"])
+    assert r.exit_code == 1 and "another graph" in r.stderr
+    with h5py.File(hag, "r+") as f:
+        f.attrs["num_agg"] = -3
+    r = run(["precompute", path, "--hag", hag, "--dry-run", "-o", tmp_path / "c.h5"])
+    assert r.exit_code == 1 and "num_agg" in r.stderr and "Traceback" not in r.stderr
