@@ -40,27 +40,68 @@ def _add_y(o, u, n, right, x, h):
             o[j] += hu[j]
 
 
+@njit(inline="always", nogil=True, cache=True)
+def _ahead_y(u, n, right, xf, hf, d):
+    """Prefetch y(u)'s row: r[u] and x[u] for a graph node, h[u − n] for an aggregation node."""
+    if u < n:
+        s = u * d
+        for k in range(0, d, 16):
+            prefetch(xf, s + k)
+        prefetch(xf, s + d - 1)
+        prefetch(right, u)
+    else:
+        s = (u - n) * d
+        for k in range(0, d, 16):
+            prefetch(hf, s + k)
+        prefetch(hf, s + d - 1)
+
+
 @njit(parallel=True, nogil=True, cache=True)
-def _hag_level(inputs, right, x, h, first):
+def _hag_level(inputs, right, x, h, first, ahead, parts):
     """h[first + i] = y(inputs[i, 0]) + y(inputs[i, 1]) for one level of aggregation nodes, where
-    y(u) = r[u] x[u] for a graph node (u < n) and y(n + a) = h[a] for aggregation node a."""
+    y(u) = r[u] x[u] for a graph node (u < n) and y(n + a) = h[a] for aggregation node a; in
+    ``parts`` runs of consecutive nodes, each prefetching the input rows of the node ``ahead`` on
+    (the inputs are rows at random: without it each read waited for memory)."""
     n = x.shape[0]
     d = x.shape[1]
-    for i in prange(inputs.shape[0]):
-        o = h[first + i]
-        for j in range(d):
-            o[j] = 0.0
-        _add_y(o, inputs[i, 0], n, right, x, h)
-        _add_y(o, inputs[i, 1], n, right, x, h)
+    xf = x.reshape(x.size)
+    hf = h.reshape(h.size)
+    m = inputs.shape[0]
+    for c in prange(parts):
+        i0 = c * m // parts
+        i1 = (c + 1) * m // parts
+        for i in range(i0, min(i1, i0 + ahead)):
+            _ahead_y(inputs[i, 0], n, right, xf, hf, d)
+            _ahead_y(inputs[i, 1], n, right, xf, hf, d)
+        for i in range(i0, i1):
+            j = i + ahead
+            if j < i1:
+                _ahead_y(inputs[j, 0], n, right, xf, hf, d)
+                _ahead_y(inputs[j, 1], n, right, xf, hf, d)
+            o = h[first + i]
+            for k in range(d):
+                o[k] = 0.0
+            _add_y(o, inputs[i, 0], n, right, x, h)
+            _add_y(o, inputs[i, 1], n, right, x, h)
 
 
-def hag_prepare(x, right, inputs, level_ptr, h) -> None:
+# aggregation nodes a run prefetches ahead: about this many values of their input rows (two rows a
+# node). The cliques64 HAG at 8M entries (31k aggregation nodes, 8 levels; kept copy, 2-core VM,
+# best of 30): d = 64 1.34 ms without, 0.56 / 0.46 / 0.43 / 0.44 ms at 4 / 8 / 16 / 32 nodes ahead;
+# d = 128 1.89 ms without, 0.83 / 0.72 / 0.83 / 0.91 ms at 4 / 8 / 16 / 32
+HAG_PREFETCH_FLOATS = 1024
+
+
+def hag_prepare(x, right, inputs, level_ptr, h, ahead: int | None = None) -> None:
     """Every aggregation node's row of Â-aggregation over diag(r)x, level by level (``h`` has |VA|
-    rows; graph nodes' rows r ⊙ x are read from ``x`` where needed, never copied)."""
+    rows; graph nodes' rows r ⊙ x are read from ``x`` where needed, never copied). ``ahead``: nodes
+    prefetched ahead (default from the width: :data:`HAG_PREFETCH_FLOATS`); it changes no value."""
+    if ahead is None:
+        ahead = max(4, min(64, HAG_PREFETCH_FLOATS // max(1, x.shape[1])))
     for l in range(len(level_ptr) - 1):
         a0, a1 = int(level_ptr[l]), int(level_ptr[l + 1])
         if a1 > a0:
-            _hag_level(inputs[a0:a1], right, x, h, a0)
+            _hag_level(inputs[a0:a1], right, x, h, a0, np.int64(ahead), np.int64(min(PARTS_PER_BLOCK, a1 - a0)))
 
 
 def balanced_bounds(indptr_block: np.ndarray, r0: int, parts: int) -> np.ndarray:

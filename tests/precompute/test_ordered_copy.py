@@ -342,3 +342,33 @@ def test_prefetching_hag_rows_are_bitwise_the_hag_kernel(rng):
             out = np.empty((len(rows), d), dtype=np.float32)
             row_kernels.hag_selected(indptr, indices.astype(ids), shuffled, left, right, 1.0, x, h, out, ahead=ahead)
             assert out.tobytes() == want[shuffled].tobytes()
+
+
+def test_the_aggregation_rows_prefetching_ahead_are_the_same_bytes(rng):
+    """kernels.hag_prepare prefetches the input rows of the nodes ahead: any distance (none too)
+    gives the same bytes, which are y(a) + y(b) level by level (y(u) = r[u] x[u], or an earlier
+    aggregation row)."""
+    from gnnprep.sparse import kernels
+
+    n, d = 500, 37
+    sizes = [90, 40, 11, 1]   # levels: each node's inputs from the graph or lower levels
+    inputs, level_ptr, made = [], [0], 0
+    for size in sizes:
+        inputs.append(rng.integers(0, n + made, (size, 2)))
+        made += size
+        level_ptr.append(made)
+    inputs = np.concatenate(inputs).astype(np.int32)
+    level_ptr = np.array(level_ptr, dtype=np.int64)
+    x = rng.standard_normal((n, d)).astype(np.float32)
+    right = rng.random(n).astype(np.float32)
+    want = np.zeros((made, d), dtype=np.float32)
+    for a, (u, v) in enumerate(inputs):
+        y = [right[w] * x[w] if w < n else want[w - n] for w in (u, v)]
+        want[a] = (np.zeros(d, np.float32) + y[0]) + y[1]
+    for ahead in (None, 0, 1, 3, 64, 1000):
+        h = np.full((made, d), np.nan, dtype=np.float32)
+        kernels.hag_prepare(x, right, inputs, level_ptr, h, ahead=ahead)
+        np.testing.assert_allclose(h, want, rtol=1e-6, atol=1e-6)
+        if ahead is None:
+            first = h.tobytes()
+        assert h.tobytes() == first
