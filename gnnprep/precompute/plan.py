@@ -729,7 +729,8 @@ def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num
             # (gnnprep.precompute.hop_graph.HopGraph.buffer)
             run = memory(replace(p, num_entries=0), 1, c) + int(SLACK * (held + 4 * p.buffers * num_agg * w
                                                                         + 16 * p.num_nodes))
-            load = FIXED + int(SLACK * (hag_index + held + 16 * p.num_nodes))  # the HAG as read, and relabelled
+            # the HAG as read (int64) and relabelled; with ``kept`` only the relabelled copy is read
+            load = FIXED + int(SLACK * ((0 if kept else hag_index) + held + 16 * p.num_nodes))
             peak = max(run, load)
         rewired = hag_entries - 2 * num_agg
         if torch:

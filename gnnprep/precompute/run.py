@@ -34,6 +34,7 @@ import dataclasses
 import hashlib
 import json
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +45,7 @@ from gnnprep.core.errors import GnnprepError, OptionError
 from gnnprep.core.memory import PeakMeter, machine_memory, rss
 from gnnprep.core.output import ResumableOutput, refuse_input_as_output
 from gnnprep.core.progress import Progress, Warn, no_progress, no_warning
+from gnnprep.core.sizes import format_size
 from gnnprep.graph.store import GraphStore
 from gnnprep.precompute import features as fa
 from gnnprep.precompute.config import HagChoice, PrecomputeConfig, PrecomputeReport
@@ -65,6 +67,10 @@ from gnnprep.precompute.plan import (
 )
 from gnnprep.precompute.profile import load_profile
 
+# --hag FILE whose plan is predicted this many times the plain plan's seconds is said (the HAG's rows
+# fit a tight budget only in narrow column blocks: papers100M's shape at 1/10 and 2 GiB, 64 blocks of
+# 2 columns, 103 s against 22 s without the HAG)
+HAG_SLOWER_SAID = 1.5
 
 # -- the plan and the inputs ------------------------------------------------------------------------
 def _hag_unsupported(backend: str, store: GraphStore, user: dict | None = None) -> str | None:
@@ -276,24 +282,31 @@ def _choose_hag(job: Job, store: GraphStore, profile, budget: int) -> None:
         job.hag_info = HagChoice("file", True, str(config.hag), "--hag given")
     from gnnprep.hag.builder import load_for, load_in_order, plan_facts
 
+    plain = job.plan
     if config.dry_run:  # planned from the HAG's attributes: its arrays (gigabytes at papers100M) not read
         num_agg, transfers, levels, kept, why = plan_facts(job.hag_path, store, job.hag_order_choice)
         if job.backend == "numba":
             job.decisions["order"] = why
         job.hag_planned = True
-        job.plan = plan_with_hag(job.problem, profile, budget, job.baseline, num_agg, transfers, config.blocks,
-                                 backend=job.backend, levels=levels, speedup=_hag_speedup(profile, job.hag_order_choice),
-                                 kept=kept)
-        return
-    kept = False
-    if job.backend == "numba":
-        job.hag, kept, job.decisions["order"] = load_in_order(job.hag_path, store, job.hag_order_choice, job.warn)
-        job.hag_order = job.hag_order_choice[:2]
     else:
-        job.hag = load_for(job.hag_path, store)
-    job.plan = plan_with_hag(job.problem, profile, budget, job.baseline, job.hag.num_agg, job.hag.transfers(),
-                             config.blocks, backend=job.backend, levels=len(job.hag.level_ptr) - 1,
-                             speedup=_hag_speedup(profile, job.hag_order_choice), kept=kept)
+        kept = False
+        if job.backend == "numba":
+            job.hag, kept, job.decisions["order"] = load_in_order(job.hag_path, store, job.hag_order_choice, job.warn)
+            job.hag_order = job.hag_order_choice[:2]
+        else:
+            job.hag = load_for(job.hag_path, store)
+        num_agg, transfers, levels = job.hag.num_agg, job.hag.transfers(), len(job.hag.level_ptr) - 1
+    job.plan = plan_with_hag(job.problem, profile, budget, job.baseline, num_agg, transfers, config.blocks,
+                             backend=job.backend, levels=levels, speedup=_hag_speedup(profile, job.hag_order_choice),
+                             kept=kept)
+    if config.hag != "auto" and job.plan.predicted_seconds > HAG_SLOWER_SAID * plain.predicted_seconds:
+        message = (f"--hag {config.hag}: predicted {job.plan.predicted_seconds:.0f} s through the HAG against "
+                   f"{plain.predicted_seconds:.0f} s without it (at {format_size(budget)} its rows fit in "
+                   f"{job.plan.c} column blocks of {job.plan.width}); --hag auto would run without it")
+        if job.warn is not None:
+            job.warn(message)
+        else:
+            warnings.warn(message, stacklevel=3)
 
 
 def _hag_speedup(profile, choice) -> float | None:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from fixtures import make_store, run
 
+from gnnprep.core.errors import OptionError
 from gnnprep.graph import order as kept_order
 from gnnprep.graph.store import GraphStore
 from gnnprep.hag import ordered_copy
@@ -222,6 +223,35 @@ def test_the_planner_counts_a_kept_copy_and_the_order():
     ordered = P.plan_with_hag(p, prof, 64 << 30, 0, agg, entries, speedup=0.5)
     assert ordered.predicted_seconds < base.predicted_seconds
     assert P.plan_with_hag(p, prof, 64 << 30, 0, agg, entries, speedup=1.0).predicted_seconds > base.predicted_seconds
+    # a kept copy is read instead of the HAG (int64) and its relabelling: its load holds 8 bytes an
+    # entry less, so a budget that refuses the HAG read and relabelled plans through the kept one (its
+    # peak then the run's: the column buffers)
+    p = P.Problem(num_nodes=2_000_000, num_entries=300_000_000, num_features=16, hops=3, out_rows=2_000_000)
+    entries = 280_000_000
+    roomy = P.plan_with_hag(p, prof, 64 << 30, 0, agg, entries)
+    kept = P.plan_with_hag(p, prof, 64 << 30, 0, agg, entries, kept=True)
+    assert kept.predicted_peak < roomy.predicted_peak
+    budget = kept.predicted_peak + (64 << 20)
+    assert P.plan_with_hag(p, prof, budget, 0, agg, entries, kept=True).predicted_peak <= budget
+    with pytest.raises(OptionError):
+        P.plan_with_hag(p, prof, budget, 0, agg, entries)
+
+
+def test_a_hag_much_slower_than_the_plain_plan_is_said(tmp_path, monkeypatch):
+    """--hag FILE whose plan is predicted far slower than the plain one runs (the user asked), with
+    one warning line saying so and that --hag auto would not use it."""
+    from gnnprep.precompute import run as R
+
+    path = _store_with_order(tmp_path)
+    hag = tmp_path / "hag.h5"
+    assert run(["hag", str(path), "-o", str(hag), "--capacity", "all"]).exit_code == 0
+    r = run(["precompute", path, "--hag", hag, "-o", tmp_path / "a.h5"])
+    assert r.exit_code == 0 and "through the HAG against" not in r.stderr
+    monkeypatch.setattr(R, "HAG_SLOWER_SAID", 0.0)   # any HAG plan "slower" than the plain one
+    r = run(["precompute", path, "--hag", hag, "-o", tmp_path / "b.h5"])
+    assert r.exit_code == 0 and "Warning: --hag" in r.stderr and "--hag auto would run without it" in r.stderr
+    r = run(["precompute", path, "--hag", "auto", "-o", tmp_path / "c.h5"])
+    assert "through the HAG against" not in r.stderr
 
 
 def test_a_plain_run_after_hag_auto_declined_holds_no_order_for_the_hag(tmp_path):
