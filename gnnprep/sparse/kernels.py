@@ -21,7 +21,7 @@ import warnings
 import numpy as np
 from numba import njit, prange
 
-from gnnprep.sparse.prefetch import prefetch
+from gnnprep.sparse.prefetch import prefetch, prefetch_row
 
 PARTS_PER_BLOCK = 64
 
@@ -44,16 +44,10 @@ def _add_y(o, u, n, right, x, h):
 def _ahead_y(u, n, right, xf, hf, d):
     """Prefetch y(u)'s row: r[u] and x[u] for a graph node, h[u − n] for an aggregation node."""
     if u < n:
-        s = u * d
-        for k in range(0, d, 16):
-            prefetch(xf, s + k)
-        prefetch(xf, s + d - 1)
+        prefetch_row(xf, u * d, d)
         prefetch(right, u)
     else:
-        s = (u - n) * d
-        for k in range(0, d, 16):
-            prefetch(hf, s + k)
-        prefetch(hf, s + d - 1)
+        prefetch_row(hf, (u - n) * d, d)
 
 
 @njit(parallel=True, nogil=True, cache=True)

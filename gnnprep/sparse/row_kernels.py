@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit, prange
 
 from gnnprep.sparse.kernels import PARTS_PER_BLOCK, balanced_bounds
-from gnnprep.sparse.prefetch import prefetch
+from gnnprep.sparse.prefetch import prefetch, prefetch_row
 
 
 @njit(inline="always", nogil=True, cache=True)
@@ -52,23 +52,14 @@ def _ahead(ahead, x) -> np.int64:
 
 
 @njit(inline="always", nogil=True, cache=True)
-def _prefetch_row(af, start, d):
-    """Prefetch the d values of ``af`` from ``start``: the first and last and every 64-byte line between."""
-    prefetch(af, start)
-    for k in range(16, d - 1, 16):
-        prefetch(af, start + k)
-    prefetch(af, start + d - 1)
-
-
-@njit(inline="always", nogil=True, cache=True)
 def _ahead_row(u, xf, hf, right, d, n):
     """Prefetch what entry u gathers: row u of X and r[u] (``xf``: X flattened, rows of d), or
     through a HAG (``hf`` given) aggregation row u - n of h for u >= n."""
     if hf is None or u < n:
-        _prefetch_row(xf, u * d, d)
+        prefetch_row(xf, u * d, d)
         prefetch(right, u)
     else:
-        _prefetch_row(hf, (u - n) * d, d)
+        prefetch_row(hf, (u - n) * d, d)
 
 
 @njit(inline="always", nogil=True, cache=True)
