@@ -41,9 +41,10 @@ def _add_y(o, u, n, right, x, h):
 
 
 @njit(inline="always", nogil=True, cache=True)
-def _ahead_y(u, n, right, xf, hf, d):
-    """Prefetch y(u)'s row: r[u] and x[u] for a graph node, h[u − n] for an aggregation node."""
-    if u < n:
+def prefetch_y(u, xf, hf, right, d, n):
+    """Prefetch what a gather of id u reads: row u of X and r[u] (``xf``: X flattened, rows of d), or
+    through a HAG (``hf`` given: its aggregation rows flattened) aggregation row u − n for u ≥ n."""
+    if hf is None or u < n:
         prefetch_row(xf, u * d, d)
         prefetch(right, u)
     else:
@@ -65,13 +66,13 @@ def _hag_level(inputs, right, x, h, first, ahead, parts):
         i0 = c * m // parts
         i1 = (c + 1) * m // parts
         for i in range(i0, min(i1, i0 + ahead)):
-            _ahead_y(inputs[i, 0], n, right, xf, hf, d)
-            _ahead_y(inputs[i, 1], n, right, xf, hf, d)
+            prefetch_y(inputs[i, 0], xf, hf, right, d, n)
+            prefetch_y(inputs[i, 1], xf, hf, right, d, n)
         for i in range(i0, i1):
             j = i + ahead
             if j < i1:
-                _ahead_y(inputs[j, 0], n, right, xf, hf, d)
-                _ahead_y(inputs[j, 1], n, right, xf, hf, d)
+                prefetch_y(inputs[j, 0], xf, hf, right, d, n)
+                prefetch_y(inputs[j, 1], xf, hf, right, d, n)
             o = h[first + i]
             for k in range(d):
                 o[k] = 0.0

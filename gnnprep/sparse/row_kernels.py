@@ -15,8 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from gnnprep.sparse.kernels import PARTS_PER_BLOCK, balanced_bounds
-from gnnprep.sparse.prefetch import prefetch, prefetch_row
+from gnnprep.sparse.kernels import PARTS_PER_BLOCK, balanced_bounds, prefetch_y
 
 
 @njit(inline="always", nogil=True, cache=True)
@@ -52,17 +51,6 @@ def _ahead(ahead, x) -> np.int64:
 
 
 @njit(inline="always", nogil=True, cache=True)
-def _ahead_row(u, xf, hf, right, d, n):
-    """Prefetch what entry u gathers: row u of X and r[u] (``xf``: X flattened, rows of d), or
-    through a HAG (``hf`` given) aggregation row u - n of h for u >= n."""
-    if hf is None or u < n:
-        prefetch_row(xf, u * d, d)
-        prefetch(right, u)
-    else:
-        prefetch_row(hf, (u - n) * d, d)
-
-
-@njit(inline="always", nogil=True, cache=True)
 def _row_ahead(v, p, end, indices, weights, left, right, loop, x, xf, h, hf, acc, o, ahead):
     """:func:`gnnprep.sparse.reference._row` (the same float operations in the same order), with what
     entry p + ``ahead`` gathers prefetched (``xf``: x flattened; never past the block); through a
@@ -77,8 +65,8 @@ def _row_ahead(v, p, end, indices, weights, left, right, loop, x, xf, h, hf, acc
     while p + 1 < end:
         q = p + ahead
         if q + 1 < last:
-            _ahead_row(indices[q], xf, hf, right, d, n)
-            _ahead_row(indices[q + 1], xf, hf, right, d, n)
+            prefetch_y(indices[q], xf, hf, right, d, n)
+            prefetch_y(indices[q + 1], xf, hf, right, d, n)
         w1, x1 = _term(p, indices[p], weights, right, x, h)
         w2, x2 = _term(p + 1, indices[p + 1], weights, right, x, h)
         for j in range(d):
@@ -143,7 +131,7 @@ def _advance(ip, idx, base, slots, t_end, pt, pp, pend, right, xf, hf, d, n):
         pp = ip[s] - base
         pend = ip[s + 1] - base
     if pp < pend:
-        _ahead_row(idx[pp], xf, hf, right, d, n)
+        prefetch_y(idx[pp], xf, hf, right, d, n)
         pp += 1
     return pt, pp, pend
 
