@@ -178,29 +178,37 @@ def _build(store: GraphStore, input_path, output, config: HagConfig, progress: P
         stream = None
     seconds = timing.get("search", time.perf_counter() - t0)
     peak = meter.above()
-    _keep_in_order(store, output, s, budget)
+    _keep_in_order(store, output, s, budget, progress)
     progress("hag search", 1, 1)
     return HagReport(**s, output=str(output), method=method, search_seconds=round(seconds, 3), peak_bytes=peak,
                      aggregation_ratio=round(s["aggregations_graph"] / max(1, s["aggregations_hag"]), 4),
                      transfer_ratio=round(s["transfers_graph"] / max(1, s["transfers_hag"]), 4), stream=stream)
 
 
-def _keep_in_order(store: GraphStore, output, summary: dict, budget: int) -> None:
+def _keep_in_order(store: GraphStore, output, summary: dict, budget: int, progress=None) -> None:
     """The HAG just written, relabelled to the node order a CPU precompute over ``store`` uses by
     default and kept beside it (:func:`load_in_order`), so that no run relabels it: where the
-    store is unweighted (a HAG is for sums over unweighted in-lists) and the relabelling fits
-    ``budget`` (the HAG read as int64 and relabelled with int32 ids, 12 bytes a stored entry of
-    it, ~40 a node and ~56 an aggregation node; papers100M's shape at 1/10 does not fit 2 GiB, and
-    its runs relabel it themselves). Never a reason for the build to fail."""
+    store is unweighted (a HAG is for sums over unweighted in-lists); in memory where that fits
+    ``budget`` (:func:`gnnprep.hag.order.in_order_bytes`), else out of core
+    (:func:`gnnprep.hag.order.write_in_order`: papers100M's shape at 1/10 under 2 GiB). Never a
+    reason for the build to fail."""
     from gnnprep.hag import ordered_copy
+    from gnnprep.hag.order import in_order_bytes, relabel_room, streamed_bytes
 
-    need = 12 * int(summary["transfers_hag"]) + 40 * store.num_nodes + 56 * int(summary["num_agg"]) + (64 << 20)
-    if store.weighted or 1.25 * need > budget:
+    n, num_agg = store.num_nodes, int(summary["num_agg"])
+    room = relabel_room(budget, n, num_agg)
+    in_memory = 1.25 * (in_order_bytes(n, int(summary["transfers_hag"]), num_agg) + (64 << 20)) <= budget
+    if store.weighted or (not in_memory and 1.25 * (streamed_bytes(n, num_agg, room) + (64 << 20)) > budget):
         return
     try:
         choice = ordered_copy.computation_order(store, "auto", warn=lambda message: None)
-        load_in_order(output, store, choice, warn=lambda message: None)
-    except GnnprepError:
+        if in_memory:
+            load_in_order(output, store, choice, warn=lambda message: None)
+        else:
+            inv = choice[1] if choice[0] is not None else np.arange(n, dtype=np.int64)
+            ordered_copy.save_streamed(output, ordered_copy.copy_kind(choice), store.fingerprint, choice[0], num_agg,
+                                       inv, room, progress)
+    except (GnnprepError, OSError):
         pass
 
 
@@ -268,14 +276,17 @@ def plan_facts(path, store: GraphStore, choice=None) -> tuple[int, int, int, boo
     return facts["num_agg"], facts["transfers_hag"], facts["levels"], kept, why
 
 
-def load_in_order(path, store: GraphStore, choice, warn=None) -> tuple[Hag, bool, str]:
+def load_in_order(path, store: GraphStore, choice, warn=None, streamed_room: int | None = None) -> tuple[Hag, bool, str]:
     """The HAG at ``path`` (:func:`load_for`'s checks) in a CPU run's node order: ``choice`` =
     (order, inv, kind, why) from :func:`gnnprep.hag.ordered_copy.computation_order` (order None:
     the stored order). Relabelled by :func:`gnnprep.hag.order.in_order` (which also puts each
     in-list's aggregation references last: a predictable branch in the row kernel), or read as an
     earlier run relabelled and kept it beside the HAG (:mod:`gnnprep.hag.ordered_copy`: made from
     this very file, which then passed :func:`load_for`, for this graph and order, and checked
-    against the graph through the order); a run that relabels keeps it there. Returns (the HAG,
+    against the graph through the order); a run that relabels keeps it there. With
+    ``streamed_room`` (bytes) a HAG that is not kept is relabelled out of core into the kept copy
+    (:func:`gnnprep.hag.ordered_copy.save_streamed`), which is then read: the HAG is never held as
+    read (int64) beside its relabelled copy, for a budget where both do not fit. Returns (the HAG,
     whether it was the kept one, what the run reports)."""
     from gnnprep.hag import ordered_copy
     from gnnprep.hag.order import in_order
@@ -287,6 +298,10 @@ def load_in_order(path, store: GraphStore, choice, warn=None) -> tuple[Hag, bool
     if kept is not None:
         return kept, True, why + (f" (the HAG as relabelled by an earlier run, kept beside it: read and checked in "
                                   f"{time.perf_counter() - t0:.2f} s)")
+    if streamed_room is not None:
+        h, seconds, passes = _relabel_streamed(path, store, choice, streamed_room)
+        return h, False, why + (f" (the HAG relabelled to it out of core in {seconds:.2f} s, {passes} passes over "
+                                "its in-lists, and kept beside it)")
     h = load_for(path, store)
     t0 = time.perf_counter()
     identity = np.arange(store.num_nodes, dtype=np.int64) if order is None else None
@@ -294,3 +309,33 @@ def load_in_order(path, store: GraphStore, choice, warn=None) -> tuple[Hag, bool
     seconds = time.perf_counter() - t0
     ordered_copy.save(path, key, h, store.fingerprint, order)
     return h, False, why + f" (the HAG relabelled to it in {seconds:.2f} s)" if order is not None else why
+
+
+def _relabel_streamed(path, store: GraphStore, choice, room: int) -> tuple[Hag, float, int]:
+    """The HAG at ``path`` relabelled out of core to ``choice``'s order into the kept copy, read
+    back and checked against ``store`` (:func:`load_for`'s refusals; a cover that is not N(v) names
+    ``path``, and the copy is removed). Returns (the HAG, seconds, passes over its in-lists)."""
+    from gnnprep.hag import ordered_copy
+    from gnnprep.hag.cover_check import check_covers
+    from gnnprep.hag.file import read_relabelled
+
+    num_agg = plan_facts(path, store)[0]
+    order, inv = choice[0], choice[1]
+    if order is None:
+        inv = np.arange(store.num_nodes, dtype=np.int64)
+    key = ordered_copy.copy_kind(choice)
+    copy = ordered_copy.copy_path(path, key)
+    t0 = time.perf_counter()
+    try:
+        passes = ordered_copy.save_streamed(path, key, store.fingerprint, order, num_agg, inv, room)
+    except OSError as e:
+        raise GnnprepError(f"{path}: too large to relabel to the run's node order in memory under this budget, and "
+                           f"its relabelled copy cannot be written beside it ({copy}: {e.strerror or e}); run "
+                           "`gnnprep hag` into a writable folder, or raise --memory-budget") from None
+    try:
+        h = read_relabelled(copy, store.num_nodes, num_agg)
+        check_covers(h, store, path, inv=inv)
+    except BaseException:
+        copy.unlink(missing_ok=True)
+        raise
+    return h, time.perf_counter() - t0, passes

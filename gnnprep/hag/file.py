@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -135,15 +136,28 @@ class SearchWork:
         return self.f["work/ids"][p0:p0 + k]
 
 
-def _read_index(f, path, name: str, ndim: int) -> np.ndarray:
-    """An integer dataset of the HAG as int64, or a one-line error naming it."""
+def _index_dataset(f, path, name: str, ndim: int):
+    """An integer dataset of the HAG (not read), or a one-line error naming it."""
     if name not in f or not hasattr(f[name], "dtype"):
         raise GnnprepError(f"{path}: missing dataset /{name}; the HAG is incomplete")
     ds = f[name]
     if ds.dtype.kind not in "iu" or ds.ndim != ndim or (ndim == 2 and ds.shape[1] != 2):
         want = "[|VA|, 2] integers" if ndim == 2 else "a 1-D integer array"
         raise GnnprepError(f"{path}: /{name} is {ds.dtype} of shape {ds.shape}; expected {want}")
-    return ds[:].astype(np.int64)
+    return ds
+
+
+def _read_index(f, path, name: str, ndim: int) -> np.ndarray:
+    """An integer dataset of the HAG as int64, or a one-line error naming it."""
+    return _index_dataset(f, path, name, ndim)[:].astype(np.int64)
+
+
+def _root_count(f, path, name: str) -> int:
+    """A count among the HAG's root attributes, or a one-line error naming it."""
+    v = f.attrs.get(name)
+    if not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)) or v < 0:
+        raise GnnprepError(f"{path}: root attribute {name!r} is {v!r}; expected a count")
+    return int(v)
 
 
 def check_hag(h: Hag, path) -> None:
@@ -153,28 +167,32 @@ def check_hag(h: Hag, path) -> None:
     nodes or earlier levels: topological); the in-lists are a CSR over V ∪ VA."""
     from gnnprep.graph.store import check_ids, check_indptr
 
-    n, na, lp = h.num_nodes, h.num_agg, h.level_ptr
+    check_aggregates(h.num_nodes, h.inputs, h.level_ptr, path)
+    check_indptr(h.indptr, h.num_nodes, len(h.indices), f"{path}: /adj/indptr")
+    check_ids(h.indices, h.num_nodes + h.num_agg, f"{path}: /adj/indices")
+
+
+def check_aggregates(n: int, inputs: np.ndarray, lp: np.ndarray, path) -> None:
+    """:func:`check_hag`'s checks of the aggregation nodes alone (``inputs`` [|VA|, 2], ``lp`` the
+    level pointer): for a HAG whose in-lists are checked block by block as they are read."""
+    na = len(inputs)
     if len(lp) < 1 or lp[0] != 0 or lp[-1] != na or (np.diff(lp) < 0).any():
         runs = f"runs from {int(lp[0])} to {int(lp[-1])}" if len(lp) else "is empty"
         raise GnnprepError(f"{path}: /agg/level_ptr {runs} or decreases; expected non-decreasing offsets from 0 "
                            f"to {na} (the file is corrupt)")
     bound = n + np.repeat(lp[:-1], np.diff(lp))
-    bad = np.flatnonzero(((h.inputs < 0) | (h.inputs >= bound[:, None])).any(axis=1))
+    bad = np.flatnonzero(((inputs < 0) | (inputs >= bound[:, None])).any(axis=1))
     if len(bad):
         i = int(bad[0])
-        raise GnnprepError(f"{path}: /agg/inputs[{i}] = {h.inputs[i].tolist()}; expected ids in [0, {int(bound[i])}) "
+        raise GnnprepError(f"{path}: /agg/inputs[{i}] = {inputs[i].tolist()}; expected ids in [0, {int(bound[i])}) "
                            "(graph nodes or aggregation nodes of earlier levels; the file is corrupt)")
-    check_indptr(h.indptr, n, len(h.indices), f"{path}: /adj/indptr")
-    check_ids(h.indices, n + na, f"{path}: /adj/indices")
 
 
 def read_hag(path) -> tuple[Hag, dict]:
     """The HAG in ``path`` and its root attributes, validated by :func:`check_hag`."""
     with open_artifact(path, expect=FORMAT) as f:
-        n = f.attrs.get("num_nodes")
-        if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 0:
-            raise GnnprepError(f"{path}: root attribute 'num_nodes' is {n!r}; expected a count")
-        h = Hag(int(n), _read_index(f, path, "agg/inputs", 2), _read_index(f, path, "agg/level_ptr", 1),
+        n = _root_count(f, path, "num_nodes")
+        h = Hag(n, _read_index(f, path, "agg/inputs", 2), _read_index(f, path, "agg/level_ptr", 1),
                 _read_index(f, path, "adj/indptr", 1), _read_index(f, path, "adj/indices", 1))
         attrs = plain_attrs(f.attrs)
     check_hag(h, path)
@@ -197,6 +215,54 @@ def write_relabelled(path, h: Hag, attrs: dict, inputs=()) -> None:
             f.create_dataset("adj/indices", data=h.indices)
             for k, v in attrs.items():
                 f.attrs[k] = v
+
+
+def write_relabelled_rows(path, inputs: np.ndarray, level_ptr: np.ndarray, indptr: np.ndarray, num_entries: int,
+                          ids_dtype, pieces, attrs: dict, inputs_files=()) -> None:
+    """:func:`write_relabelled` for in-lists too large to hold: ``pieces`` yields (first entry, ids)
+    in order, each written as it comes (:func:`gnnprep.hag.order.write_in_order`)."""
+    import h5py
+
+    from gnnprep.core.output import atomic_output
+
+    with atomic_output(path, inputs=inputs_files) as tmp, h5py.File(tmp, "w") as f:
+        f.create_dataset("agg/inputs", data=inputs)
+        f.create_dataset("agg/level_ptr", data=level_ptr)
+        f.create_dataset("adj/indptr", data=indptr)
+        out = f.create_dataset("adj/indices", shape=(num_entries,), dtype=ids_dtype)
+        for q0, ids in pieces:
+            if len(ids):
+                out[q0:q0 + len(ids)] = ids
+        for k, v in attrs.items():
+            f.attrs[k] = v
+
+
+@contextmanager
+def in_lists(path):
+    """The HAG at ``path`` open for reading its in-lists a block at a time: yields (n, inputs, level_ptr,
+    indptr, read), the first three int64 and checked as :func:`check_hag` checks them, ``read(p0,
+    p1)`` the in-list entries p0..p1-1 as stored, ids checked in [0, n + |VA|) once (for a HAG too large
+    to hold, :func:`gnnprep.hag.order.write_in_order`)."""
+    from gnnprep.graph.store import check_ids, check_indptr
+
+    with open_artifact(path, expect=FORMAT) as f:
+        n = _root_count(f, path, "num_nodes")
+        inputs = _read_index(f, path, "agg/inputs", 2)
+        level_ptr = _read_index(f, path, "agg/level_ptr", 1)
+        indptr = _read_index(f, path, "adj/indptr", 1)
+        ds = _index_dataset(f, path, "adj/indices", 1)
+        check_aggregates(n, inputs, level_ptr, path)
+        check_indptr(indptr, n, len(ds), f"{path}: /adj/indptr")
+        bound, checked = n + len(inputs), set()
+
+        def read(p0: int, p1: int) -> np.ndarray:
+            ids = ds[p0:p1]
+            if (p0, p1) not in checked:   # (a range read again is checked once)
+                check_ids(ids, bound, f"{path}: /adj/indices", offset=p0)
+                checked.add((p0, p1))
+            return ids
+
+        yield n, inputs, level_ptr, indptr, read
 
 
 def relabelled_attrs(path) -> dict:

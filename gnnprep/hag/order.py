@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from gnnprep.core.errors import GnnprepError
 from gnnprep.hag.structure import Hag
 
 
@@ -85,6 +86,17 @@ def _rewrite_inputs(inputs, inv, agg_new, n, out):
             out[b, s] = inv[x] if x < n else n + agg_new[x - n]
 
 
+def _numbering(inputs: np.ndarray, level_ptr: np.ndarray, key: np.ndarray, n: int) -> np.ndarray:
+    """σ: the aggregation nodes' new ids (− n), within each level by first reader (``key``: the first
+    computation row reading each directly; consumed), readers through higher levels included."""
+    _down_levels(inputs, level_ptr, key, n)
+    agg_new = np.empty(len(key), dtype=np.int64)
+    for lv in range(len(level_ptr) - 1):
+        a0, a1 = int(level_ptr[lv]), int(level_ptr[lv + 1])
+        agg_new[a0 + np.argsort(key[a0:a1], kind="stable")] = np.arange(a0, a1, dtype=np.int64)
+    return agg_new
+
+
 def in_order(h: Hag, order: np.ndarray, inv: np.ndarray | None = None) -> Hag:
     """``h`` in the computation order ``order`` (computation row i = stored row order[i]; ``inv`` its
     inverse, computed when not given); aggregation nodes renumbered within each level by their first
@@ -98,11 +110,7 @@ def in_order(h: Hag, order: np.ndarray, inv: np.ndarray | None = None) -> Hag:
     num_agg = h.num_agg
     level_ptr = np.ascontiguousarray(h.level_ptr, dtype=np.int64)
     key = _first_reader(h.indptr, h.indices, order, n, num_agg)
-    _down_levels(h.inputs, level_ptr, key, n)
-    agg_new = np.empty(num_agg, dtype=np.int64)
-    for lv in range(len(level_ptr) - 1):
-        a0, a1 = int(level_ptr[lv]), int(level_ptr[lv + 1])
-        agg_new[a0 + np.argsort(key[a0:a1], kind="stable")] = np.arange(a0, a1, dtype=np.int64)
+    agg_new = _numbering(h.inputs, level_ptr, key, n)
     del key
     ids = np.int32 if n + num_agg < 2**31 else np.int64  # half the bytes the kernels read, and hold
     indptr = np.zeros(n + 1, dtype=np.int64)
@@ -112,6 +120,114 @@ def in_order(h: Hag, order: np.ndarray, inv: np.ndarray | None = None) -> Hag:
     inputs = np.empty((num_agg, 2), dtype=ids)
     _rewrite_inputs(h.inputs, np.asarray(inv, dtype=np.int64), agg_new, n, inputs)
     return Hag(num_nodes=n, inputs=inputs, level_ptr=level_ptr, indptr=indptr, indices=indices)
+
+
+# -- the same out of core: the HAG's in-lists read in row blocks, the relabelled ones written in buckets
+RELABEL_ROOM = 256 << 20      # bytes of a streamed relabelling's read block and output bucket together
+
+
+def in_order_bytes(n: int, transfers: int, num_agg: int) -> int:
+    """What :func:`in_order` holds, the HAG read whole (int64) and relabelled (int32 ids): 12 bytes a
+    transfer (an in-list entry, or an input of an aggregation node), ~40 a node (the row pointers,
+    the order and its inverse) and ~56 an aggregation node."""
+    return 12 * transfers + 40 * n + 56 * num_agg
+
+
+def relabel_room(budget: int, n: int, num_agg: int) -> int:
+    """The room a streamed relabelling under ``budget`` bytes gets: half the budget less what it holds
+    besides (:func:`streamed_bytes`), between 16 MiB and 4 GiB (fewer buckets, fewer passes)."""
+    return int(max(16 << 20, min(4 << 30, budget // 2 - streamed_bytes(n, num_agg, 0))))
+
+
+def streamed_bytes(n: int, num_agg: int, room: int = RELABEL_ROOM) -> int:
+    """What :func:`write_in_order` holds: the stored and the new row pointers, the order and its
+    inverse (32 bytes a node), the first readers, σ and the inputs as read and rewritten (48 bytes an
+    aggregation node), and ``room`` for a block of in-lists read and a bucket of them relabelled."""
+    return 32 * (n + 1) + 48 * num_agg + room
+
+
+@njit(nogil=True, cache=True)
+def _first_reader_rows(ip, idx, r0, inv, n, key):
+    """:func:`_first_reader` over stored rows r0, r0+1, ... (``ip``: their pointer into the HAG's
+    in-lists, ``idx`` those from entry ip[0] on): key[a] = the least computation row inv[v] reading a."""
+    base = ip[0]
+    for j in range(len(ip) - 1):
+        i = inv[r0 + j]
+        for p in range(ip[j] - base, ip[j + 1] - base):
+            u = idx[p]
+            if u >= n and i < key[u - n]:
+                key[u - n] = i
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _scatter_rows(ip, idx, r0, inv, agg_new, n, new_indptr, t0, t1, out):
+    """:func:`_rewrite` for those of the stored rows r0, r0+1, ... whose computation row inv[v] lies
+    in [t0, t1): each written at new_indptr[inv[v]] − new_indptr[t0] of ``out`` (that bucket)."""
+    base = ip[0]
+    q0 = new_indptr[t0]
+    for j in prange(len(ip) - 1):
+        i = inv[r0 + j]
+        if i < t0 or i >= t1:
+            continue
+        q = new_indptr[i] - q0
+        for p in range(ip[j] - base, ip[j + 1] - base):
+            u = idx[p]
+            if u < n:
+                out[q] = inv[u]
+                q += 1
+        for p in range(ip[j] - base, ip[j + 1] - base):
+            u = idx[p]
+            if u >= n:
+                out[q] = n + agg_new[u - n]
+                q += 1
+
+
+def write_in_order(hag_path, out_path, order: np.ndarray, inv: np.ndarray, attrs: dict, room: int = RELABEL_ROOM,
+                   inputs=(), progress=None) -> int:
+    """:func:`in_order` of the HAG file at ``hag_path`` written to ``out_path`` (atomically, in the
+    layout :func:`gnnprep.hag.file.write_relabelled` writes, ``attrs`` at its root) without holding
+    either: :func:`streamed_bytes` with ``room``. One pass over the HAG's in-lists finds each
+    aggregation node's first reader, then one pass per bucket of computation rows (as many rows as
+    ``room`` holds) scatters the relabelled in-lists of the stored rows it reads into the bucket,
+    written as it fills; the same arrays, byte for byte, as :func:`in_order`. The HAG's arrays are
+    checked as :func:`gnnprep.hag.file.check_hag` checks them, its in-lists a block at a time; its
+    covers are the reader's to check. Returns the passes made over the in-lists."""
+    from gnnprep.hag.file import in_lists, write_relabelled_rows
+    from gnnprep.sparse.order import row_blocks
+
+    progress = progress or (lambda *a: None)
+    inv = np.ascontiguousarray(inv, dtype=np.int64)
+    with in_lists(hag_path) as (n, ins, level_ptr, indptr, read_ids):
+        num_agg, m = len(ins), int(indptr[-1])
+        if len(inv) != n:
+            raise GnnprepError(f"{hag_path}: a HAG of {n:,} nodes; the node order has {len(inv):,}")
+        blocks = row_blocks(indptr, 0, n, max(1, room // 16))   # (ids read as stored: int32, or int64)
+        key = np.full(num_agg, n, dtype=np.int64)
+        for r0, r1 in blocks:
+            _first_reader_rows(indptr[r0:r1 + 1], read_ids(int(indptr[r0]), int(indptr[r1])), r0, inv, n, key)
+            progress("hag relabel", int(indptr[r1]), 2 * m)
+        agg_new = _numbering(ins, level_ptr, key, n)
+        del key
+        ids = np.int32 if n + num_agg < 2**31 else np.int64
+        new_indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.diff(indptr)[np.asarray(order, dtype=np.int64)], out=new_indptr[1:])
+        new_inputs = np.empty((num_agg, 2), dtype=ids)
+        _rewrite_inputs(ins, inv, agg_new, n, new_inputs)
+        del ins
+        buckets = row_blocks(new_indptr, 0, n, max(1, room // (2 * np.dtype(ids).itemsize)))
+
+        def pieces():
+            for t0, t1 in buckets:
+                q0, q1 = int(new_indptr[t0]), int(new_indptr[t1])
+                bucket = np.empty(q1 - q0, dtype=ids)
+                for r0, r1 in blocks:
+                    _scatter_rows(indptr[r0:r1 + 1], read_ids(int(indptr[r0]), int(indptr[r1])), r0, inv, agg_new, n,
+                                  new_indptr, t0, t1, bucket)
+                yield q0, bucket
+                progress("hag relabel", m + q1, 2 * m)
+
+        write_relabelled_rows(out_path, new_inputs, level_ptr, new_indptr, m, ids, pieces(), attrs, inputs)
+    return 1 + len(buckets)
 
 
 @njit(nogil=True, cache=True)

@@ -107,13 +107,32 @@ def save(hag_path, kind: str, h: Hag, graph_fingerprint: str, order: np.ndarray 
     from gnnprep.hag.file import write_relabelled
 
     try:
-        attrs = {"format": COPY_FORMAT, "format_version": COPY_FORMAT_VERSION, "kind": kind,
-                 "graph_fingerprint": graph_fingerprint, "order_digest": _order_digest(order),
-                 "num_nodes": h.num_nodes, "num_agg": h.num_agg, **_source(hag_path)}
+        attrs = _attrs(hag_path, kind, graph_fingerprint, order, h.num_nodes, h.num_agg)
         write_relabelled(copy_path(hag_path, kind), h, attrs, inputs=[hag_path])
     except (OSError, GnnprepError, ValueError, TypeError):
         return False
     return True
+
+
+def _attrs(hag_path, kind: str, graph_fingerprint: str, order, num_nodes: int, num_agg: int) -> dict:
+    return {"format": COPY_FORMAT, "format_version": COPY_FORMAT_VERSION, "kind": kind,
+            "graph_fingerprint": graph_fingerprint, "order_digest": _order_digest(order),
+            "num_nodes": num_nodes, "num_agg": num_agg, **_source(hag_path)}
+
+
+def save_streamed(hag_path, kind: str, graph_fingerprint: str, order: np.ndarray | None, num_agg: int,
+                  inv: np.ndarray, room: int, progress=None) -> int:
+    """:func:`save` of the HAG file at ``hag_path`` relabelled out of core
+    (:func:`gnnprep.hag.order.write_in_order`, holding :func:`gnnprep.hag.order.streamed_bytes`):
+    for a HAG too large to relabel in memory. ``inv``: the order's inverse (the identity where
+    ``order`` is None: the stored order). Raises where the HAG is malformed or the copy cannot be
+    written; returns the passes made over the HAG's in-lists."""
+    from gnnprep.hag.order import write_in_order
+
+    n = len(inv)
+    attrs = _attrs(hag_path, kind, graph_fingerprint, order, n, num_agg)
+    return write_in_order(hag_path, copy_path(hag_path, kind), inv if order is None else order, inv, attrs,
+                          room, inputs=[hag_path], progress=progress)
 
 
 def is_kept(hag_path, kind: str, store, order: np.ndarray | None) -> bool:

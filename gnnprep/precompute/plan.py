@@ -620,6 +620,24 @@ HAG_SETUP_NS_PER_ENTRY = 40.0
 # fresh-memory term, per HAG entry: ego 22, cliques 16, citation 5, cliques64 36 (8M entries, d = 64),
 # cliques64 at 32M entries and d = 128 26 ns (benchmarks/bench_hag_stream.py, 2-core VM, 2026-11-27).
 HAG_KEPT_SETUP_NS_PER_ENTRY = 20.0
+# Relabelling out of core (gnnprep.hag.order.write_in_order, for a HAG whose in-memory relabelling does
+# not fit the budget), per stored entry of the HAG and pass over its in-lists (one to find the first
+# readers, one per output bucket: each reads the HAG's int32 in-lists from the page cache and scatters
+# the bucket's rows). The papers100M shape at 1/10 (308M entries, 2 GiB: 5 passes) relabelled, read back
+# and checked in 15.7 s, of which ~6 s the kept copy's read and check (HAG_KEPT_SETUP_NS_PER_ENTRY): 6 ns.
+HAG_STREAMED_NS_PER_ENTRY_PASS = 6.0
+
+
+def hag_relabel_room(p: Problem, budget: int, num_agg: int, hag_entries: int) -> int | None:
+    """None where a HAG that is not kept relabelled beside it is relabelled in memory under ``budget``
+    (:func:`gnnprep.hag.order.in_order`: the HAG as read, int64, beside its int32 copy), else the room
+    for relabelling it out of core (:func:`gnnprep.hag.order.write_in_order`) into that copy, which
+    the run then reads."""
+    from gnnprep.hag.order import relabel_room
+
+    held = 8 * (p.num_nodes + 1) + 4 * hag_entries
+    in_memory = FIXED + int(SLACK * (8 * (p.num_nodes + 1) + 8 * hag_entries + held + 16 * p.num_nodes))
+    return None if in_memory <= budget else relabel_room(budget, p.num_nodes, num_agg)
 
 
 @dataclass(frozen=True)
@@ -691,7 +709,9 @@ def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num
     input pairs, int64 as read) plus a row per aggregation node for each column buffer, with
     the fewest column blocks that fit. On the CPU kernel S's pattern is not held (the HAG replaces
     it) but the HAG is, int64 as read and int32 once relabelled to the node order
-    (:func:`gnnprep.hag.order.in_order`), both while it is relabelled.
+    (:func:`gnnprep.hag.order.in_order`), both while it is relabelled; where both do not fit the
+    budget (:func:`hag_relabel_room`), it is relabelled out of core into the copy kept beside it,
+    then read as kept (plus :data:`HAG_STREAMED_NS_PER_ENTRY_PASS` per entry and pass).
     Time as a product over the HAG's entries: on the CPU kernel :data:`HAG_ENTRY_COST` per rewired
     entry and 2 + :data:`HAG_ROW_ENTRIES` per aggregation node (with ``--rows labeled``, the pruned
     hops' share of the rewired in-lists, as the plain plan's ``hop_entries``, plus every aggregation
@@ -711,8 +731,11 @@ def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num
     ``levels`` level-product launches
     (:data:`TORCH_HAG_LEVEL_S` each). In entries of the device's own kernel table, so the terms
     hold on the CPU and on a GPU alike."""
+    from gnnprep.hag.order import streamed_bytes
+
     hag_index = 8 * (p.num_nodes + 1) + 8 * hag_entries  # indptr, indices and the 2 inputs per node
     torch = backend == "torch"
+    room = None if kept or torch else hag_relabel_room(p, budget, num_agg, hag_entries)
 
     def make(c: int, source: str) -> Plan:
         w = math.ceil(p.num_features / c) if p.num_features else 0
@@ -729,8 +752,11 @@ def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num
             # (gnnprep.precompute.hop_graph.HopGraph.buffer)
             run = memory(replace(p, num_entries=0), 1, c) + int(SLACK * (held + 4 * p.buffers * num_agg * w
                                                                         + 16 * p.num_nodes))
-            # the HAG as read (int64) and relabelled; with ``kept`` only the relabelled copy is read
-            load = FIXED + int(SLACK * ((0 if kept else hag_index) + held + 16 * p.num_nodes))
+            # the HAG as read (int64) and relabelled; with ``kept`` only the relabelled copy is read;
+            # relabelled out of core where both do not fit (then the copy is read)
+            load = FIXED + int(SLACK * ((0 if kept or room is not None else hag_index) + held + 16 * p.num_nodes))
+            if room is not None:
+                load = max(load, FIXED + int(SLACK * streamed_bytes(p.num_nodes, num_agg, room)))
             peak = max(run, load)
         rewired = hag_entries - 2 * num_agg
         if torch:
@@ -744,8 +770,11 @@ def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num
                   for e in p.hop_entries)
         q = Problem(**{**asdict(p), "num_entries": entries, "hop_entries": pruned,
                        "last_inputs": p.last_inputs if pruned else 0})
-        setup = HAG_KEPT_SETUP_NS_PER_ENTRY if kept and not torch else HAG_SETUP_NS_PER_ENTRY
+        setup = HAG_KEPT_SETUP_NS_PER_ENTRY if (kept or room is not None) and not torch else HAG_SETUP_NS_PER_ENTRY
         seconds = predict_seconds(q, prof, 1, c) + hag_entries * setup * 1e-9
+        if room is not None:  # the passes over the in-lists (one, and one per bucket of room / 8 entries)
+            seconds += hag_entries * (1 + math.ceil(4 * hag_entries / max(1, room // 2))) \
+                * HAG_STREAMED_NS_PER_ENTRY_PASS * 1e-9
         if speedup is not None and not torch and p.num_nodes * 4 * min(w, p.num_features) > REORDER_MIN_BLOCK_BYTES:
             seconds += permute_seconds(p, prof, w) - kernel_seconds(q, prof, 1, w) * (1 - speedup)
         if torch:

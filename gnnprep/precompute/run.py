@@ -58,6 +58,7 @@ from gnnprep.precompute.plan import (
     choose_plan,
     copy_build_room,
     copy_disk_bytes,
+    hag_relabel_room,
     keep_columns,
     order_speedup,
     plan_order,
@@ -291,7 +292,14 @@ def _choose_hag(job: Job, store: GraphStore, profile, budget: int) -> None:
     else:
         kept = False
         if job.backend == "numba":
-            job.hag, kept, job.decisions["order"] = load_in_order(job.hag_path, store, job.hag_order_choice, job.warn)
+            # relabelled out of core where the HAG as read and its relabelled copy do not fit together
+            num_agg, transfers, levels, kept, _ = plan_facts(job.hag_path, store, job.hag_order_choice)
+            room = None if kept else hag_relabel_room(job.problem, budget, num_agg, transfers)
+            # planned before the HAG is read: a budget too small for it is refused before any of it is held
+            plan_with_hag(job.problem, profile, budget, job.baseline, num_agg, transfers, config.blocks,
+                          levels=levels, speedup=_hag_speedup(profile, job.hag_order_choice), kept=kept)
+            job.hag, kept, job.decisions["order"] = load_in_order(job.hag_path, store, job.hag_order_choice, job.warn,
+                                                                  streamed_room=room)
             job.hag_order = job.hag_order_choice[:2]
         else:
             job.hag = load_for(job.hag_path, store)

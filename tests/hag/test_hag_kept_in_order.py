@@ -233,8 +233,19 @@ def test_the_planner_counts_a_kept_copy_and_the_order():
     assert kept.predicted_peak < roomy.predicted_peak
     budget = kept.predicted_peak + (64 << 20)
     assert P.plan_with_hag(p, prof, budget, 0, agg, entries, kept=True).predicted_peak <= budget
-    with pytest.raises(OptionError):
-        P.plan_with_hag(p, prof, budget, 0, agg, entries)
+    # with no copy kept, that budget does not hold the HAG read and relabelled in memory: it is
+    # relabelled out of core into the copy (gnnprep.hag.order.write_in_order), then read as kept
+    assert P.hag_relabel_room(p, 64 << 30, agg, entries) is None
+    room = P.hag_relabel_room(p, budget, agg, entries)
+    assert room is not None
+    streamed = P.plan_with_hag(p, prof, budget, 0, agg, entries)
+    assert streamed.predicted_peak <= budget and streamed.c == P.plan_with_hag(p, prof, budget, 0, agg, entries,
+                                                                               kept=True).c
+    passes = 1 + -(-4 * entries // (room // 2))
+    assert streamed.predicted_seconds - P.plan_with_hag(p, prof, budget, 0, agg, entries, kept=True).predicted_seconds \
+        == pytest.approx(entries * passes * P.HAG_STREAMED_NS_PER_ENTRY_PASS * 1e-9, abs=2e-3)
+    with pytest.raises(OptionError):   # below even what the out-of-core relabelling holds
+        P.plan_with_hag(p, prof, 150 << 20, 0, agg, entries)
 
 
 def test_a_hag_much_slower_than_the_plain_plan_is_said(tmp_path, monkeypatch):
