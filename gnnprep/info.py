@@ -49,6 +49,10 @@ def describe(path: str | Path) -> dict:
     this gnnprep has no describer for: its name, version and size); of a cache a run keeps beside
     an artifact, what it is, what it was made from and whether it is current."""
     path = Path(path)
+    if path.suffix == ".npz" and ".order-" in path.name:   # a node order kept beside a store (not HDF5)
+        from gnnprep.graph.order import describe_cached
+
+        return describe_cached(path)
     cache = _cache_describer(root_format(path))
     if cache is not None:
         return cache(path)

@@ -66,3 +66,33 @@ def test_a_kept_hag_copy_is_described_and_goes_stale_with_its_hag(tmp_path, rng)
     hag.unlink()
     d = _info(kept)
     assert not d["current"] and "no such file" in d["stale_because"]
+
+
+def test_a_node_order_kept_beside_a_store_is_described(tmp_path, rng):
+    """``<store>.order-<kind>.npz`` (not HDF5): what it is, its store, whether it is current."""
+    path, *_ = make_store(tmp_path, rng, n=120, m=800, d=3)
+    with GraphStore(path) as store:
+        fingerprint = store.fingerprint
+    shares = {"near_share_before": 0.2, "near_share_after": 0.7, "seconds": 0.1}
+    assert kept_order.save_cached(path, "community", fingerprint, rng.permutation(120), shares)
+    kept = kept_order.cache_path(path, "community")
+    d = _info(kept)
+    assert d["current"] and d["cache_of"] == str(path) and d["kind"] == "community" and d["stale_because"] is None
+    assert d["near_share_after"] == 0.7 and d["format"] == kept_order.ORDER_FORMAT
+    text = run(["info", str(kept)]).output
+    assert "a cache, safe to delete" in text and "state          current" in text and "20% -> 70%" in text
+    # made for another graph: stale, and why
+    assert kept_order.save_cached(path, "community", "another", rng.permutation(120), shares)
+    d = _info(kept)
+    assert not d["current"] and "another graph" in d["stale_because"]
+    # renamed away from its store: what it was made from is unknown
+    os.replace(kept, tmp_path / "elsewhere.order-x.npz")
+    assert _info(tmp_path / "elsewhere.order-x.npz")["cache_of"] is None
+    # not an order at all: one line naming it
+    bad = tmp_path / "g.order-community.npz"
+    bad.write_bytes(b"not a zip")
+    r = run(["info", str(bad)])
+    assert r.exit_code == 1 and r.stderr.startswith(f"Error: {bad}: not a node order kept beside a graph store")
+    np.savez(bad, x=np.arange(3))
+    r = run(["info", str(bad)])
+    assert r.exit_code == 1 and "not a node order" in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -590,6 +590,60 @@ def load_cached(store_path, kind: str, graph_fingerprint: str, n: int, warn=None
     return order, info
 
 
+def describe_cached(path) -> dict:
+    """What ``gnnprep info`` shows of a node order kept beside a store (``<store>.order-<kind>.npz``):
+    the store it was made from, its kind, near shares and size, and whether it is current (this
+    format version, and the store beside it has the graph fingerprint it was made for; the order
+    itself is checked, a permutation of the store's nodes, when a run reads it). GnnprepError where
+    the file is not such a cache."""
+    from gnnprep.core.errors import GnnprepError
+
+    path = Path(path)
+
+    def meta_shape(shape, dtype):
+        if shape != () or dtype.kind != "U":
+            raise ValueError(f"its meta is {dtype} of shape {shape}; expected one JSON string")
+
+    try:
+        with open_regular(path, CACHE_META_BYTES + (1 << 40)) as fh, zipfile.ZipFile(fh) as z:
+            meta = json.loads(str(_npy(z, "meta.npy", CACHE_META_BYTES, meta_shape)[()]))
+            order_bytes = z.getinfo("order.npy").file_size
+    except FileNotFoundError:
+        raise GnnprepError(f"{path}: no such file") from None
+    except NotRegularFile:
+        raise GnnprepError(f"{path}: not a regular file; expected a node order kept beside a graph store") from None
+    except (ValueError, KeyError, OSError, EOFError, zipfile.BadZipFile, RecursionError) as e:
+        raise GnnprepError(f"{path}: not a node order kept beside a graph store ({_first_line(e)})") from None
+    if not isinstance(meta, dict) or meta.get("format") != ORDER_FORMAT:
+        raise GnnprepError(f"{path}: not a node order kept beside a graph store (its meta names no {ORDER_FORMAT!r})")
+    kind = meta.get("kind")
+    tail = f".order-{kind}.npz"
+    source = path.with_name(path.name[:-len(tail)] + ".h5") if isinstance(kind, str) and path.name.endswith(tail) \
+        else None
+    if meta.get("format_version") != ORDER_FORMAT_VERSION:
+        why = f"format version {meta.get('format_version')}; this gnnprep writes {ORDER_FORMAT_VERSION}"
+    elif source is None:
+        why = f"its name does not end in .order-{kind}.npz, so what it was made from is unknown"
+    elif not source.is_file():
+        why = f"{source}: no such file"
+    else:
+        from gnnprep.graph.store import GraphStore
+
+        try:
+            with GraphStore(source) as g:
+                fingerprint = g.fingerprint
+        except GnnprepError as e:
+            fingerprint, why = None, str(e)
+        if fingerprint is not None:
+            why = None if meta.get("graph_fingerprint") == fingerprint else \
+                f"{source} holds another graph than the one this order was found for"
+    return {"file": str(path), "format": ORDER_FORMAT, "format_version": meta.get("format_version"),
+            "what": "a node order kept beside a graph store, found by a run", "cache_of": None if source is None
+            else str(source), "current": why is None, "stale_because": why, "kind": kind,
+            **{k: meta.get(k) for k in ("near_share_before", "near_share_after")},
+            "order_bytes": int(order_bytes), "size_bytes": path.stat().st_size}
+
+
 def save_cached(store_path, kind: str, graph_fingerprint: str, order: np.ndarray, info: dict) -> bool:
     """Keep ``order`` beside the graph store (atomically, replacing a stale or damaged file, a named
     pipe or a link at its name included); False where it cannot be written (a folder that is not
