@@ -33,8 +33,8 @@ def parse_capacity(text: str) -> int | float | str:
 
 @click.command()
 @click.argument("dataset")
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="HAG artifact to write (and beside it, where it fits the budget, the HAG relabelled to the "
-                   "store's node order, OUTPUT.order-<kind>.h5, so that precompute --hag does not relabel it).")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="HAG artifact to write (and beside it the HAG relabelled to the store's node order, "
+                   "OUTPUT.order-<kind>.h5, within the budget, so that precompute --hag does not relabel it).")
 @click.option("--capacity", default="0.25", show_default=True, callback=parsed_by(parse_capacity),
               help="Aggregation nodes allowed: N, a fraction of |V|, or all.")
 @click.option("--method", type=click.Choice(["stream", "rounds", "exact"]), default="stream", show_default=True,
@@ -82,7 +82,9 @@ def hag(dataset, output, capacity, method, aggregate, window, max_depth, min_sha
                 f"{store_path}: {d['num_nodes']:,} nodes, {d['entries']:,} stored entries, capacity {d['capacity']:,}",
                 f"streamed search: {d['blocks']} block(s) of up to {d['block_entries']:,} entries, window "
                 f"{d['window']}; predicted peak {size(d['predicted_peak_bytes'])} (budget "
-                f"{size(d['memory_budget'])}), {d['predicted_seconds']:.0f} s {machine}"])
+                f"{size(d['memory_budget'])}), {d['predicted_seconds']:.0f} s {machine} (the search "
+                f"{d['predicted_search_seconds']:.0f} s, the HAG kept relabelled to the node order "
+                f"{d['predicted_relabel_seconds']:.0f} s)"])
             return
         s = build(store_path, output, config, progress=progress, command=" ".join(["gnnprep"] + sys.argv[1:]),
                   search_scale=profile.hag_search_scale)

@@ -193,11 +193,11 @@ def _keep_in_order(store: GraphStore, output, summary: dict, budget: int, progre
     (:func:`gnnprep.hag.order.write_in_order`: papers100M's shape at 1/10 under 2 GiB). Never a
     reason for the build to fail."""
     from gnnprep.hag import ordered_copy
-    from gnnprep.hag.order import in_order_bytes, relabel_room, streamed_bytes
+    from gnnprep.hag.order import keeps_in_memory, relabel_room, streamed_bytes
 
     n, num_agg = store.num_nodes, int(summary["num_agg"])
     room = relabel_room(budget, n, num_agg)
-    in_memory = 1.25 * (in_order_bytes(n, int(summary["transfers_hag"]), num_agg) + (64 << 20)) <= budget
+    in_memory = keeps_in_memory(n, int(summary["transfers_hag"]), num_agg, budget)
     if store.weighted or (not in_memory and 1.25 * (streamed_bytes(n, num_agg, room) + (64 << 20)) > budget):
         return
     try:
@@ -215,9 +215,12 @@ def _keep_in_order(store: GraphStore, output, summary: dict, budget: int, progre
 def dry_run(graph_path, config: HagConfig = HagConfig(), search_scale: float = 1.0) -> dict:
     """What :func:`build` would do for ``config`` on the store at ``graph_path``, from its sizes
     alone (nothing searched or written): the streamed search's blocks, window, peak bytes and
-    predicted seconds (:func:`gnnprep.hag.stream.stream_plan`, with ``search_scale``)."""
+    predicted seconds (:func:`gnnprep.hag.stream.stream_plan`, with ``search_scale``), and those of
+    keeping the HAG relabelled to the node order after it (:func:`gnnprep.hag.order.relabel_seconds`,
+    for a HAG of the most entries it can have); ``predicted_seconds`` is their sum."""
     from gnnprep.core.device import default_budget
     from gnnprep.graph.store import GraphStore
+    from gnnprep.hag.order import relabel_seconds
     from gnnprep.hag.stream import plan_for
 
     config.check()
@@ -225,11 +228,14 @@ def dry_run(graph_path, config: HagConfig = HagConfig(), search_scale: float = 1
     with GraphStore(graph_path) as g:
         cap = config.capacity_for(g.num_nodes, g.num_edges)
         plan = plan_for(g.indptr(), cap, budget, config.window, search_scale)
-        n, m = g.num_nodes, g.num_edges
+        n, m, weighted = g.num_nodes, g.num_edges, g.weighted
+    # the HAG then kept relabelled to the node order (_keep_in_order), at most m + 2 cap entries
+    relabel = 0.0 if weighted else round(search_scale * relabel_seconds(n, m + 2 * cap, cap, budget), 3)
     return {"dry_run": True, "num_nodes": n, "entries": m, "method": config.method, "capacity": cap,
             "memory_budget": budget, "blocks": plan.blocks, "block_entries": plan.block_entries,
             "window": plan.window, "sample_stride": plan.stride, "predicted_peak_bytes": plan.peak_bytes,
-            "predicted_seconds": plan.seconds}
+            "predicted_search_seconds": plan.seconds, "predicted_relabel_seconds": relabel,
+            "predicted_seconds": round(plan.seconds + relabel, 3)}
 
 
 def load_for(path, store: GraphStore) -> Hag:

@@ -124,6 +124,32 @@ def in_order(h: Hag, order: np.ndarray, inv: np.ndarray | None = None) -> Hag:
 
 # -- the same out of core: the HAG's in-lists read in row blocks, the relabelled ones written in buckets
 RELABEL_ROOM = 256 << 20      # bytes of a streamed relabelling's read block and output bucket together
+# Seconds of a relabelling, per stored entry of the HAG: in memory (in_order and the copy written; 8M-entry
+# graphs 0.15-0.25 s), and out of core per pass over the in-lists (one for the first readers, one per
+# bucket: each reads the int32 in-lists from the page cache and scatters the bucket's rows; papers100M's
+# shape at 1/10, 304M entries, 2 GiB: 5 passes in ~9.5 s, 2-core VM, 2026-11-27).
+IN_MEMORY_NS_PER_ENTRY = 25.0
+STREAMED_NS_PER_ENTRY_PASS = 6.0
+
+
+def keeps_in_memory(n: int, transfers: int, num_agg: int, budget: int) -> bool:
+    """Whether ``gnnprep hag`` relabels the HAG it wrote in memory under ``budget`` (else out of core)."""
+    return 1.25 * (in_order_bytes(n, transfers, num_agg) + (64 << 20)) <= budget
+
+
+def streamed_passes(entries: int, room: int) -> int:
+    """Passes :func:`write_in_order` makes over ``entries`` in-list entries with ``room``: one, and
+    one per bucket of room / 8 int32 ids."""
+    return 1 + max(1, -(-4 * entries // max(1, room // 2)))
+
+
+def relabel_seconds(n: int, transfers: int, num_agg: int, budget: int) -> float:
+    """Predicted seconds (2-core reference machine) of keeping a HAG of ``transfers`` relabelled to
+    the node order, as ``gnnprep hag`` does after its search: in memory where that fits ``budget``
+    (:func:`keeps_in_memory`), else out of core (:func:`write_in_order`, :func:`streamed_passes`)."""
+    if keeps_in_memory(n, transfers, num_agg, budget):
+        return transfers * IN_MEMORY_NS_PER_ENTRY * 1e-9
+    return transfers * streamed_passes(transfers, relabel_room(budget, n, num_agg)) * STREAMED_NS_PER_ENTRY_PASS * 1e-9
 
 
 def in_order_bytes(n: int, transfers: int, num_agg: int) -> int:

@@ -620,12 +620,6 @@ HAG_SETUP_NS_PER_ENTRY = 40.0
 # fresh-memory term, per HAG entry: ego 22, cliques 16, citation 5, cliques64 36 (8M entries, d = 64),
 # cliques64 at 32M entries and d = 128 26 ns (benchmarks/bench_hag_stream.py, 2-core VM, 2026-11-27).
 HAG_KEPT_SETUP_NS_PER_ENTRY = 20.0
-# Relabelling out of core (gnnprep.hag.order.write_in_order, for a HAG whose in-memory relabelling does
-# not fit the budget), per stored entry of the HAG and pass over its in-lists (one to find the first
-# readers, one per output bucket: each reads the HAG's int32 in-lists from the page cache and scatters
-# the bucket's rows). The papers100M shape at 1/10 (308M entries, 2 GiB: 5 passes) relabelled, read back
-# and checked in 15.7 s, of which ~6 s the kept copy's read and check (HAG_KEPT_SETUP_NS_PER_ENTRY): 6 ns.
-HAG_STREAMED_NS_PER_ENTRY_PASS = 6.0
 
 
 def hag_relabel_room(p: Problem, budget: int, num_agg: int, hag_entries: int) -> int | None:
@@ -711,7 +705,7 @@ def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num
     it) but the HAG is, int64 as read and int32 once relabelled to the node order
     (:func:`gnnprep.hag.order.in_order`), both while it is relabelled; where both do not fit the
     budget (:func:`hag_relabel_room`), it is relabelled out of core into the copy kept beside it,
-    then read as kept (plus :data:`HAG_STREAMED_NS_PER_ENTRY_PASS` per entry and pass).
+    then read as kept (plus :data:`gnnprep.hag.order.STREAMED_NS_PER_ENTRY_PASS` per entry and pass).
     Time as a product over the HAG's entries: on the CPU kernel :data:`HAG_ENTRY_COST` per rewired
     entry and 2 + :data:`HAG_ROW_ENTRIES` per aggregation node (with ``--rows labeled``, the pruned
     hops' share of the rewired in-lists, as the plain plan's ``hop_entries``, plus every aggregation
@@ -731,7 +725,7 @@ def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num
     ``levels`` level-product launches
     (:data:`TORCH_HAG_LEVEL_S` each). In entries of the device's own kernel table, so the terms
     hold on the CPU and on a GPU alike."""
-    from gnnprep.hag.order import streamed_bytes
+    from gnnprep.hag.order import STREAMED_NS_PER_ENTRY_PASS, streamed_bytes, streamed_passes
 
     hag_index = 8 * (p.num_nodes + 1) + 8 * hag_entries  # indptr, indices and the 2 inputs per node
     torch = backend == "torch"
@@ -772,9 +766,8 @@ def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num
                        "last_inputs": p.last_inputs if pruned else 0})
         setup = HAG_KEPT_SETUP_NS_PER_ENTRY if (kept or room is not None) and not torch else HAG_SETUP_NS_PER_ENTRY
         seconds = predict_seconds(q, prof, 1, c) + hag_entries * setup * 1e-9
-        if room is not None:  # the passes over the in-lists (one, and one per bucket of room / 8 entries)
-            seconds += hag_entries * (1 + math.ceil(4 * hag_entries / max(1, room // 2))) \
-                * HAG_STREAMED_NS_PER_ENTRY_PASS * 1e-9
+        if room is not None:  # the passes over the in-lists
+            seconds += hag_entries * streamed_passes(hag_entries, room) * STREAMED_NS_PER_ENTRY_PASS * 1e-9
         if speedup is not None and not torch and p.num_nodes * 4 * min(w, p.num_features) > REORDER_MIN_BLOCK_BYTES:
             seconds += permute_seconds(p, prof, w) - kernel_seconds(q, prof, 1, w) * (1 - speedup)
         if torch:

@@ -241,9 +241,12 @@ def test_the_planner_counts_a_kept_copy_and_the_order():
     streamed = P.plan_with_hag(p, prof, budget, 0, agg, entries)
     assert streamed.predicted_peak <= budget and streamed.c == P.plan_with_hag(p, prof, budget, 0, agg, entries,
                                                                                kept=True).c
-    passes = 1 + -(-4 * entries // (room // 2))
+    from gnnprep.hag import order as O
+
+    passes = O.streamed_passes(entries, room)
+    assert passes == 1 + -(-4 * entries // (room // 2))
     assert streamed.predicted_seconds - P.plan_with_hag(p, prof, budget, 0, agg, entries, kept=True).predicted_seconds \
-        == pytest.approx(entries * passes * P.HAG_STREAMED_NS_PER_ENTRY_PASS * 1e-9, abs=2e-3)
+        == pytest.approx(entries * passes * O.STREAMED_NS_PER_ENTRY_PASS * 1e-9, abs=2e-3)
     with pytest.raises(OptionError):   # below even what the out-of-core relabelling holds
         P.plan_with_hag(p, prof, 150 << 20, 0, agg, entries)
 
