@@ -305,7 +305,8 @@ def load_in_order(path, store: GraphStore, choice, warn=None, streamed_room: int
         return kept, True, why + (f" (the HAG as relabelled by an earlier run, kept beside it: read and checked in "
                                   f"{time.perf_counter() - t0:.2f} s)")
     if streamed_room is not None:
-        h, seconds, passes = _relabel_streamed(path, store, choice, streamed_room)
+        seconds, passes = _relabel_streamed(path, store, choice, streamed_room)
+        h = _checked_copy(path, store, choice, read_whole=True)
         return h, False, why + (f" (the HAG relabelled to it out of core in {seconds:.2f} s, {passes} passes over "
                                 "its in-lists, and kept beside it)")
     h = load_for(path, store)
@@ -317,31 +318,72 @@ def load_in_order(path, store: GraphStore, choice, warn=None, streamed_room: int
     return h, False, why + f" (the HAG relabelled to it in {seconds:.2f} s)" if order is not None else why
 
 
-def _relabel_streamed(path, store: GraphStore, choice, room: int) -> tuple[Hag, float, int]:
-    """The HAG at ``path`` relabelled out of core to ``choice``'s order into the kept copy, read
-    back and checked against ``store`` (:func:`load_for`'s refusals; a cover that is not N(v) names
-    ``path``, and the copy is removed). Returns (the HAG, seconds, passes over its in-lists)."""
+def _relabel_streamed(path, store: GraphStore, choice, room: int) -> tuple[float, int]:
+    """The HAG at ``path`` relabelled out of core to ``choice``'s order into the kept copy
+    (:func:`load_for`'s refusals of another graph or a weighted store first). Returns (seconds,
+    passes over its in-lists)."""
     from gnnprep.hag import ordered_copy
-    from gnnprep.hag.cover_check import check_covers
-    from gnnprep.hag.file import read_relabelled
 
     num_agg = plan_facts(path, store)[0]
     order, inv = choice[0], choice[1]
     if order is None:
         inv = np.arange(store.num_nodes, dtype=np.int64)
     key = ordered_copy.copy_kind(choice)
-    copy = ordered_copy.copy_path(path, key)
     t0 = time.perf_counter()
     try:
         passes = ordered_copy.save_streamed(path, key, store.fingerprint, order, num_agg, inv, room)
     except OSError as e:
         raise GnnprepError(f"{path}: too large to relabel to the run's node order in memory under this budget, and "
-                           f"its relabelled copy cannot be written beside it ({copy}: {e.strerror or e}); run "
-                           "`gnnprep hag` into a writable folder, or raise --memory-budget") from None
+                           f"its relabelled copy cannot be written beside it ({ordered_copy.copy_path(path, key)}: "
+                           f"{e.strerror or e}); run `gnnprep hag` into a writable folder, or raise --memory-budget") \
+            from None
+    return time.perf_counter() - t0, passes
+
+
+def _checked_copy(path, store: GraphStore, choice, read_whole: bool):
+    """The copy just relabelled (:func:`_relabel_streamed`), read whole (a :class:`Hag`) or opened for
+    blocks (:class:`gnnprep.hag.file.RelabelledRows`) and checked against ``store``: a cover that is
+    not N(v) names the HAG at ``path`` (and the copy is removed)."""
+    from gnnprep.hag import ordered_copy
+    from gnnprep.hag.cover_check import check_covers
+    from gnnprep.hag.file import RelabelledRows, read_relabelled
+
+    order, inv = choice[0], choice[1]
+    if order is None:
+        inv = np.arange(store.num_nodes, dtype=np.int64)
+    copy = ordered_copy.copy_path(path, ordered_copy.copy_kind(choice))
+    num_agg = plan_facts(path, store)[0]
+    h = None
     try:
-        h = read_relabelled(copy, store.num_nodes, num_agg)
-        check_covers(h, store, path, inv=inv)
+        h = read_relabelled(copy, store.num_nodes, num_agg) if read_whole else \
+            RelabelledRows(copy, store.num_nodes, num_agg)
+        check_covers(h, store, path, inv=inv, read=None if read_whole else h.read)
     except BaseException:
+        if h is not None and not read_whole:
+            h.close()
         copy.unlink(missing_ok=True)
         raise
-    return h, time.perf_counter() - t0, passes
+    return h
+
+
+def open_in_order(path, store: GraphStore, choice, room: int, warn=None):
+    """The HAG at ``path`` in a CPU run's node order (``choice`` as :func:`load_in_order` takes it) for
+    a plan that streams its in-lists: the copy kept beside it, relabelled out of core first where
+    there is none (or it is stale or damaged), open for reading a block of rows at a time
+    (:class:`gnnprep.hag.file.RelabelledRows`, checked against ``store`` as it is opened). Returns
+    (the reader, whether the copy was kept, what the run reports)."""
+    from gnnprep.hag import ordered_copy
+
+    order, inv, _, why = choice
+    if order is None:
+        inv = np.arange(store.num_nodes, dtype=np.int64)
+    key = ordered_copy.copy_kind(choice)
+    t0 = time.perf_counter()
+    rows = ordered_copy.open_rows(path, key, store, order, inv, warn)
+    if rows is not None:
+        return rows, True, why + (f" (the HAG as relabelled by an earlier run, kept beside it: its in-lists streamed, "
+                                  f"checked in {time.perf_counter() - t0:.2f} s)")
+    seconds, passes = _relabel_streamed(path, store, choice, room)
+    rows = _checked_copy(path, store, choice, read_whole=False)
+    return rows, False, why + (f" (the HAG relabelled to it out of core in {seconds:.2f} s, {passes} passes over its "
+                               "in-lists, kept beside it and streamed)")

@@ -135,12 +135,21 @@ class CoverCheck:
         i = int(bad[0])
         return r0 + i, int(count[at[i]]), int(deg[i])
 
-    def all_rows(self) -> tuple[np.ndarray, np.ndarray]:
-        """(|cover(v)|, the hash of cover(v)) of every row of the HAG."""
+    def all_rows(self, read=None, block_entries: int = 1 << 22) -> tuple[np.ndarray, np.ndarray]:
+        """(|cover(v)|, the hash of cover(v)) of every row of the HAG; with ``read(p0, p1)`` its
+        in-lists are read a block of rows at a time (a HAG not held: :class:`gnnprep.hag.file.RelabelledRows`)."""
+        from gnnprep.sparse.order import row_blocks
+
         n = self.h.num_nodes
         c = np.empty(n, dtype=np.int64)
         hs = np.empty(n, dtype=np.uint64)
-        _row_covers(self.h.indptr, self.h.indices, n, self.count, self.hsum, self.salt, 0, c, hs)
+        if read is None:
+            _row_covers(self.h.indptr, self.h.indices, n, self.count, self.hsum, self.salt, 0, c, hs)
+            return c, hs
+        for r0, r1 in row_blocks(self.h.indptr, 0, n, max(1, block_entries)):
+            ip = self.h.indptr[r0:r1 + 1]
+            _row_covers(ip - ip[0], read(int(ip[0]), int(ip[-1])), n, self.count, self.hsum, self.salt, 0, c[r0:r1],
+                        hs[r0:r1])
         return c, hs
 
 
@@ -148,19 +157,20 @@ CHECK_ENTRIES = 1 << 22  # stored entries read at a time while a HAG is checked 
 
 
 def check_covers(h: Hag, store: GraphStore, path, block_entries: int = CHECK_ENTRIES,
-                 inv: np.ndarray | None = None) -> None:
+                 inv: np.ndarray | None = None, read=None) -> None:
     """GnnprepError naming the first row v where cover(v) ≠ N(v) (Jia et al.'s equivalence), checked
     as |cover(v)| = deg(v) and a salted multiset hash per row (:class:`gnnprep.hag.cover_check.CoverCheck`):
     O(|Ê| + |VA|) over the HAG, one pass over the stored ids in row blocks of ``block_entries``
     (never all of S in memory). ``inv``: ``h`` is relabelled to a node order (stored id v is its
-    row inv[v]), and cover(inv[v]) = inv[N(v)] is checked instead."""
+    row inv[v]), and cover(inv[v]) = inv[N(v)] is checked instead; ``read(p0, p1)``: ``h``'s
+    in-lists are not held but read a block at a time (with ``inv``)."""
     from gnnprep.sparse.order import row_blocks
 
     if len(h.indptr) != store.num_nodes + 1:
         raise GnnprepError(f"{path}: /adj/indptr has {len(h.indptr)} entries; expected {store.num_nodes + 1}, one per "
                            f"node of {store.path} and one more")
     check = CoverCheck(h)
-    rows = check.all_rows() if inv is not None else None
+    rows = check.all_rows(read) if inv is not None else None
     indptr = store.indptr()
     blocks = row_blocks(indptr, 0, store.num_nodes, max(1, block_entries))
     longest = max((int(indptr[r1] - indptr[r0]) for r0, r1 in blocks), default=0)

@@ -296,6 +296,64 @@ def read_relabelled(path, num_nodes: int, num_agg: int) -> Hag:
     return h
 
 
+class RelabelledRows:
+    """The copy :func:`write_relabelled` wrote, open for reading its in-lists a block at a time (a HAG
+    streamed as S is: :class:`gnnprep.precompute.hop_graph.HopGraph`): ``num_nodes``, ``inputs``,
+    ``level_ptr`` and ``indptr`` resident, checked as :func:`check_hag` checks them; :meth:`read` the
+    entries p0..p1-1, ids checked in [0, n + |VA|) the first time a range is read. ValueError or
+    GnnprepError naming what is wrong; :meth:`close` when done."""
+
+    def __init__(self, path, num_nodes: int, num_agg: int):
+        import h5py
+
+        self.path = path
+        self.f = h5py.File(path, "r")
+        try:
+            shapes = {"agg/inputs": (num_agg, 2), "agg/level_ptr": 1, "adj/indptr": (num_nodes + 1,), "adj/indices": 1}
+            for name, shape in shapes.items():
+                ds = self.f[name]
+                if ds.dtype.kind not in "iu" or (ds.ndim != shape if isinstance(shape, int) else ds.shape != shape):
+                    raise ValueError(f"/{name} is {ds.dtype} of shape {ds.shape}")
+            self.dtype = np.dtype(np.int32 if num_nodes + num_agg < 2**31 else np.int64)
+            self.num_nodes = num_nodes
+            self.inputs = self.f["agg/inputs"][:].astype(self.dtype, copy=False)
+            self.level_ptr = self.f["agg/level_ptr"][:].astype(np.int64, copy=False)
+            self.indptr = self.f["adj/indptr"][:].astype(np.int64, copy=False)
+            self._ids = self.f["adj/indices"]
+            from gnnprep.graph.store import check_indptr
+
+            check_aggregates(num_nodes, self.inputs, self.level_ptr, path)
+            check_indptr(self.indptr, num_nodes, len(self._ids), f"{path}: /adj/indptr")
+        except BaseException:
+            self.f.close()
+            raise
+        self._checked: set = set()
+
+    @property
+    def num_agg(self) -> int:
+        return len(self.inputs)
+
+    def transfers(self) -> int:
+        return len(self._ids) + 2 * self.num_agg
+
+    def read(self, p0: int, p1: int, out: np.ndarray | None = None) -> np.ndarray:
+        """In-list entries p0..p1-1 (into ``out[:p1 - p0]`` when given, as kept: no conversion)."""
+        from gnnprep.graph.store import check_ids
+
+        if out is not None and out.dtype == self._ids.dtype and p1 > p0:
+            ids = out[:p1 - p0]
+            self._ids.read_direct(ids, np.s_[p0:p1])
+        else:
+            ids = self._ids[p0:p1]
+        if (p0, p1) not in self._checked:
+            check_ids(ids, self.num_nodes + self.num_agg, f"{self.path}: /adj/indices", offset=p0)
+            self._checked.add((p0, p1))
+        return ids
+
+    def close(self) -> None:
+        self.f.close()
+
+
 class HagFile(Artifact):
     """A HAG artifact opened for reading (:func:`gnnprep.open`): root attributes as ``attrs``, what
     ``gnnprep info`` shows as ``info``, the structure itself by :meth:`load`."""

@@ -179,6 +179,41 @@ def load(hag_path, kind: str, store, order: np.ndarray | None, inv: np.ndarray |
     return h
 
 
+def open_rows(hag_path, kind: str, store, order: np.ndarray | None, inv: np.ndarray, warn=None):
+    """The kept copy (:func:`load`'s checks: fresh, well formed, covers through ``inv``, the identity
+    for the stored order) open for reading its in-lists a block at a time
+    (:class:`gnnprep.hag.file.RelabelledRows`: a HAG streamed, never held); None when there is none,
+    it is stale, or it is damaged (said)."""
+    from gnnprep.hag.cover_check import check_covers
+    from gnnprep.hag.file import RelabelledRows, relabelled_attrs
+
+    path = copy_path(hag_path, kind)
+    rows = None
+    try:
+        if not path.is_file():
+            return None
+        attrs = relabelled_attrs(path)
+        if not _fresh(attrs, hag_path, kind, store, order):
+            return None
+        rows = RelabelledRows(path, store.num_nodes, int(attrs["num_agg"]))
+        check_covers(rows, store, path, inv=inv, read=rows.read)
+    except GnnprepError as e:
+        _close(rows)
+        _say(warn, f"{path}: {_after_path(str(e), path)}; ignored, the HAG is relabelled again")
+        return None
+    except Exception as e:  # noqa: BLE001 - h5py read errors, a missing dataset or attribute: damage
+        _close(rows)
+        _say(warn, f"{path} cannot be read ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
+                   "ignored, the HAG is relabelled again")
+        return None
+    return rows
+
+
+def _close(rows) -> None:
+    if rows is not None:
+        rows.close()
+
+
 def _plain(v):
     """An HDF5 attribute as a Python value (bytes decoded, numpy scalars unwrapped)."""
     if isinstance(v, bytes):

@@ -144,8 +144,11 @@ class HagBackend(NumbaBackend):
         self.y = self.h = None
 
     def hop_block(self, r0, r1, cur, nxt):
-        ip = self.hag.indptr[r0:r1 + 1]
-        idx = self.hag.indices[ip[0]:ip[-1]]
+        if self.graph.hag_rows is not None:   # the in-lists streamed, a row block at a time
+            ip, idx, _ = self.graph.block(r0, r1)
+        else:
+            ip = self.hag.indptr[r0:r1 + 1]
+            idx = self.hag.indices[ip[0]:ip[-1]]
         if self.y is not None:
             row_kernels.hag_rows_joined(ip, idx, r0, self.op.left, self.right_joined, self.op.loop, self.y,
                                         nxt[r0:r1])

@@ -51,7 +51,8 @@ class HopGraph:
 
     def __init__(self, store: GraphStore, plan: Plan, order_kind: str = "community", force: bool = False,
                  spare: tuple[int, int] | None = None, copy=None, copy_room: int = 64 << 20, reserve: int = 0,
-                 warn=None, hag_order: tuple[np.ndarray, np.ndarray] | None = None, extra_rows: int = 0):
+                 warn=None, hag_order: tuple[np.ndarray, np.ndarray] | None = None, extra_rows: int = 0,
+                 hag_rows=None):
         self.store = store
         self.n = store.num_nodes
         self.extra_rows = int(extra_rows)
@@ -80,11 +81,15 @@ class HopGraph:
         if not use_copy and copy is not None:
             copy.close()
         self.hag = hag_order is not None
+        self.hag_rows = hag_rows    # a HAG whose in-lists are streamed (gnnprep.hag.file.RelabelledRows)
         if self.hag:
             # the hops run through a HAG (already in this order, gnnprep.hag.order.in_order): S's
             # pattern is not read at all, only the order's (order, inv) is kept for X, the scalings
             # and the writes
             self.order, self.inv = hag_order if hag_order[0] is not None else (None, None)
+            if hag_rows is not None:  # its in-lists read in the plan's b row blocks, as a streamed S
+                self.indptr = hag_rows.indptr
+                self.row_bounds = balanced_rows(self.indptr, row_blocks(plan))
             return
         if self.resident and not use_copy:
             from gnnprep.graph import order as kept_order
@@ -271,6 +276,8 @@ class HopGraph:
         keep = self.reuse_buffers
         check = (p0, p1) not in self._checked
         w = None
+        if self.hag_rows is not None:   # (ids checked by the reader, once per range)
+            return self.hag_rows.read(p0, p1, self._buffer("idx", self.hag_rows.dtype, p1 - p0) if keep else None), None
         if self.copy is not None:
             buf = self._buffer("idx", self.store.index_dtype, p1 - p0) if keep else None
             idx = self.copy.read_indices(p0, p1, buf, check=check)
@@ -360,6 +367,8 @@ class HopGraph:
             setup.close()
         if self.copy is not None:
             self.copy.close()
+        if self.hag_rows is not None:
+            self.hag_rows.close()
 
     def degree(self, a: int) -> np.ndarray:
         """Row sums of A (edge counts, or weight sums) computed over ``a`` row blocks, in stored order."""

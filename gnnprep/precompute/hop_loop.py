@@ -145,7 +145,8 @@ class HopRun:
                               spare=(self.n, min(self.d, self.plan.width)) if self.plan.reorder else None,
                               copy=job.copy, copy_room=job.copy_room, reserve=job.reserve_bytes, warn=job.warn,
                               hag_order=job.hag_order if job.hag is not None and job.backend == "numba" else None,
-                              extra_rows=job.hag.num_agg if job.hag is not None and job.backend == "numba" else 0)
+                              extra_rows=job.hag.num_agg if job.hag is not None and job.backend == "numba" else 0,
+                              hag_rows=job.hag if job.hag is not None and not job.plan.s_resident else None)
         job.copy = None  # the hop graph owns it now
 
     def execute(self) -> PrecomputeReport:

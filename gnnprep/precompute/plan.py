@@ -622,16 +622,16 @@ HAG_SETUP_NS_PER_ENTRY = 40.0
 HAG_KEPT_SETUP_NS_PER_ENTRY = 20.0
 
 
-def hag_relabel_room(p: Problem, budget: int, num_agg: int, hag_entries: int) -> int | None:
+def hag_relabel_room(p: Problem, budget: int, num_agg: int, hag_entries: int, streamed: bool = False) -> int | None:
     """None where a HAG that is not kept relabelled beside it is relabelled in memory under ``budget``
     (:func:`gnnprep.hag.order.in_order`: the HAG as read, int64, beside its int32 copy), else the room
     for relabelling it out of core (:func:`gnnprep.hag.order.write_in_order`) into that copy, which
-    the run then reads."""
+    the run then reads; always the room for a plan that streams the copy's in-lists (``streamed``)."""
     from gnnprep.hag.order import relabel_room
 
     held = 8 * (p.num_nodes + 1) + 4 * hag_entries
     in_memory = FIXED + int(SLACK * (8 * (p.num_nodes + 1) + 8 * hag_entries + held + 16 * p.num_nodes))
-    return None if in_memory <= budget else relabel_room(budget, p.num_nodes, num_agg)
+    return None if in_memory <= budget and not streamed else relabel_room(budget, p.num_nodes, num_agg)
 
 
 @dataclass(frozen=True)
@@ -696,6 +696,42 @@ def choose_hag(plan: Plan, p: Problem, prof: Profile, cached: dict | None, budge
                                     f"{plan.predicted_seconds:.2f} s", saving)
 
 
+def _hag_cpu_peak(p: Problem, c: int, w: int, b: int, num_agg: int, hag_entries: int, kept: bool,
+                  room: int | None) -> int:
+    """:func:`plan_with_hag`'s peak on the CPU kernel: the larger of the run's (the column buffers,
+    each with a row of room per aggregation node after its n rows, :meth:`HopGraph.buffer`; the HAG
+    held, int32 as relabelled, or with b > 1 its row pointers and inputs and one block of its ids;
+    the order and its inverse) and the load's (the HAG as read, int64, and relabelled; only the
+    relabelled copy with ``kept``, or out of core with ``room``; opening a streamed copy checks its
+    covers: 16 bytes a node and an aggregation node, and a block of 4M ids of S and of the HAG)."""
+    from gnnprep.hag.order import streamed_bytes
+
+    n = p.num_nodes
+    if b > 1:   # (blocks of ~equal entries and rows: 10% allowed for their spread)
+        held = 8 * (n + 1) + 8 * num_agg
+        block = int(1.1 * 4 * math.ceil((hag_entries - 2 * num_agg) / b))
+        load = FIXED + int(SLACK * (held + 32 * n + 16 * num_agg + (8 << 22)))
+    else:
+        held, block = 8 * (n + 1) + 4 * hag_entries, 0
+        hag_index = 0 if kept or room is not None else 8 * (n + 1) + 8 * hag_entries
+        load = FIXED + int(SLACK * (hag_index + held + 16 * n))
+    run = memory(replace(p, num_entries=0), 1, c) + int(SLACK * (held + block + 4 * p.buffers * num_agg * w + 16 * n))
+    if room is not None:
+        load = max(load, FIXED + int(SLACK * streamed_bytes(n, num_agg, room)))
+    return max(run, load)
+
+
+def _hag_stream_seconds(p: Problem, prof: Profile, b: int, c: int, rewired: int) -> float:
+    """Reading a HAG's in-lists streamed in b row blocks: each (pass, hop, column block) reads them
+    (4 bytes a rewired entry), the first from the disk, later ones from the page cache where the
+    copy fits beside the plan (:func:`s_rereads_from_disk`, as a streamed S), plus each block's launch."""
+    ids = Problem(**{**asdict(p), "num_entries": rewired, "index_bytes": 4, "weighted": False, "value_bytes": 0})
+    reads = _passes(p) * p.hops * c
+    reread = prof.read_bytes_per_s if s_rereads_from_disk(ids, b, c) else prof.reread_bytes_per_s
+    return _s_bytes(ids) / prof.read_bytes_per_s + max(0, reads - 1) * _s_bytes(ids) / reread \
+        + reads * b * prof.block_overhead_s
+
+
 def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num_agg: int, hag_entries: int,
                   blocks: tuple[int, int, int] | None = None, backend: str = "numba", levels: int = 0,
                   speedup: float | None = None, kept: bool = False) -> Plan:
@@ -706,6 +742,10 @@ def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num
     (:func:`gnnprep.hag.order.in_order`), both while it is relabelled; where both do not fit the
     budget (:func:`hag_relabel_room`), it is relabelled out of core into the copy kept beside it,
     then read as kept (plus :data:`gnnprep.hag.order.STREAMED_NS_PER_ENTRY_PASS` per entry and pass).
+    Where the held HAG does not fit, on the CPU kernel for hops that compute every row, its in-lists
+    may be streamed from that copy in b row blocks (:func:`_hag_cpu_peak`, :func:`_hag_stream_seconds`):
+    the fewest predicted seconds among the held plan and the streamed ones at fewer column blocks
+    (issue 33, item 5). ``blocks`` (the user's): b > 1 streams them.
     Time as a product over the HAG's entries: on the CPU kernel :data:`HAG_ENTRY_COST` per rewired
     entry and 2 + :data:`HAG_ROW_ENTRIES` per aggregation node (with ``--rows labeled``, the pruned
     hops' share of the rewired in-lists, as the plain plan's ``hop_entries``, plus every aggregation
@@ -725,13 +765,14 @@ def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num
     ``levels`` level-product launches
     (:data:`TORCH_HAG_LEVEL_S` each). In entries of the device's own kernel table, so the terms
     hold on the CPU and on a GPU alike."""
-    from gnnprep.hag.order import STREAMED_NS_PER_ENTRY_PASS, streamed_bytes, streamed_passes
+    from gnnprep.hag.order import STREAMED_NS_PER_ENTRY_PASS, streamed_passes
 
     hag_index = 8 * (p.num_nodes + 1) + 8 * hag_entries  # indptr, indices and the 2 inputs per node
     torch = backend == "torch"
-    room = None if kept or torch else hag_relabel_room(p, budget, num_agg, hag_entries)
+    relabel = None if kept or torch else hag_relabel_room(p, budget, num_agg, hag_entries)
 
-    def make(c: int, source: str) -> Plan:
+    def make(c: int, source: str, b: int = 1) -> Plan:
+        room = relabel if b == 1 or kept else hag_relabel_room(p, budget, num_agg, hag_entries, streamed=True)
         w = math.ceil(p.num_features / c) if p.num_features else 0
         c = math.ceil(p.num_features / w) if w else 1
         extra = 0
@@ -739,19 +780,8 @@ def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num
             extra = 4 * p.num_nodes * w + 12 * (hag_entries + p.num_nodes) + 32 * num_agg
         if torch:
             peak = memory(p, 1, c) + int(SLACK * (hag_index + 4 * num_agg * w + extra))
-        else:  # S's pattern is not held (the HAG replaces it); the order and its inverse are
-            # relabelled with int32 ids (gnnprep.hag.order.in_order): 4 bytes an entry
-            held = 8 * (p.num_nodes + 1) + 4 * hag_entries
-            # each column buffer has a row of room per aggregation node after its n rows
-            # (gnnprep.precompute.hop_graph.HopGraph.buffer)
-            run = memory(replace(p, num_entries=0), 1, c) + int(SLACK * (held + 4 * p.buffers * num_agg * w
-                                                                        + 16 * p.num_nodes))
-            # the HAG as read (int64) and relabelled; with ``kept`` only the relabelled copy is read;
-            # relabelled out of core where both do not fit (then the copy is read)
-            load = FIXED + int(SLACK * ((0 if kept or room is not None else hag_index) + held + 16 * p.num_nodes))
-            if room is not None:
-                load = max(load, FIXED + int(SLACK * streamed_bytes(p.num_nodes, num_agg, room)))
-            peak = max(run, load)
+        else:
+            peak = _hag_cpu_peak(p, c, w, b, num_agg, hag_entries, kept, room)
         rewired = hag_entries - 2 * num_agg
         if torch:
             entries = hag_entries + round(TORCH_HAG_ROW_ENTRIES * num_agg)
@@ -768,22 +798,36 @@ def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num
         seconds = predict_seconds(q, prof, 1, c) + hag_entries * setup * 1e-9
         if room is not None:  # the passes over the in-lists
             seconds += hag_entries * streamed_passes(hag_entries, room) * STREAMED_NS_PER_ENTRY_PASS * 1e-9
+        if b > 1:
+            seconds += _hag_stream_seconds(p, prof, b, c, rewired)
         if speedup is not None and not torch and p.num_nodes * 4 * min(w, p.num_features) > REORDER_MIN_BLOCK_BYTES:
             seconds += permute_seconds(p, prof, w) - kernel_seconds(q, prof, 1, w) * (1 - speedup)
         if torch:
             widths = _widths(p.num_features, w)
             seconds += _passes(p) * p.hops * sum(levels * TORCH_HAG_LEVEL_S + p.num_nodes * wj * prof.row_ns_per_col * 1e-9
                                                  for wj in widths)
-        return Plan(a=1, b=1, c=c, width=w, s_resident=True, device=p.device, budget=budget, predicted_peak=peak,
+        return Plan(a=1, b=b, c=c, width=w, s_resident=b == 1, device=p.device, budget=budget, predicted_peak=peak,
                     predicted_seconds=round(seconds, 3), baseline_rss=baseline_rss, source=source)
 
+    # the in-lists streamed (b > 1): on the CPU kernel, for hops that compute every row (the pruned
+    # hops of --rows labeled read rows across all of them: the HAG is held for those)
+    streams = not torch and not p.hop_entries
     if blocks is not None:
-        return make(min(max(1, blocks[2]), max(1, p.num_features)), "user")
+        return make(min(max(1, blocks[2]), max(1, p.num_features)), "user", max(1, blocks[1]) if streams else 1)
     d = max(1, p.num_features)
+    best = None
     for c in sorted({c for c in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, d) if c <= d}):
         plan = make(c, "auto")
         if plan.predicted_peak <= budget:
-            return plan
+            best = plan if best is None or plan.predicted_seconds <= best.predicted_seconds else best
+            break
+        for b in (2, 4, 8, 16, 32, 64, 128, 256) if streams else ():
+            plan = make(c, "auto", b)
+            if plan.predicted_peak <= budget:
+                best = plan if best is None or plan.predicted_seconds < best.predicted_seconds else best
+                break
+    if best is not None:
+        return best
     raise OptionError("--memory-budget", f"{format_size(budget)} is too small to aggregate through this HAG "
                                          f"({num_agg:,} aggregation nodes): even one column needs about "
                                          f"{format_size(make(d, 'auto').predicted_peak)}; run without --hag")

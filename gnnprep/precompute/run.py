@@ -281,9 +281,9 @@ def _choose_hag(job: Job, store: GraphStore, profile, budget: int) -> None:
     else:
         job.hag_path = Path(config.hag)
         job.hag_info = HagChoice("file", True, str(config.hag), "--hag given")
-    from gnnprep.hag.builder import load_for, load_in_order, plan_facts
+    from gnnprep.hag.builder import load_for, load_in_order, open_in_order, plan_facts
 
-    plain = job.plan
+    plain, planned = job.plan, None
     if config.dry_run:  # planned from the HAG's attributes: its arrays (gigabytes at papers100M) not read
         num_agg, transfers, levels, kept, why = plan_facts(job.hag_path, store, job.hag_order_choice)
         if job.backend == "numba":
@@ -294,23 +294,33 @@ def _choose_hag(job: Job, store: GraphStore, profile, budget: int) -> None:
         if job.backend == "numba":
             # relabelled out of core where the HAG as read and its relabelled copy do not fit together
             num_agg, transfers, levels, kept, _ = plan_facts(job.hag_path, store, job.hag_order_choice)
-            room = None if kept else hag_relabel_room(job.problem, budget, num_agg, transfers)
-            # planned before the HAG is read: a budget too small for it is refused before any of it is held
-            plan_with_hag(job.problem, profile, budget, job.baseline, num_agg, transfers, config.blocks,
-                          levels=levels, speedup=_hag_speedup(profile, job.hag_order_choice), kept=kept)
-            job.hag, kept, job.decisions["order"] = load_in_order(job.hag_path, store, job.hag_order_choice, job.warn,
-                                                                  streamed_room=room)
+            # planned before the HAG is read: a budget too small for it is refused before any of it is
+            # held, and a plan that streams its in-lists opens the kept copy instead of reading it
+            early = plan_with_hag(job.problem, profile, budget, job.baseline, num_agg, transfers, config.blocks,
+                                  levels=levels, speedup=_hag_speedup(profile, job.hag_order_choice), kept=kept)
+            streamed = not early.s_resident
+            room = hag_relabel_room(job.problem, budget, num_agg, transfers, streamed=True) if streamed else \
+                None if kept else hag_relabel_room(job.problem, budget, num_agg, transfers)
+            if streamed:
+                planned = early   # (the reader it opened is what that plan streams)
+                job.hag, kept, job.decisions["order"] = open_in_order(job.hag_path, store, job.hag_order_choice, room,
+                                                                      job.warn)
+            else:
+                job.hag, kept, job.decisions["order"] = load_in_order(job.hag_path, store, job.hag_order_choice,
+                                                                      job.warn, streamed_room=room)
             job.hag_order = job.hag_order_choice[:2]
         else:
             job.hag = load_for(job.hag_path, store)
         num_agg, transfers, levels = job.hag.num_agg, job.hag.transfers(), len(job.hag.level_ptr) - 1
-    job.plan = plan_with_hag(job.problem, profile, budget, job.baseline, num_agg, transfers, config.blocks,
-                             backend=job.backend, levels=levels, speedup=_hag_speedup(profile, job.hag_order_choice),
-                             kept=kept)
+    job.plan = planned or plan_with_hag(job.problem, profile, budget, job.baseline, num_agg, transfers, config.blocks,
+                                        backend=job.backend, levels=levels,
+                                        speedup=_hag_speedup(profile, job.hag_order_choice), kept=kept)
     if config.hag != "auto" and job.plan.predicted_seconds > HAG_SLOWER_SAID * plain.predicted_seconds:
         message = (f"--hag {config.hag}: predicted {job.plan.predicted_seconds:.0f} s through the HAG against "
                    f"{plain.predicted_seconds:.0f} s without it (at {format_size(budget)} its rows fit in "
-                   f"{job.plan.c} column blocks of {job.plan.width}); --hag auto would run without it")
+                   f"{job.plan.c} column blocks of {job.plan.width}"
+                   + ("" if job.plan.s_resident else f", its in-lists streamed in {job.plan.b} row blocks")
+                   + "); --hag auto would run without it")
         if job.warn is not None:
             job.warn(message)
         else:
