@@ -206,6 +206,27 @@ def make_store(tmp_path, rng, n=90, m=400, d=7, directed=False, splits=True, nam
     return tmp_path / name, src, dst, x
 
 
+def feature_hops(path, hops=3):
+    """Hops 0..K of the features artifact at ``path``, as arrays."""
+    from gnnprep.precompute.features import FeatureStore
+
+    with FeatureStore(path) as f:
+        return [f.hop(k)[:] for k in range(hops + 1)]
+
+
+def store_with_order(tmp_path, rng, n=300, m=2500, d=9):
+    """:func:`make_store` with a community order kept beside it (any permutation will do: a HAG run
+    relabels to it); returns the store's path."""
+    from gnnprep.graph import order as kept_order
+    from gnnprep.graph.store import GraphStore
+
+    path, *_ = make_store(tmp_path, rng, n=n, m=m, d=d)
+    with GraphStore(path) as g:
+        assert kept_order.save_cached(path, "community", g.fingerprint, rng.permutation(n),
+                                      {"near_share_before": 0.1, "near_share_after": 0.9, "seconds": 0.0})
+    return path
+
+
 def reference_hops(src, dst, x, n, op_name, hops, directed=False):
     """S^k X in float64 from a dense construction straight from the definition."""
     a = np.zeros((n, n))

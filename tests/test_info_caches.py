@@ -5,7 +5,7 @@ import json
 import os
 
 import numpy as np
-from fixtures import make_store, run
+from fixtures import make_store, run, store_with_order
 
 from gnnprep import info
 from gnnprep.graph import order as kept_order
@@ -50,10 +50,7 @@ def test_an_ordered_copy_is_described_and_goes_stale_with_its_store(tmp_path, rn
 
 
 def test_a_kept_hag_copy_is_described_and_goes_stale_with_its_hag(tmp_path, rng):
-    path, *_ = make_store(tmp_path, rng, n=300, m=2500, d=9)
-    with GraphStore(path) as g:
-        assert kept_order.save_cached(path, "community", g.fingerprint, rng.permutation(300),
-                                      {"near_share_before": 0.1, "near_share_after": 0.9, "seconds": 0.0})
+    path = store_with_order(tmp_path, rng)
     hag = tmp_path / "hag.h5"
     assert run(["hag", str(path), "-o", str(hag), "--capacity", "all"]).exit_code == 0
     kept = ordered_copy.copy_path(hag, "community")

@@ -282,7 +282,8 @@ def plan_facts(path, store: GraphStore, choice=None) -> tuple[int, int, int, boo
     return facts["num_agg"], facts["transfers_hag"], facts["levels"], kept, why
 
 
-def load_in_order(path, store: GraphStore, choice, warn=None, streamed_room: int | None = None) -> tuple[Hag, bool, str]:
+def load_in_order(path, store: GraphStore, choice, warn=None, streamed_room: int | None = None,
+                  stream: bool = False) -> tuple[Hag, bool, str]:
     """The HAG at ``path`` (:func:`load_for`'s checks) in a CPU run's node order: ``choice`` =
     (order, inv, kind, why) from :func:`gnnprep.hag.ordered_copy.computation_order` (order None:
     the stored order). Relabelled by :func:`gnnprep.hag.order.in_order` (which also puts each
@@ -292,7 +293,10 @@ def load_in_order(path, store: GraphStore, choice, warn=None, streamed_room: int
     against the graph through the order); a run that relabels keeps it there. With
     ``streamed_room`` (bytes) a HAG that is not kept is relabelled out of core into the kept copy
     (:func:`gnnprep.hag.ordered_copy.save_streamed`), which is then read: the HAG is never held as
-    read (int64) beside its relabelled copy, for a budget where both do not fit. Returns (the HAG,
+    read (int64) beside its relabelled copy, for a budget where both do not fit. With ``stream`` (a
+    plan that streams the in-lists; ``streamed_room`` given) the kept copy is opened for reading a
+    block of rows at a time instead (:class:`gnnprep.hag.file.RelabelledRows`, checked against
+    ``store`` as it is opened), relabelled out of core first where there is none. Returns (the HAG,
     whether it was the kept one, what the run reports)."""
     from gnnprep.hag import ordered_copy
     from gnnprep.hag.order import in_order
@@ -300,15 +304,20 @@ def load_in_order(path, store: GraphStore, choice, warn=None, streamed_room: int
     order, inv, _, why = choice
     key = ordered_copy.copy_kind(choice)
     t0 = time.perf_counter()
-    kept = ordered_copy.load(path, key, store, order, inv, warn)
+    if stream:
+        kept = ordered_copy.open_rows(path, key, store, order,
+                                      np.arange(store.num_nodes, dtype=np.int64) if order is None else inv, warn)
+    else:
+        kept = ordered_copy.load(path, key, store, order, inv, warn)
+    streamed = " its in-lists streamed," if stream else ""
     if kept is not None:
-        return kept, True, why + (f" (the HAG as relabelled by an earlier run, kept beside it: read and checked in "
-                                  f"{time.perf_counter() - t0:.2f} s)")
+        return kept, True, why + (f" (the HAG as relabelled by an earlier run, kept beside it:{streamed} read and "
+                                  f"checked in {time.perf_counter() - t0:.2f} s)")
     if streamed_room is not None:
         seconds, passes = _relabel_streamed(path, store, choice, streamed_room)
-        h = _checked_copy(path, store, choice, read_whole=True)
+        h = _checked_copy(path, store, choice, read_whole=not stream)
         return h, False, why + (f" (the HAG relabelled to it out of core in {seconds:.2f} s, {passes} passes over "
-                                "its in-lists, and kept beside it)")
+                                f"its in-lists, and kept beside it{' and streamed' if stream else ''})")
     h = load_for(path, store)
     t0 = time.perf_counter()
     identity = np.arange(store.num_nodes, dtype=np.int64) if order is None else None
@@ -365,25 +374,3 @@ def _checked_copy(path, store: GraphStore, choice, read_whole: bool):
         raise
     return h
 
-
-def open_in_order(path, store: GraphStore, choice, room: int, warn=None):
-    """The HAG at ``path`` in a CPU run's node order (``choice`` as :func:`load_in_order` takes it) for
-    a plan that streams its in-lists: the copy kept beside it, relabelled out of core first where
-    there is none (or it is stale or damaged), open for reading a block of rows at a time
-    (:class:`gnnprep.hag.file.RelabelledRows`, checked against ``store`` as it is opened). Returns
-    (the reader, whether the copy was kept, what the run reports)."""
-    from gnnprep.hag import ordered_copy
-
-    order, inv, _, why = choice
-    if order is None:
-        inv = np.arange(store.num_nodes, dtype=np.int64)
-    key = ordered_copy.copy_kind(choice)
-    t0 = time.perf_counter()
-    rows = ordered_copy.open_rows(path, key, store, order, inv, warn)
-    if rows is not None:
-        return rows, True, why + (f" (the HAG as relabelled by an earlier run, kept beside it: its in-lists streamed, "
-                                  f"checked in {time.perf_counter() - t0:.2f} s)")
-    seconds, passes = _relabel_streamed(path, store, choice, room)
-    rows = _checked_copy(path, store, choice, read_whole=False)
-    return rows, False, why + (f" (the HAG relabelled to it out of core in {seconds:.2f} s, {passes} passes over its "
-                               "in-lists, kept beside it and streamed)")

@@ -281,7 +281,7 @@ def _choose_hag(job: Job, store: GraphStore, profile, budget: int) -> None:
     else:
         job.hag_path = Path(config.hag)
         job.hag_info = HagChoice("file", True, str(config.hag), "--hag given")
-    from gnnprep.hag.builder import load_for, load_in_order, open_in_order, plan_facts
+    from gnnprep.hag.builder import load_for, load_in_order, plan_facts
 
     plain, planned = job.plan, None
     if config.dry_run:  # planned from the HAG's attributes: its arrays (gigabytes at papers100M) not read
@@ -301,13 +301,9 @@ def _choose_hag(job: Job, store: GraphStore, profile, budget: int) -> None:
             streamed = not early.s_resident
             room = hag_relabel_room(job.problem, budget, num_agg, transfers, streamed=True) if streamed else \
                 None if kept else hag_relabel_room(job.problem, budget, num_agg, transfers)
-            if streamed:
-                planned = early   # (the reader it opened is what that plan streams)
-                job.hag, kept, job.decisions["order"] = open_in_order(job.hag_path, store, job.hag_order_choice, room,
-                                                                      job.warn)
-            else:
-                job.hag, kept, job.decisions["order"] = load_in_order(job.hag_path, store, job.hag_order_choice,
-                                                                      job.warn, streamed_room=room)
+            planned = early if streamed else None   # (the reader it opens is what that plan streams)
+            job.hag, kept, job.decisions["order"] = load_in_order(job.hag_path, store, job.hag_order_choice, job.warn,
+                                                                  streamed_room=room, stream=streamed)
             job.hag_order = job.hag_order_choice[:2]
         else:
             job.hag = load_for(job.hag_path, store)

@@ -7,7 +7,7 @@ import os
 import h5py
 import numpy as np
 import pytest
-from fixtures import make_store, run
+from fixtures import feature_hops, make_store, run, store_with_order
 
 from gnnprep.core.errors import OptionError
 from gnnprep.graph import order as kept_order
@@ -17,7 +17,6 @@ from gnnprep.hag.cover_check import check_covers
 from gnnprep.hag.file import read_hag
 from gnnprep.hag.order import in_order
 from gnnprep.precompute.config import PrecomputeConfig
-from gnnprep.precompute.features import FeatureStore
 from gnnprep.precompute.run import precompute
 
 KEPT = "kept beside it"
@@ -25,24 +24,14 @@ KEPT = "kept beside it"
 
 def _store_with_order(tmp_path, seed=11, n=300, m=2500, d=9):
     """A store with a community order kept beside it (any permutation will do) and its HAG."""
-    rng = np.random.default_rng(seed)
-    path, *_ = make_store(tmp_path, rng, n=n, m=m, d=d)
-    with GraphStore(path) as g:
-        assert kept_order.save_cached(path, "community", g.fingerprint, rng.permutation(n),
-                                      {"near_share_before": 0.1, "near_share_after": 0.9, "seconds": 0.0})
-    return path
-
-
-def _hops(path):
-    with FeatureStore(path) as f:
-        return [f.hop(k)[:] for k in range(4)]
+    return store_with_order(tmp_path, np.random.default_rng(seed), n=n, m=m, d=d)
 
 
 def _same_as_plain(tmp_path, path, got):
     plain = tmp_path / "plain.h5"
     if not plain.exists():
         precompute(path, plain, PrecomputeConfig(hops=3, device="cpu", reorder="none"))
-    for ref, h in zip(_hops(plain), _hops(got)):
+    for ref, h in zip(feature_hops(plain), feature_hops(got)):
         np.testing.assert_allclose(h, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
 
 
@@ -63,7 +52,7 @@ def test_gnnprep_hag_keeps_the_hag_in_the_default_order_and_runs_read_it(tmp_pat
     kept.unlink()
     r = _through(path, hag, tmp_path / "b.h5")
     assert "relabelled to it in" in r.decisions["order"] and kept.is_file()   # and kept again
-    for a, b in zip(_hops(tmp_path / "a.h5"), _hops(tmp_path / "b.h5")):
+    for a, b in zip(feature_hops(tmp_path / "a.h5"), feature_hops(tmp_path / "b.h5")):
         assert a.tobytes() == b.tobytes()
 
 
@@ -75,7 +64,7 @@ def test_the_stored_order_is_kept_too(tmp_path):
     assert r.decisions["order"].startswith("not used") and ordered_copy.copy_path(hag, "stored").is_file()
     r = _through(path, hag, tmp_path / "b.h5", reorder="none")
     assert KEPT in r.decisions["order"]
-    for a, b in zip(_hops(tmp_path / "a.h5"), _hops(tmp_path / "b.h5")):
+    for a, b in zip(feature_hops(tmp_path / "a.h5"), feature_hops(tmp_path / "b.h5")):
         assert a.tobytes() == b.tobytes()
     _same_as_plain(tmp_path, path, tmp_path / "b.h5")
 

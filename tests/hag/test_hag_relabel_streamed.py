@@ -5,7 +5,7 @@ read block or many); a corrupt HAG is refused with the dataset named."""
 import h5py
 import numpy as np
 import pytest
-from fixtures import random_edges, reference_csr
+from fixtures import feature_hops, random_edges, reference_csr
 
 from gnnprep.core.errors import GnnprepError
 from gnnprep.hag.file import read_hag, read_relabelled, write_hag
@@ -80,25 +80,10 @@ def test_a_corrupt_hag_is_refused_naming_the_dataset_and_nothing_is_left(tmp_pat
     assert not out.exists() and not list(tmp_path.glob("*.tmp-*"))
 
 
-def _store_with_order(tmp_path, seed=21, n=300, m=2500):
-    from fixtures import make_store
+def _store_with_order(tmp_path, seed=21):
+    from fixtures import store_with_order
 
-    from gnnprep.graph import order as kept_order
-    from gnnprep.graph.store import GraphStore
-
-    rng = np.random.default_rng(seed)
-    path, *_ = make_store(tmp_path, rng, n=n, m=m, d=9)
-    with GraphStore(path) as g:
-        assert kept_order.save_cached(path, "community", g.fingerprint, rng.permutation(n),
-                                      {"near_share_before": 0.1, "near_share_after": 0.9, "seconds": 0.0})
-    return path
-
-
-def _hops(path):
-    from gnnprep.precompute.features import FeatureStore
-
-    with FeatureStore(path) as f:
-        return [f.hop(k)[:] for k in range(4)]
+    return store_with_order(tmp_path, np.random.default_rng(seed))
 
 
 @pytest.mark.parametrize("rows", ["all", "labeled"])
@@ -126,7 +111,7 @@ def test_a_run_whose_budget_does_not_hold_the_in_memory_relabelling_relabels_out
     r = run(["precompute", path, "--hag", hag, "-o", tmp_path / "out.h5", "--json", *extra])
     assert r.exit_code == 0, r.output
     assert "relabelled to it out of core" in r.stdout and "passes over its in-lists" in r.stdout and kept.is_file()
-    for a, b in zip(_hops(tmp_path / "mem.h5"), _hops(tmp_path / "out.h5")):
+    for a, b in zip(feature_hops(tmp_path / "mem.h5"), feature_hops(tmp_path / "out.h5")):
         assert a.tobytes() == b.tobytes()
     r = run(["precompute", path, "--hag", hag, "-o", tmp_path / "again.h5", "--json", *extra])
     assert r.exit_code == 0 and "kept beside it: read and checked" in r.stdout

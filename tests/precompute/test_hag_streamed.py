@@ -6,29 +6,17 @@ import json
 
 import numpy as np
 import pytest
-from fixtures import make_store, run
+from fixtures import feature_hops, run, store_with_order
 
-from gnnprep.graph import order as kept_order
-from gnnprep.graph.store import GraphStore
 from gnnprep.hag import ordered_copy
-from gnnprep.precompute.features import FeatureStore
 
 
 @pytest.fixture
 def graph(tmp_path):
-    rng = np.random.default_rng(5)
-    path, *_ = make_store(tmp_path, rng, n=400, m=4000, d=9)
-    with GraphStore(path) as g:
-        assert kept_order.save_cached(path, "community", g.fingerprint, rng.permutation(400),
-                                      {"near_share_before": 0.1, "near_share_after": 0.9, "seconds": 0.0})
+    path = store_with_order(tmp_path, np.random.default_rng(5), n=400, m=4000)
     hag = tmp_path / "hag.h5"
     assert run(["hag", str(path), "-o", str(hag), "--capacity", "all"]).exit_code == 0
     return path, hag
-
-
-def _hops(path):
-    with FeatureStore(path) as f:
-        return [f.hop(k)[:] for k in range(4)]
 
 
 def _precompute(path, hag, out, *extra):
@@ -45,7 +33,7 @@ def test_streamed_hag_hops_are_the_held_hags_bytes(tmp_path, graph, blocks):
     d = _precompute(path, hag, tmp_path / "streamed.h5", "--blocks", blocks)
     assert not d["plan"]["s_resident"] and d["plan"]["b"] == int(blocks.split(",")[1])
     assert "its in-lists streamed" in d["decisions"]["order"]
-    for a, b in zip(_hops(tmp_path / "held.h5"), _hops(tmp_path / "streamed.h5")):
+    for a, b in zip(feature_hops(tmp_path / "held.h5"), feature_hops(tmp_path / "streamed.h5")):
         assert a.tobytes() == b.tobytes()
 
 
@@ -57,7 +45,7 @@ def test_with_no_copy_kept_it_is_relabelled_out_of_core_then_streamed(tmp_path, 
     d = _precompute(path, hag, tmp_path / "s.h5", "--blocks", "1,5,1")
     assert "relabelled to it out of core" in d["decisions"]["order"] and "streamed" in d["decisions"]["order"]
     assert kept.is_file()
-    for a, b in zip(_hops(tmp_path / "held.h5"), _hops(tmp_path / "s.h5")):
+    for a, b in zip(feature_hops(tmp_path / "held.h5"), feature_hops(tmp_path / "s.h5")):
         assert a.tobytes() == b.tobytes()
     # a damaged copy: said, relabelled again, the same bytes
     import h5py
@@ -70,7 +58,7 @@ def test_with_no_copy_kept_it_is_relabelled_out_of_core_then_streamed(tmp_path, 
     r = run(["precompute", str(path), "--hag", str(hag), "-o", str(tmp_path / "t.h5"), "--hops", "3", "--blocks",
              "1,5,1", "--json"])
     assert r.exit_code == 0 and "ignored, the HAG is relabelled again" in r.stderr
-    for a, b in zip(_hops(tmp_path / "held.h5"), _hops(tmp_path / "t.h5")):
+    for a, b in zip(feature_hops(tmp_path / "held.h5"), feature_hops(tmp_path / "t.h5")):
         assert a.tobytes() == b.tobytes()
 
 
