@@ -105,6 +105,9 @@ class HagReport(Record):
     aggregation_ratio: float
     transfer_ratio: float
     stream: dict | None = field(default=None, metadata={"omit_none": True})  # the streamed search's plan
+    # the HAG kept relabelled to the store's node order beside it: {"path", "how" (in memory / out of
+    # core), "seconds"}, or {"path": None, "why"} where it was not kept
+    kept_copy: dict | None = None
 
 
 def build(graph: str | Path | GraphStore, output, config: HagConfig = HagConfig(), *,
@@ -178,38 +181,47 @@ def _build(store: GraphStore, input_path, output, config: HagConfig, progress: P
         stream = None
     seconds = timing.get("search", time.perf_counter() - t0)
     peak = meter.above()
-    _keep_in_order(store, output, s, budget, progress)
+    kept = _keep_in_order(store, output, s, budget, progress)
     progress("hag search", 1, 1)
     return HagReport(**s, output=str(output), method=method, search_seconds=round(seconds, 3), peak_bytes=peak,
                      aggregation_ratio=round(s["aggregations_graph"] / max(1, s["aggregations_hag"]), 4),
-                     transfer_ratio=round(s["transfers_graph"] / max(1, s["transfers_hag"]), 4), stream=stream)
+                     transfer_ratio=round(s["transfers_graph"] / max(1, s["transfers_hag"]), 4), stream=stream,
+                     kept_copy=kept)
 
 
-def _keep_in_order(store: GraphStore, output, summary: dict, budget: int, progress=None) -> None:
+def _keep_in_order(store: GraphStore, output, summary: dict, budget: int, progress=None) -> dict:
     """The HAG just written, relabelled to the node order a CPU precompute over ``store`` uses by
     default and kept beside it (:func:`load_in_order`), so that no run relabels it: where the
     store is unweighted (a HAG is for sums over unweighted in-lists); in memory where that fits
     ``budget`` (:func:`gnnprep.hag.order.in_order_bytes`), else out of core
     (:func:`gnnprep.hag.order.write_in_order`: papers100M's shape at 1/10 under 2 GiB). Never a
-    reason for the build to fail."""
+    reason for the build to fail. Returns what the report says of it (:attr:`HagReport.kept_copy`)."""
     from gnnprep.hag import ordered_copy
     from gnnprep.hag.order import keeps_in_memory, relabel_room, streamed_bytes
 
     n, num_agg = store.num_nodes, int(summary["num_agg"])
     room = relabel_room(budget, n, num_agg)
     in_memory = keeps_in_memory(n, int(summary["transfers_hag"]), num_agg, budget)
-    if store.weighted or (not in_memory and 1.25 * (streamed_bytes(n, num_agg, room) + (64 << 20)) > budget):
-        return
+    if store.weighted:
+        return {"path": None, "why": "a weighted store: a HAG sums unweighted in-lists"}
+    if not in_memory and 1.25 * (streamed_bytes(n, num_agg, room) + (64 << 20)) > budget:
+        return {"path": None, "why": "the budget does not hold even the relabelling out of core"}
+    t0 = time.perf_counter()
     try:
         choice = ordered_copy.computation_order(store, "auto", warn=lambda message: None)
+        path = ordered_copy.copy_path(output, ordered_copy.copy_kind(choice))
         if in_memory:
             load_in_order(output, store, choice, warn=lambda message: None)
         else:
             inv = choice[1] if choice[0] is not None else np.arange(n, dtype=np.int64)
             ordered_copy.save_streamed(output, ordered_copy.copy_kind(choice), store.fingerprint, choice[0], num_agg,
                                        inv, room, progress)
-    except (GnnprepError, OSError):
-        pass
+    except (GnnprepError, OSError) as e:
+        return {"path": None, "why": str(e).splitlines()[0] if str(e) else type(e).__name__}
+    if not path.is_file():
+        return {"path": None, "why": f"{path} could not be written"}
+    return {"path": str(path), "how": "in memory" if in_memory else "out of core",
+            "seconds": round(time.perf_counter() - t0, 3)}
 
 
 def dry_run(graph_path, config: HagConfig = HagConfig(), search_scale: float = 1.0) -> dict:

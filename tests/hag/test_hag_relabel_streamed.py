@@ -2,6 +2,8 @@
 byte for byte, as the in-memory relabelling (in_order), whatever the room (one bucket or many, one
 read block or many); a corrupt HAG is refused with the dataset named."""
 
+import json
+
 import h5py
 import numpy as np
 import pytest
@@ -129,8 +131,11 @@ def test_gnnprep_hag_keeps_the_copy_out_of_core_where_in_memory_does_not_fit(tmp
     monkeypatch.setattr(O, "in_order_bytes", lambda *a: 1 << 50)
     monkeypatch.setattr(O, "relabel_room", lambda *a: 2048)
     hag = tmp_path / "hag.h5"
-    assert run(["hag", str(path), "-o", str(hag), "--capacity", "all"]).exit_code == 0
-    ordered_copy.copy_path(hag, "community")
+    r = run(["hag", str(path), "-o", str(hag), "--capacity", "all", "--json"])
+    assert r.exit_code == 0
+    report = json.loads(r.stdout)["kept_copy"]
+    assert report["path"] == str(ordered_copy.copy_path(hag, "community")) and report["how"] == "out of core"
+    assert "out of core" in run(["hag", str(path), "-o", str(tmp_path / "h2.h5"), "--capacity", "all"]).output
     h, _ = read_hag(hag)
     with GraphStore(path) as g:
         choice = ordered_copy.computation_order(g, "auto")
