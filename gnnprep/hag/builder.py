@@ -4,6 +4,7 @@ the HAG that ``precompute --hag`` aggregates through (:func:`cache_path`, :func:
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from numbers import Integral
@@ -218,7 +219,7 @@ def _keep_in_order(store: GraphStore, output, summary: dict, budget: int, progre
                                        inv, room, progress)
     except (GnnprepError, OSError) as e:
         return {"path": None, "why": str(e).splitlines()[0] if str(e) else type(e).__name__}
-    if not path.is_file():
+    if not os.path.isfile(path):   # (False for a name too long to exist, too)
         return {"path": None, "why": f"{path} could not be written"}
     return {"path": str(path), "how": "in memory" if in_memory else "out of core",
             "seconds": round(time.perf_counter() - t0, 3)}

@@ -267,6 +267,21 @@ def _mark_reads(indptr, indices, inputs, level_ptr, rows, n, mark):
                 mark[u] = True
             else:
                 used[u - n] = True
+    _mark_inputs(inputs, level_ptr, n, used, mark)
+
+
+@njit(nogil=True, cache=True)
+def _mark_ids(ids, n, used, mark):
+    for u in ids:
+        if u < n:
+            mark[u] = True
+        else:
+            used[u - n] = True
+
+
+@njit(nogil=True, cache=True)
+def _mark_inputs(inputs, level_ptr, n, used, mark):
+    """The graph rows the used aggregation nodes are built from, top level down."""
     for lv in range(len(level_ptr) - 2, -1, -1):
         for a in range(level_ptr[lv], level_ptr[lv + 1]):
             if used[a]:
@@ -276,6 +291,17 @@ def _mark_reads(indptr, indices, inputs, level_ptr, rows, n, mark):
                         mark[x] = True
                     else:
                         used[x - n] = True
+
+
+def rows_read_listed(n: int, inputs: np.ndarray, level_ptr: np.ndarray, rows: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """:func:`rows_read` where ``ids`` are the in-list entries of ``rows`` (extracted from streamed
+    in-lists), ``inputs`` and ``level_ptr`` the HAG's."""
+    mark = np.zeros(n, dtype=np.bool_)
+    mark[np.asarray(rows, dtype=np.int64)] = True
+    used = np.zeros(len(inputs), dtype=np.bool_)
+    _mark_ids(ids, n, used, mark)
+    _mark_inputs(inputs, np.asarray(level_ptr, dtype=np.int64), n, used, mark)
+    return np.flatnonzero(mark)
 
 
 def rows_read(h: Hag, rows: np.ndarray) -> np.ndarray:

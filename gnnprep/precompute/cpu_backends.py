@@ -155,12 +155,22 @@ class HagBackend(NumbaBackend):
         else:
             row_kernels.hag_rows(ip, idx, r0, self.op.left, self.op.right, self.op.loop, cur, self.h, nxt[r0:r1])
 
-    # the pruned hops of --rows labeled: the chosen rows' rewired in-lists (the HAG is resident; the
-    # aggregation rows are prepared for the whole hop by begin_hop)
+    # the pruned hops of --rows labeled: the chosen rows' rewired in-lists (the aggregation rows are
+    # prepared for the whole hop by begin_hop); streamed in-lists: a block's, or the stored rows'
+    # extracted once (HopGraph.selected), as the plain kernel's with S streamed
     def hop_rows_in_place(self, rows, cur, nxt, r0: int, r1: int):
+        if self.graph.hag_rows is not None:
+            ip, idx, _ = self.graph.block(r0, r1)
+            row_kernels.hag_listed(ip, idx, r0, rows, self.op.left, self.op.right, self.op.loop, cur, self.h, nxt)
+            return
         row_kernels.hag_rows_in_place(self.hag.indptr, self.hag.indices, rows, self.op.left, self.op.right,
                                       self.op.loop, cur, self.h, nxt)
 
     def hop_rows(self, rows, cur, out):
+        if self.graph.hag_rows is not None:
+            sel, sub_ip, sub_idx, _ = self.graph.selected()
+            row_kernels.hag_sub(sub_ip, sub_idx, sel, np.searchsorted(sel, rows), self.op.left, self.op.right,
+                                self.op.loop, cur, self.h, out)
+            return
         row_kernels.hag_selected(self.hag.indptr, self.hag.indices, rows, self.op.left, self.op.right, self.op.loop,
                                  cur, self.h, out)

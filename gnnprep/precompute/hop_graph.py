@@ -331,7 +331,8 @@ class HopGraph:
         if key not in subs:
             valued = values != "none"
             blocks = ((r0, r1, *self.block(r0, r1, op if valued else _PATTERN)) for r0, r1 in self.blocks())
-            subs[key] = extract_rows(self.indptr, blocks, rows, self.store.index_dtype, valued)
+            dtype = self.hag_rows.dtype if self.hag_rows is not None else self.store.index_dtype
+            subs[key] = extract_rows(self.indptr, blocks, rows, dtype, valued)
         return (rows, *subs[key])
 
     def values(self, op: Operator) -> np.ndarray | None:

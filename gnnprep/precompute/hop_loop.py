@@ -383,9 +383,15 @@ class HopRun:
         rows and their in-neighbours. Hop K−1 computes only these (with 1.4% of nodes stored and
         mean degree 29, about a third of the rows)."""
         if self._inputs is None and self.job.hag is not None:  # through the HAG (in the computation's order)
-            from gnnprep.hag.order import rows_read
+            from gnnprep.hag.order import rows_read, rows_read_listed
 
-            self._inputs = rows_read(self.job.hag, self._computation_rows())
+            g, h = self.graph, self.job.hag
+            if g.hag_rows is not None:  # its in-lists streamed: the stored rows' extracted once
+                g.select(np.sort(self._computation_rows()))
+                rows, _, sub_idx, _ = g.selected()
+                self._inputs = rows_read_listed(h.num_nodes, h.inputs, h.level_ptr, rows, sub_idx)
+            else:
+                self._inputs = rows_read(h, self._computation_rows())
         if self._inputs is None:
             g = self.graph
             rows = self._computation_rows()
@@ -416,7 +422,7 @@ class HopRun:
         if not write:
             return seq
         rows = self._computation_rows()
-        if not self.graph.resident and not self.graph.hag:
+        if not self.graph.resident and (not self.graph.hag or self.graph.hag_rows is not None):
             self.graph.select(np.sort(rows))
         self._compute(be.begin_hop, cur)  # (a HAG's aggregation rows)
         bufs = [np.empty((min(self.step, self.r), c1 - c0), dtype=np.float32) for _ in range(2)]

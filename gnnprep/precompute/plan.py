@@ -710,6 +710,8 @@ def _hag_cpu_peak(p: Problem, c: int, w: int, b: int, num_agg: int, hag_entries:
     if b > 1:   # (blocks of ~equal entries and rows: 10% allowed for their spread)
         held = 8 * (n + 1) + 8 * num_agg
         block = int(1.1 * 4 * math.ceil((hag_entries - 2 * num_agg) / b))
+        if p.hop_entries:  # pruned: the stored rows' in-lists extracted (their share of the HAG's)
+            held += int(4 * (hag_entries - 2 * num_agg) * p.hop_entries[-1] / max(1, p.num_entries)) + 24 * p.out_rows
         load = FIXED + int(SLACK * (held + 32 * n + 16 * num_agg + (8 << 22)))
     else:
         held, block = 8 * (n + 1) + 4 * hag_entries, 0
@@ -726,7 +728,7 @@ def _hag_stream_seconds(p: Problem, prof: Profile, b: int, c: int, rewired: int)
     (4 bytes a rewired entry), the first from the disk, later ones from the page cache where the
     copy fits beside the plan (:func:`s_rereads_from_disk`, as a streamed S), plus each block's launch."""
     ids = Problem(**{**asdict(p), "num_entries": rewired, "index_bytes": 4, "weighted": False, "value_bytes": 0})
-    reads = _passes(p) * p.hops * c
+    reads = s_reads(ids, b, c)   # (a pruned run's last hop reads the stored rows' in-lists, extracted once)
     reread = prof.read_bytes_per_s if s_rereads_from_disk(ids, b, c) else prof.reread_bytes_per_s
     return _s_bytes(ids) / prof.read_bytes_per_s + max(0, reads - 1) * _s_bytes(ids) / reread \
         + reads * b * prof.block_overhead_s
@@ -742,8 +744,7 @@ def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num
     (:func:`gnnprep.hag.order.in_order`), both while it is relabelled; where both do not fit the
     budget (:func:`hag_relabel_room`), it is relabelled out of core into the copy kept beside it,
     then read as kept (plus :data:`gnnprep.hag.order.STREAMED_NS_PER_ENTRY_PASS` per entry and pass).
-    Where the held HAG does not fit, on the CPU kernel for hops that compute every row, its in-lists
-    may be streamed from that copy in b row blocks (:func:`_hag_cpu_peak`, :func:`_hag_stream_seconds`):
+    Where the held HAG does not fit, on the CPU kernel, its in-lists may be streamed from that copy in b row blocks (:func:`_hag_cpu_peak`, :func:`_hag_stream_seconds`):
     the fewest predicted seconds among the held plan and the streamed ones at fewer column blocks
     (issue 33, item 5). ``blocks`` (the user's): b > 1 streams them.
     Time as a product over the HAG's entries: on the CPU kernel :data:`HAG_ENTRY_COST` per rewired
@@ -809,9 +810,7 @@ def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num
         return Plan(a=1, b=b, c=c, width=w, s_resident=b == 1, device=p.device, budget=budget, predicted_peak=peak,
                     predicted_seconds=round(seconds, 3), baseline_rss=baseline_rss, source=source)
 
-    # the in-lists streamed (b > 1): on the CPU kernel, for hops that compute every row (the pruned
-    # hops of --rows labeled read rows across all of them: the HAG is held for those)
-    streams = not torch and not p.hop_entries
+    streams = not torch   # the in-lists streamed (b > 1): on the CPU kernel
     if blocks is not None:
         return make(min(max(1, blocks[2]), max(1, p.num_features)), "user", max(1, blocks[1]) if streams else 1)
     d = max(1, p.num_features)

@@ -228,6 +228,29 @@ def _hag_run(indptr, indices, rows, targets, left, right, loop, x, h, out, ahead
               left, right, np.float32(loop), x, h, h.reshape(h.size), out, _ahead(ahead, x))
 
 
+def hag_listed(ip_block, idx_block, r0, rows, left, right, loop, x, h, out, ahead: int | None = None) -> None:
+    """:func:`hag_rows_in_place` over one row block of streamed in-lists (rows r0..; entries
+    ``idx_block`` from offset ``ip_block[0]``): out[v] for v in ``rows`` (sorted, in the block)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    if not len(rows):
+        return
+    slots = rows - r0
+    _gathered(ip_block, idx_block, None, np.int64(ip_block[0]), rows, slots, rows, _parts(ip_block, slots), left, right,
+              np.float32(loop), x, h, h.reshape(h.size), out, _ahead(ahead, x))
+
+
+def hag_sub(sub_ip, sub_idx, rows, pick, left, right, loop, x, h, out, ahead: int | None = None) -> None:
+    """:func:`hag_selected` from the sub-CSR (sub_ip, sub_idx) of ``rows`` (streamed in-lists):
+    out[i] = row rows[pick[i]], computed in the sub-CSR's order; each row's bytes are :func:`hag_rows`'s."""
+    pick = np.asarray(pick, dtype=np.int64)
+    if not len(pick):
+        return
+    seq = np.argsort(pick, kind="stable")
+    slots = pick[seq]
+    _gathered(sub_ip, sub_idx, None, np.int64(0), np.asarray(rows, dtype=np.int64)[slots], slots, seq,
+              _parts(sub_ip, slots), left, right, np.float32(loop), x, h, h.reshape(h.size), out, _ahead(ahead, x))
+
+
 def hag_selected(indptr, indices, rows, left, right, loop, x, h, out, ahead: int | None = None) -> None:
     """out[i] = row rows[i] of Â·(r ⊙ x) through the HAG (``h``: its aggregation rows, prepared),
     computed in row order: each row's bytes are :func:`hag_rows`'s."""

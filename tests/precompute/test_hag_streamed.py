@@ -62,10 +62,18 @@ def test_with_no_copy_kept_it_is_relabelled_out_of_core_then_streamed(tmp_path, 
         assert a.tobytes() == b.tobytes()
 
 
-def test_labeled_rows_hold_the_hag(tmp_path, graph):
+@pytest.mark.parametrize("blocks", ["1,4,1", "1,7,2"])
+def test_labeled_rows_through_streamed_in_lists_are_the_held_hags_bytes(tmp_path, graph, blocks):
+    """--rows labeled: hop K-1 computes the rows hop K reads (found from the stored rows' in-lists,
+    extracted once) block by block, hop K the stored rows from their extracted in-lists."""
     path, hag = graph
-    d = _precompute(path, hag, tmp_path / "l.h5", "--blocks", "1,4,1", "--rows", "labeled")
-    assert d["plan"]["s_resident"] and d["plan"]["b"] == 1
+    c = blocks.split(",")[2]
+    held = _precompute(path, hag, tmp_path / "held.h5", "--blocks", f"1,1,{c}", "--rows", "labeled")
+    assert held["plan"]["s_resident"]
+    d = _precompute(path, hag, tmp_path / "s.h5", "--blocks", blocks, "--rows", "labeled")
+    assert not d["plan"]["s_resident"] and "through the HAG" in d["decisions"]["pruning"]
+    for a, b in zip(feature_hops(tmp_path / "held.h5"), feature_hops(tmp_path / "s.h5")):
+        assert a.tobytes() == b.tobytes()
 
 
 def test_the_planner_streams_the_in_lists_where_the_held_hag_does_not_fit():
@@ -82,10 +90,12 @@ def test_the_planner_streams_the_in_lists_where_the_held_hag_does_not_fit():
     plan = P.plan_with_hag(p, prof, budget, 0, agg, entries, kept=True)
     assert not plan.s_resident and plan.b > 1 and plan.predicted_peak <= budget
     assert plan.predicted_seconds > held.predicted_seconds   # the in-lists read every hop
-    # not for the pruned hops of --rows labeled (they read rows across every block): refused there
+    # the pruned hops of --rows labeled too (the stored rows' in-lists extracted once, held)
     from dataclasses import replace
 
-    pruned = replace(p, hop_entries=(400_000_000, 400_000_000, 1000), last_inputs=1000)
+    pruned = replace(p, hop_entries=(400_000_000, 200_000_000, 1_000_000), last_inputs=300_000, out_rows=20_000)
     assert P.plan_with_hag(pruned, prof, 64 << 30, 0, agg, entries, kept=True).s_resident
+    plan = P.plan_with_hag(pruned, prof, budget, 0, agg, entries, kept=True)
+    assert not plan.s_resident and plan.predicted_peak <= budget
     with pytest.raises(OptionError):
-        P.plan_with_hag(pruned, prof, budget, 0, agg, entries, kept=True)
+        P.plan_with_hag(pruned, prof, 100 << 20, 0, agg, entries, kept=True)
