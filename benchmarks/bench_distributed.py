@@ -154,7 +154,7 @@ def run_variant(v: str, graph: Path, work: Path, args, logs: Path, tag: str, hop
         else:
             cmd, env = H.gnnprep_cmd("precompute", *tail), thread_env(args.threads if v == "a" else 1)
     if getattr(args, "cold_x", False):
-        evict(graph)
+        H.evict(graph)
     r = H.run_tree(cmd, env, logs / f"{tag}.out", logs / f"{tag}.err")
     if r["rc"] != 0:
         sys.exit(f"({v}) failed with exit status {r['rc']}: {' '.join(cmd)}\n"
@@ -171,16 +171,6 @@ def run_variant(v: str, graph: Path, work: Path, args, logs: Path, tag: str, hop
         r["report"] = rep
         r.update(phases(rep))
     return r
-
-
-def evict(path: Path) -> None:
-    """Drop ``path``'s pages from the page cache (clean pages: no privileges needed)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
 
 
 def x_reads(rep: dict, n: int, d: int) -> list[dict]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -30,12 +29,7 @@ CGROUP = Path("/sys/fs/cgroup/memory/gnnprep-bench-hag-streamed")
 def evict(paths) -> None:
     for p in paths:
         if Path(p).is_file():
-            fd = os.open(p, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
+            H.evict(p)
 
 
 def in_cgroup(cmd: list, mib: int | None) -> list:

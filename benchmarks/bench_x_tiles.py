@@ -16,7 +16,6 @@ store smaller than RAM, so each pass first drops the store's pages from the cach
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 import time
@@ -26,17 +25,17 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.harness import MiB, ingest_arrays, load_avg, machine_line, med_span, median, write_normal_features
+from benchmarks.harness import (
+    MiB,
+    evict,
+    ingest_arrays,
+    load_avg,
+    machine_line,
+    med_span,
+    median,
+    write_normal_features,
+)
 from gnnprep.graph.store import GraphStore
-
-
-def drop_cache(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
 
 
 def row_chunked_copy(path: Path, out: Path) -> Path:
@@ -86,7 +85,7 @@ def read_blocks(path: Path, c: int) -> tuple[float, int]:
         width = -(-d // c)
         seconds = 0.0
         for c0 in range(0, d, width):
-            drop_cache(path)
+            evict(path)
             t0 = time.perf_counter()
             g.feature_columns(c0, min(d, c0 + width))
             seconds += time.perf_counter() - t0

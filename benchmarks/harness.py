@@ -147,6 +147,17 @@ def parse_size(text: str, what: str | None = None) -> int:
     return parse(text) if what is None else parse(text, what)
 
 
+def evict(path) -> None:
+    """Drop ``path``'s pages from the page cache (its dirty pages written first; clean pages: no
+    privileges needed), so that the next read of it is a cold one."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
 def clear_output(out: Path) -> None:
     """Delete ``out`` and every file beside it whose name starts with its name (``.partial``,
     ``.partial.json``, ``.partial.lock``, ``.tmp-*``, shards): a rerun must neither resume nor reuse them."""

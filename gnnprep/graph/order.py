@@ -525,6 +525,11 @@ def _npy(z: zipfile.ZipFile, name: str, max_bytes: int, check) -> np.ndarray:
     return np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C")
 
 
+def _meta_shape(shape, dtype) -> None:
+    if shape != () or dtype.kind != "U":
+        raise ValueError(f"its meta is {dtype} of shape {shape}; expected one JSON string")
+
+
 def _read_cache(path: Path, n: int):
     """(order, meta) of a cache file; ValueError naming what is wrong, FileNotFoundError when absent."""
     try:
@@ -537,13 +542,9 @@ def _read_cache(path: Path, n: int):
         if shape != (n,) or dtype.kind not in "iu":
             raise ValueError(f"its order is {dtype} of shape {shape}; expected {n} integer node ids")
 
-    def meta_shape(shape, dtype):
-        if shape != () or dtype.kind != "U":
-            raise ValueError(f"its meta is {dtype} of shape {shape}; expected one JSON string")
-
     with fh, zipfile.ZipFile(fh) as z:
         order = _npy(z, "order.npy", 8 * n, order_shape).astype(np.int64)
-        meta_text = str(_npy(z, "meta.npy", CACHE_META_BYTES, meta_shape)[()])
+        meta_text = str(_npy(z, "meta.npy", CACHE_META_BYTES, _meta_shape)[()])
     try:
         meta = json.loads(meta_text)
     except (ValueError, RecursionError):
@@ -600,13 +601,9 @@ def describe_cached(path) -> dict:
 
     path = Path(path)
 
-    def meta_shape(shape, dtype):
-        if shape != () or dtype.kind != "U":
-            raise ValueError(f"its meta is {dtype} of shape {shape}; expected one JSON string")
-
     try:
-        with open_regular(path, CACHE_META_BYTES + (1 << 40)) as fh, zipfile.ZipFile(fh) as z:
-            meta = json.loads(str(_npy(z, "meta.npy", CACHE_META_BYTES, meta_shape)[()]))
+        with open_regular(path, 1 << 62) as fh, zipfile.ZipFile(fh) as z:   # any size: only its meta is read
+            meta = json.loads(str(_npy(z, "meta.npy", CACHE_META_BYTES, _meta_shape)[()]))
             order_bytes = z.getinfo("order.npy").file_size
     except FileNotFoundError:
         raise GnnprepError(f"{path}: no such file") from None

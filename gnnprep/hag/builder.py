@@ -214,9 +214,8 @@ def _keep_in_order(store: GraphStore, output, summary: dict, budget: int, progre
         if in_memory:
             load_in_order(output, store, choice, warn=lambda message: None)
         else:
-            inv = choice[1] if choice[0] is not None else np.arange(n, dtype=np.int64)
             ordered_copy.save_streamed(output, ordered_copy.copy_kind(choice), store.fingerprint, choice[0], num_agg,
-                                       inv, room, progress)
+                                       _inverse(choice, n), room, progress)
     except (GnnprepError, OSError) as e:
         return {"path": None, "why": str(e).splitlines()[0] if str(e) else type(e).__name__}
     if not os.path.isfile(path):   # (False for a name too long to exist, too)
@@ -308,7 +307,7 @@ def load_in_order(path, store: GraphStore, choice, warn=None, streamed_room: int
     (:func:`gnnprep.hag.ordered_copy.save_streamed`), which is then read: the HAG is never held as
     read (int64) beside its relabelled copy, for a budget where both do not fit. With ``stream`` (a
     plan that streams the in-lists; ``streamed_room`` given) the kept copy is opened for reading a
-    block of rows at a time instead (:class:`gnnprep.hag.file.RelabelledRows`, checked against
+    block of rows at a time instead (:class:`gnnprep.hag.file.HagRows`, checked against
     ``store`` as it is opened), relabelled out of core first where there is none. Returns (the HAG,
     whether it was the kept one, what the run reports)."""
     from gnnprep.hag import ordered_copy
@@ -317,18 +316,15 @@ def load_in_order(path, store: GraphStore, choice, warn=None, streamed_room: int
     order, inv, _, why = choice
     key = ordered_copy.copy_kind(choice)
     t0 = time.perf_counter()
-    if stream:
-        kept = ordered_copy.open_rows(path, key, store, order,
-                                      np.arange(store.num_nodes, dtype=np.int64) if order is None else inv, warn)
-    else:
-        kept = ordered_copy.load(path, key, store, order, inv, warn)
+    kept = ordered_copy.load(path, key, store, order, _inverse(choice, store.num_nodes) if stream else inv, warn,
+                             stream=stream)
     streamed = " its in-lists streamed," if stream else ""
     if kept is not None:
         return kept, True, why + (f" (the HAG as relabelled by an earlier run, kept beside it:{streamed} read and "
                                   f"checked in {time.perf_counter() - t0:.2f} s)")
     if streamed_room is not None:
-        seconds, passes = _relabel_streamed(path, store, choice, streamed_room)
-        h = _checked_copy(path, store, choice, read_whole=not stream)
+        seconds, passes, num_agg = _relabel_streamed(path, store, choice, streamed_room)
+        h = _checked_copy(path, store, choice, num_agg, stream)
         return h, False, why + (f" (the HAG relabelled to it out of core in {seconds:.2f} s, {passes} passes over "
                                 f"its in-lists, and kept beside it{' and streamed' if stream else ''})")
     h = load_for(path, store)
@@ -340,50 +336,40 @@ def load_in_order(path, store: GraphStore, choice, warn=None, streamed_room: int
     return h, False, why + f" (the HAG relabelled to it in {seconds:.2f} s)" if order is not None else why
 
 
-def _relabel_streamed(path, store: GraphStore, choice, room: int) -> tuple[float, int]:
+def _relabel_streamed(path, store: GraphStore, choice, room: int) -> tuple[float, int, int]:
     """The HAG at ``path`` relabelled out of core to ``choice``'s order into the kept copy
     (:func:`load_for`'s refusals of another graph or a weighted store first). Returns (seconds,
-    passes over its in-lists)."""
+    passes over its in-lists, its aggregation nodes)."""
     from gnnprep.hag import ordered_copy
 
     num_agg = plan_facts(path, store)[0]
-    order, inv = choice[0], choice[1]
-    if order is None:
-        inv = np.arange(store.num_nodes, dtype=np.int64)
     key = ordered_copy.copy_kind(choice)
     t0 = time.perf_counter()
     try:
-        passes = ordered_copy.save_streamed(path, key, store.fingerprint, order, num_agg, inv, room)
+        passes = ordered_copy.save_streamed(path, key, store.fingerprint, choice[0], num_agg,
+                                            _inverse(choice, store.num_nodes), room)
     except OSError as e:
-        raise GnnprepError(f"{path}: too large to relabel to the run's node order in memory under this budget, and "
-                           f"its relabelled copy cannot be written beside it ({ordered_copy.copy_path(path, key)}: "
+        raise GnnprepError(f"{path}: its copy relabelled to the run's node order (to stream it, or for a budget too "
+                           f"small to relabel it in memory) cannot be written beside it ({ordered_copy.copy_path(path, key)}: "
                            f"{e.strerror or e}); run `gnnprep hag` into a writable folder, or raise --memory-budget") \
             from None
-    return time.perf_counter() - t0, passes
+    return time.perf_counter() - t0, passes, num_agg
 
 
-def _checked_copy(path, store: GraphStore, choice, read_whole: bool):
-    """The copy just relabelled (:func:`_relabel_streamed`), read whole (a :class:`Hag`) or opened for
-    blocks (:class:`gnnprep.hag.file.RelabelledRows`) and checked against ``store``: a cover that is
-    not N(v) names the HAG at ``path`` (and the copy is removed)."""
+def _checked_copy(path, store: GraphStore, choice, num_agg: int, stream: bool):
+    """The copy :func:`_relabel_streamed` just wrote, read whole or opened for blocks
+    (:func:`gnnprep.hag.ordered_copy.read_checked`): a cover that is not N(v) names the HAG at
+    ``path`` (which the copy was made from), and the copy is removed."""
     from gnnprep.hag import ordered_copy
-    from gnnprep.hag.cover_check import check_covers
-    from gnnprep.hag.file import RelabelledRows, read_relabelled
 
-    order, inv = choice[0], choice[1]
-    if order is None:
-        inv = np.arange(store.num_nodes, dtype=np.int64)
     copy = ordered_copy.copy_path(path, ordered_copy.copy_kind(choice))
-    num_agg = plan_facts(path, store)[0]
-    h = None
     try:
-        h = read_relabelled(copy, store.num_nodes, num_agg) if read_whole else \
-            RelabelledRows(copy, store.num_nodes, num_agg)
-        check_covers(h, store, path, inv=inv, read=None if read_whole else h.read)
+        return ordered_copy.read_checked(copy, store, num_agg, _inverse(choice, store.num_nodes), stream, name=path)
     except BaseException:
-        if h is not None and not read_whole:
-            h.close()
         copy.unlink(missing_ok=True)
         raise
-    return h
 
+
+def _inverse(choice, n: int) -> np.ndarray:
+    """The inverse of ``choice``'s order; the identity for the stored order."""
+    return choice[1] if choice[0] is not None else np.arange(n, dtype=np.int64)

@@ -135,9 +135,9 @@ class CoverCheck:
         i = int(bad[0])
         return r0 + i, int(count[at[i]]), int(deg[i])
 
-    def all_rows(self, read=None, block_entries: int = 1 << 22) -> tuple[np.ndarray, np.ndarray]:
+    def all_rows(self, read=None, block_entries: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(|cover(v)|, the hash of cover(v)) of every row of the HAG; with ``read(p0, p1)`` its
-        in-lists are read a block of rows at a time (a HAG not held: :class:`gnnprep.hag.file.RelabelledRows`)."""
+        in-lists are read a block of rows at a time (a HAG not held: :class:`gnnprep.hag.file.HagRows`)."""
         from gnnprep.sparse.order import row_blocks
 
         n = self.h.num_nodes
@@ -146,7 +146,7 @@ class CoverCheck:
         if read is None:
             _row_covers(self.h.indptr, self.h.indices, n, self.count, self.hsum, self.salt, 0, c, hs)
             return c, hs
-        for r0, r1 in row_blocks(self.h.indptr, 0, n, max(1, block_entries)):
+        for r0, r1 in row_blocks(self.h.indptr, 0, n, max(1, block_entries or CHECK_ENTRIES)):
             ip = self.h.indptr[r0:r1 + 1]
             _row_covers(ip - ip[0], read(int(ip[0]), int(ip[-1])), n, self.count, self.hsum, self.salt, 0, c[r0:r1],
                         hs[r0:r1])

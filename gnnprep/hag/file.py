@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -237,34 +236,6 @@ def write_relabelled_rows(path, inputs: np.ndarray, level_ptr: np.ndarray, indpt
             f.attrs[k] = v
 
 
-@contextmanager
-def in_lists(path):
-    """The HAG at ``path`` open for reading its in-lists a block at a time: yields (n, inputs, level_ptr,
-    indptr, read), the first three int64 and checked as :func:`check_hag` checks them, ``read(p0,
-    p1)`` the in-list entries p0..p1-1 as stored, ids checked in [0, n + |VA|) once (for a HAG too large
-    to hold, :func:`gnnprep.hag.order.write_in_order`)."""
-    from gnnprep.graph.store import check_ids, check_indptr
-
-    with open_artifact(path, expect=FORMAT) as f:
-        n = _root_count(f, path, "num_nodes")
-        inputs = _read_index(f, path, "agg/inputs", 2)
-        level_ptr = _read_index(f, path, "agg/level_ptr", 1)
-        indptr = _read_index(f, path, "adj/indptr", 1)
-        ds = _index_dataset(f, path, "adj/indices", 1)
-        check_aggregates(n, inputs, level_ptr, path)
-        check_indptr(indptr, n, len(ds), f"{path}: /adj/indptr")
-        bound, checked = n + len(inputs), set()
-
-        def read(p0: int, p1: int) -> np.ndarray:
-            ids = ds[p0:p1]
-            if (p0, p1) not in checked:   # (a range read again is checked once)
-                check_ids(ids, bound, f"{path}: /adj/indices", offset=p0)
-                checked.add((p0, p1))
-            return ids
-
-        yield n, inputs, level_ptr, indptr, read
-
-
 def relabelled_attrs(path) -> dict:
     """The root attributes of a file :func:`write_relabelled` wrote (OSError where it cannot be read)."""
     import h5py
@@ -273,20 +244,27 @@ def relabelled_attrs(path) -> dict:
         return plain_attrs(f.attrs)
 
 
+def _shaped(f, path, num_nodes: int, num_agg: int) -> dict:
+    """The HAG layout's four datasets in ``f`` (not read): integers, of the shapes a HAG over
+    ``num_nodes`` nodes with ``num_agg`` aggregation nodes has (the in-lists' length is checked with
+    the row pointers); a one-line error naming the first that is not."""
+    out = {}
+    for name, shape in (("agg/inputs", (num_agg, 2)), ("agg/level_ptr", None), ("adj/indptr", (num_nodes + 1,)),
+                        ("adj/indices", None)):
+        ds = _index_dataset(f, path, name, 2 if name == "agg/inputs" else 1)
+        if shape is not None and ds.shape != shape:
+            raise GnnprepError(f"{path}: /{name} has shape {ds.shape}; expected {list(shape)}")
+        out[name] = ds
+    return out
+
+
 def read_relabelled(path, num_nodes: int, num_agg: int) -> Hag:
     """The HAG :func:`write_relabelled` wrote, its arrays as kept (ids int32 where n + |VA| < 2^31),
-    validated by :func:`check_hag`; ValueError or GnnprepError naming what is wrong."""
+    validated by :func:`check_hag`; GnnprepError naming what is wrong."""
     import h5py
 
-    # (shape, or the rank where check_hag checks the length)
-    shapes = {"agg/inputs": (num_agg, 2), "agg/level_ptr": 1, "adj/indptr": (num_nodes + 1,), "adj/indices": 1}
-    arrays = {}
     with h5py.File(path, "r") as f:
-        for name, shape in shapes.items():
-            ds = f[name]
-            if ds.dtype.kind not in "iu" or (ds.ndim != shape if isinstance(shape, int) else ds.shape != shape):
-                raise ValueError(f"/{name} is {ds.dtype} of shape {ds.shape}")
-            arrays[name] = ds[:]
+        arrays = {name: ds[:] for name, ds in _shaped(f, path, num_nodes, num_agg).items()}
     ids = np.int32 if num_nodes + num_agg < 2**31 else np.int64
     h = Hag(num_nodes=num_nodes, inputs=arrays["agg/inputs"].astype(ids, copy=False),
             level_ptr=arrays["agg/level_ptr"].astype(np.int64, copy=False),
@@ -296,32 +274,35 @@ def read_relabelled(path, num_nodes: int, num_agg: int) -> Hag:
     return h
 
 
-class RelabelledRows:
-    """The copy :func:`write_relabelled` wrote, open for reading its in-lists a block at a time (a HAG
-    streamed as S is: :class:`gnnprep.precompute.hop_graph.HopGraph`): ``num_nodes``, ``inputs``,
-    ``level_ptr`` and ``indptr`` resident, checked as :func:`check_hag` checks them; :meth:`read` the
-    entries p0..p1-1, ids checked in [0, n + |VA|) the first time a range is read. ValueError or
-    GnnprepError naming what is wrong; :meth:`close` when done."""
+class HagRows:
+    """A HAG file open for reading its in-lists a block at a time: ``hag.h5`` (``num_nodes`` None: from
+    its root attributes, the file checked as an artifact) or the copy :func:`write_relabelled` wrote
+    (the same layout; ``num_nodes`` and ``num_agg`` from its attributes). ``num_nodes``, ``inputs``,
+    ``level_ptr`` and ``indptr`` are held (ids int32 where n + |VA| < 2^31) and checked as
+    :func:`check_hag` checks them; :meth:`read` gives entries p0..p1-1, their ids checked in
+    [0, n + |VA|) the first time a range is read. For a HAG too large to hold: relabelled
+    (:func:`gnnprep.hag.order.write_in_order`) or streamed as S is
+    (:class:`gnnprep.precompute.hop_graph.HopGraph`). GnnprepError naming what is wrong; :meth:`close`
+    when done."""
 
-    def __init__(self, path, num_nodes: int, num_agg: int):
+    def __init__(self, path, num_nodes: int | None = None, num_agg: int | None = None):
         import h5py
 
+        from gnnprep.graph.store import check_indptr
+
         self.path = path
-        self.f = h5py.File(path, "r")
+        self.f = open_artifact(path, expect=FORMAT) if num_nodes is None else h5py.File(path, "r")
         try:
-            shapes = {"agg/inputs": (num_agg, 2), "agg/level_ptr": 1, "adj/indptr": (num_nodes + 1,), "adj/indices": 1}
-            for name, shape in shapes.items():
-                ds = self.f[name]
-                if ds.dtype.kind not in "iu" or (ds.ndim != shape if isinstance(shape, int) else ds.shape != shape):
-                    raise ValueError(f"/{name} is {ds.dtype} of shape {ds.shape}")
+            if num_nodes is None:
+                num_nodes = _root_count(self.f, path, "num_nodes")
+                num_agg = len(_index_dataset(self.f, path, "agg/inputs", 2))
+            sets = _shaped(self.f, path, num_nodes, num_agg)
             self.dtype = np.dtype(np.int32 if num_nodes + num_agg < 2**31 else np.int64)
             self.num_nodes = num_nodes
-            self.inputs = self.f["agg/inputs"][:].astype(self.dtype, copy=False)
-            self.level_ptr = self.f["agg/level_ptr"][:].astype(np.int64, copy=False)
-            self.indptr = self.f["adj/indptr"][:].astype(np.int64, copy=False)
-            self._ids = self.f["adj/indices"]
-            from gnnprep.graph.store import check_indptr
-
+            self.inputs = sets["agg/inputs"][:].astype(self.dtype, copy=False)
+            self.level_ptr = sets["agg/level_ptr"][:].astype(np.int64, copy=False)
+            self.indptr = sets["adj/indptr"][:].astype(np.int64, copy=False)
+            self._ids = sets["adj/indices"]
             check_aggregates(num_nodes, self.inputs, self.level_ptr, path)
             check_indptr(self.indptr, num_nodes, len(self._ids), f"{path}: /adj/indptr")
         except BaseException:
@@ -352,6 +333,12 @@ class RelabelledRows:
 
     def close(self) -> None:
         self.f.close()
+
+    def __enter__(self) -> "HagRows":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 class HagFile(Artifact):

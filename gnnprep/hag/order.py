@@ -218,12 +218,13 @@ def write_in_order(hag_path, out_path, order: np.ndarray, inv: np.ndarray, attrs
     written as it fills; the same arrays, byte for byte, as :func:`in_order`. The HAG's arrays are
     checked as :func:`gnnprep.hag.file.check_hag` checks them, its in-lists a block at a time; its
     covers are the reader's to check. Returns the passes made over the in-lists."""
-    from gnnprep.hag.file import in_lists, write_relabelled_rows
+    from gnnprep.hag.file import HagRows, write_relabelled_rows
     from gnnprep.sparse.order import row_blocks
 
     progress = progress or (lambda *a: None)
     inv = np.ascontiguousarray(inv, dtype=np.int64)
-    with in_lists(hag_path) as (n, ins, level_ptr, indptr, read_ids):
+    with HagRows(hag_path) as hag:
+        n, ins, level_ptr, indptr, read_ids = hag.num_nodes, hag.inputs, hag.level_ptr, hag.indptr, hag.read
         num_agg, m = len(ins), int(indptr[-1])
         if len(inv) != n:
             raise GnnprepError(f"{hag_path}: a HAG of {n:,} nodes; the node order has {len(inv):,}")
@@ -239,7 +240,6 @@ def write_in_order(hag_path, out_path, order: np.ndarray, inv: np.ndarray, attrs
         np.cumsum(np.diff(indptr)[np.asarray(order, dtype=np.int64)], out=new_indptr[1:])
         new_inputs = np.empty((num_agg, 2), dtype=ids)
         _rewrite_inputs(ins, inv, agg_new, n, new_inputs)
-        del ins
         buckets = row_blocks(new_indptr, 0, n, max(1, room // (2 * np.dtype(ids).itemsize)))
 
         def pieces():

@@ -153,12 +153,14 @@ def _fresh(a: dict, hag_path, kind: str, store, order) -> bool:
     return all(_plain(a.get(k)) == v for k, v in want.items())
 
 
-def load(hag_path, kind: str, store, order: np.ndarray | None, inv: np.ndarray | None, warn=None) -> Hag | None:
+def load(hag_path, kind: str, store, order: np.ndarray | None, inv: np.ndarray | None, warn=None,
+         stream: bool = False):
     """The HAG at ``hag_path`` relabelled to ``order`` (``inv`` its inverse; None: the stored order)
-    as kept by :func:`save`, checked against ``store`` (the module docstring); None when there is
-    none, it is stale, or it is damaged (``warn(message)`` is told of damage)."""
-    from gnnprep.hag.cover_check import check_covers
-    from gnnprep.hag.file import read_relabelled, relabelled_attrs
+    as kept by :func:`save`, checked against ``store`` (the module docstring): read whole, or with
+    ``stream`` open for reading its in-lists a block at a time (:class:`gnnprep.hag.file.HagRows`,
+    ``inv`` then given, the identity for the stored order). None when there is none, it is stale,
+    or it is damaged (``warn(message)`` is told of damage)."""
+    from gnnprep.hag.file import relabelled_attrs
 
     path = copy_path(hag_path, kind)
     try:
@@ -167,8 +169,7 @@ def load(hag_path, kind: str, store, order: np.ndarray | None, inv: np.ndarray |
         attrs = relabelled_attrs(path)
         if not _fresh(attrs, hag_path, kind, store, order):
             return None   # stale: made from another HAG file, graph or order
-        h = read_relabelled(path, store.num_nodes, int(attrs["num_agg"]))
-        check_covers(h, store, path, inv=inv)
+        return read_checked(path, store, int(attrs["num_agg"]), inv, stream)
     except GnnprepError as e:
         _say(warn, f"{path}: {_after_path(str(e), path)}; ignored, the HAG is relabelled again")
         return None
@@ -176,42 +177,25 @@ def load(hag_path, kind: str, store, order: np.ndarray | None, inv: np.ndarray |
         _say(warn, f"{path} cannot be read ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
                    "ignored, the HAG is relabelled again")
         return None
-    return h
 
 
-def open_rows(hag_path, kind: str, store, order: np.ndarray | None, inv: np.ndarray, warn=None):
-    """The kept copy (:func:`load`'s checks: fresh, well formed, covers through ``inv``, the identity
-    for the stored order) open for reading its in-lists a block at a time
-    (:class:`gnnprep.hag.file.RelabelledRows`: a HAG streamed, never held); None when there is none,
-    it is stale, or it is damaged (said)."""
+def read_checked(path, store, num_agg: int, inv: np.ndarray | None, stream: bool = False, name=None):
+    """The copy at ``path`` read whole (a :class:`Hag`) or, with ``stream``, opened for blocks
+    (:class:`gnnprep.hag.file.HagRows`), its covers checked against ``store`` through ``inv``
+    (:func:`gnnprep.hag.cover_check.check_covers`; a mismatch names ``name``, by default ``path``).
+    Raises what is wrong (the reader closed)."""
     from gnnprep.hag.cover_check import check_covers
-    from gnnprep.hag.file import RelabelledRows, relabelled_attrs
+    from gnnprep.hag.file import HagRows, read_relabelled
 
-    path = copy_path(hag_path, kind)
-    rows = None
+    h = None
     try:
-        if not path.is_file():
-            return None
-        attrs = relabelled_attrs(path)
-        if not _fresh(attrs, hag_path, kind, store, order):
-            return None
-        rows = RelabelledRows(path, store.num_nodes, int(attrs["num_agg"]))
-        check_covers(rows, store, path, inv=inv, read=rows.read)
-    except GnnprepError as e:
-        _close(rows)
-        _say(warn, f"{path}: {_after_path(str(e), path)}; ignored, the HAG is relabelled again")
-        return None
-    except Exception as e:  # noqa: BLE001 - h5py read errors, a missing dataset or attribute: damage
-        _close(rows)
-        _say(warn, f"{path} cannot be read ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
-                   "ignored, the HAG is relabelled again")
-        return None
-    return rows
-
-
-def _close(rows) -> None:
-    if rows is not None:
-        rows.close()
+        h = HagRows(path, store.num_nodes, num_agg) if stream else read_relabelled(path, store.num_nodes, num_agg)
+        check_covers(h, store, path if name is None else name, inv=inv, read=h.read if stream else None)
+    except BaseException:
+        if stream and h is not None:
+            h.close()
+        raise
+    return h
 
 
 def _plain(v):

@@ -81,7 +81,7 @@ class HopGraph:
         if not use_copy and copy is not None:
             copy.close()
         self.hag = hag_order is not None
-        self.hag_rows = hag_rows    # a HAG whose in-lists are streamed (gnnprep.hag.file.RelabelledRows)
+        self.hag_rows = hag_rows    # a HAG whose in-lists are streamed (gnnprep.hag.file.HagRows)
         if self.hag:
             # the hops run through a HAG (already in this order, gnnprep.hag.order.in_order): S's
             # pattern is not read at all, only the order's (order, inv) is kept for X, the scalings
