@@ -507,8 +507,10 @@ class HopRun:
         if self.hop_read is not None and r0 is not None and r1 is not None:
             self.hop_read[k] += r1 - r0
 
-    def _mark(self, unit) -> None:
-        self.out.mark(unit, self.f)
+    def _mark(self, unit, flushed: bool = False) -> None:
+        # flushed: the writer's "sync" item already flushed the file past the unit's writes (a
+        # second flush here would only wait on HDF5's lock while the writer works on the next hop)
+        self.out.mark(unit, None if flushed else self.f)
         self.progress("units", len(self.out.done), self.units_total)
 
     def _finish(self, unit_seq) -> None:
@@ -518,7 +520,7 @@ class HopRun:
         unit = unit_seq[0]
         k = 0 if unit[0] == "x" else unit[2]
         self.hop_parts[k]["writes_waited"] += time.perf_counter() - t0
-        self._mark(unit)
+        self._mark(unit, flushed=self.writer.synced >= unit_seq[1])
         self._spent(k, t0, r0)
 
     def _hdg_channels(self) -> None:

@@ -87,6 +87,7 @@ class HopWriter:
         self.cv = threading.Condition()
         self.issued = 0
         self.finished = 0
+        self.synced = 0   # every write up to this seq was flushed and fdatasync'ed by a "sync" item
         self.raw = RawWriter(path, fault_bytes=piece_bytes) if path is not None else None
         self.offsets: dict = {}
         self.t = threading.Thread(target=self._run, daemon=True)
@@ -179,11 +180,13 @@ class HopWriter:
             raise
         self.raw.write_staged(offset, stage.nbytes, done)
 
-    def _finish(self) -> None:
+    def _finish(self, synced: bool = False) -> None:
         if self.raw is not None and self.raw.error is not None and self.error is None:
             self.error = self.raw.error
         with self.cv:
             self.finished += 1
+            if synced:
+                self.synced = self.finished
             self.cv.notify_all()
 
     def _run(self):
@@ -194,6 +197,7 @@ class HopWriter:
             owned = len(item) == 7
             item = item[:6]
             queued = False  # a direct write: the raw writer's I/O thread finishes it
+            synced = False
             try:
                 if self.error is None and item[0] == "sync":
                     # write back what this hop wrote while the next hop computes, so the final
@@ -202,6 +206,7 @@ class HopWriter:
                         self.raw.drain()
                     item[1].flush()
                     os.fdatasync(item[1].id.get_vfd_handle())
+                    synced = True   # (items finish in order: every earlier one is written)
                 elif self.error is None:
                     queued = self._direct(*item)
                     if not queued:
@@ -214,7 +219,7 @@ class HopWriter:
                 if owned:
                     self.slots.release()
                 if not queued:
-                    self._finish()
+                    self._finish(synced)
 
     def put(self, *item, owned: bool = False) -> int:
         if self.error is not None:
