@@ -24,7 +24,7 @@ from typing import Callable
 
 import numpy as np
 
-from gnnprep.core.errors import OptionError
+from gnnprep.core.errors import ArgumentError, OptionError
 from gnnprep.hag.greedy import (
     count_ids,
     local_ids,
@@ -230,10 +230,29 @@ def relabel_rows(ids: np.ndarray, lengths: np.ndarray, n: int, new: np.ndarray) 
     return out
 
 
+def _check_csr(indptr: np.ndarray, indices: np.ndarray) -> None:
+    """ArgumentError unless ``indptr`` is a row pointer from 0 to len(indices), non-decreasing, and
+    every id lies in [0, n): the search's kernels index arrays of n entries with the ids (a stray
+    id would write past them), as :meth:`gnnprep.graph.store.GraphStore.read_indices` checks a store's."""
+    indptr, indices = np.asarray(indptr), np.asarray(indices)
+    if indptr.ndim != 1 or len(indptr) < 1 or indptr.dtype.kind not in "iu" or indices.dtype.kind not in "iu":
+        raise ArgumentError("indptr", f"{indptr.dtype} of shape {indptr.shape} with indices {indices.dtype}; "
+                                      "expected an integer row pointer of n + 1 entries and integer ids")
+    if indptr[0] != 0 or int(indptr[-1]) != len(indices) or (np.diff(indptr) < 0).any():
+        raise ArgumentError("indptr", f"from {int(indptr[0])} to {int(indptr[-1])} for {len(indices)} ids; "
+                                      "expected a non-decreasing row pointer from 0 to len(indices)")
+    n = len(indptr) - 1
+    bad = (indices < 0) | (indices >= n)
+    if bad.any():
+        p = int(np.argmax(bad))
+        raise ArgumentError("indices", f"indices[{p}] is {int(indices[p])}; expected a node id in [0, {n})")
+
+
 def search_arrays(indptr: np.ndarray, indices: np.ndarray, capacity: int | None = None, window: int | None = None,
                   max_depth: int = 16, min_share: int = 2, block_entries: int | None = None) -> Hag:
     """The streamed search on in-memory arrays (one block unless ``block_entries``): for tests and
-    the Python API."""
+    the Python API. The arrays are checked first (the kernels index with the ids unchecked)."""
+    _check_csr(indptr, indices)
     n = len(indptr) - 1
     m = int(indptr[-1])
     cap = n // 4 if capacity is None else min(int(capacity), m)

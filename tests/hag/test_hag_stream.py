@@ -4,6 +4,8 @@ savings on the oracle's small graphs (Jia et al., Algorithm 3), every HAG it bui
 the edge cases real data has, its incremental window counts equal a recount, it stays within its
 memory budget, and an interrupted search resumes to the same file."""
 
+import re
+
 import h5py
 import numpy as np
 import pytest
@@ -11,6 +13,7 @@ import scipy.sparse as sp
 from fixtures import make_store, run, run_json
 from test_hag_search import _check_exact, citation_like, ego_like
 
+from gnnprep.core.errors import ArgumentError
 from gnnprep.hag.search import exact_search
 from gnnprep.hag.stream import default_window, search_arrays, stream_plan
 from gnnprep.hag.structure import covers, execute, graph_cost
@@ -545,3 +548,14 @@ def test_the_bucketed_count_matches_a_saturated_filter_and_refilled_table_partit
         k2, c2 = G.count_candidates(rp, ent, 16, 20011, 3000, 2, keep=keep, stride=1)
         assert np.array_equal(k1, k2) and np.array_equal(c1, c2)
     assert max(tried) >= 4 * min(tried)  # partitions doubled at least twice
+
+
+@pytest.mark.parametrize("indptr, indices, field", [
+    ([0, 2, 3], [1, 5, 0], "indices[1] is 5"),         # an id past n = 2 (the kernels would write past their arrays)
+    ([0, 2, 3], [1, -1, 0], "indices[1] is -1"),
+    ([0, 2, 4], [1, 0, 0], "from 0 to 4 for 3 ids"),    # the row pointer does not end at len(indices)
+    ([0, 3, 2, 3], [1, 0, 1], "from 0 to 3 for 3 ids; expected a non-decreasing"),
+])
+def test_search_arrays_refuses_arrays_that_are_not_a_csr_of_n_nodes(indptr, indices, field):
+    with pytest.raises(ArgumentError, match=re.escape(field)):
+        search_arrays(np.array(indptr, dtype=np.int64), np.array(indices, dtype=np.int32))
