@@ -42,6 +42,7 @@ import numpy as np
 from gnnprep.core import device as devices
 from gnnprep.core.artifact import file_fingerprint
 from gnnprep.core.errors import GnnprepError, OptionError
+from gnnprep.core.jit import compiling
 from gnnprep.core.memory import PeakMeter, machine_memory, rss
 from gnnprep.core.output import ResumableOutput, refuse_input_as_output
 from gnnprep.core.progress import Progress, Warn, no_progress, no_warning
@@ -496,7 +497,15 @@ def precompute(graph_path: str | Path, output: str | Path, config: PrecomputeCon
                progress: Progress = no_progress, command: str = "", warn: Warn = no_warning) -> PrecomputeReport:
     """Write the features artifact ``output`` (:mod:`gnnprep.precompute.features`) for the graph store
     ``graph_path``: hops 0..K of every operator (and HDG channel) for the chosen rows. One
-    process; under torchrun, :func:`gnnprep.precompute.sharded.precompute_sharded` runs each rank."""
+    process; under torchrun, :func:`gnnprep.precompute.sharded.precompute_sharded` runs each rank.
+    A fresh install's first run says so while numba compiles the kernels it uses
+    (:func:`gnnprep.core.jit.compiling`)."""
+    with compiling(progress, "the kernels"):
+        return _precompute(graph_path, output, config, progress, command, warn)
+
+
+def _precompute(graph_path, output, config: PrecomputeConfig, progress: Progress, command: str,
+                warn: Warn) -> PrecomputeReport:
     t_start = time.perf_counter()
     config.check()
     device = devices.resolve(config.device)

@@ -221,11 +221,13 @@ def test_the_command_streams_in_blocks_and_leaves_no_partial_file(store, tmp_pat
 
 
 def test_an_interrupted_search_resumes_to_the_same_file(store, tmp_path, monkeypatch):
+    import gnnprep.hag.builder as B
     import gnnprep.hag.stream as S
     from gnnprep.graph.store import GraphStore
     from gnnprep.hag.builder import HagConfig, build
 
     monkeypatch.setattr(S, "MIN_BLOCK_ENTRIES", 16)
+    monkeypatch.setattr(B, "warm_up", lambda index_dtype: None)   # its block_search calls are not the search's
     with GraphStore(store) as g:
         budget = S.fixed_bytes(g.num_nodes, g.num_nodes // 4) + S.BLOCK_ENTRY_BYTES * (g.num_edges // 6)
     config = HagConfig(memory_budget=budget)
@@ -268,10 +270,12 @@ def test_an_interrupted_command_says_where_the_finished_part_is_kept(store, tmp_
     written and where the finished blocks are kept for a rerun; before any block: the plain line."""
     from fixtures import assert_one_error, run
 
+    import gnnprep.hag.builder as B
     import gnnprep.hag.stream as S
     from gnnprep.graph.store import GraphStore
 
     monkeypatch.setattr(S, "MIN_BLOCK_ENTRIES", 16)
+    monkeypatch.setattr(B, "warm_up", lambda index_dtype: None)   # its block_search calls are not the search's
     with GraphStore(store) as g:
         budget = S.fixed_bytes(g.num_nodes, g.num_nodes // 4) + S.BLOCK_ENTRY_BYTES * (g.num_edges // 6)
     real, calls = S.block_search, []
@@ -559,3 +563,13 @@ def test_the_bucketed_count_matches_a_saturated_filter_and_refilled_table_partit
 def test_search_arrays_refuses_arrays_that_are_not_a_csr_of_n_nodes(indptr, indices, field):
     with pytest.raises(ArgumentError, match=re.escape(field)):
         search_arrays(np.array(indptr, dtype=np.int64), np.array(indices, dtype=np.int32))
+
+
+def test_the_search_kernels_are_compiled_before_the_search_and_reported_apart(tmp_path, rng):
+    from gnnprep.hag.builder import HagConfig, build, warm_up
+
+    warm_up(np.int64)  # both index dtypes run (a store's ids are int32 or int64)
+    path, *_ = make_store(tmp_path, rng, n=120, m=900, d=4)
+    r = build(path, tmp_path / "hag.h5", HagConfig())
+    assert r.compile_seconds is not None and 0 <= r.compile_seconds < 5   # cached by now: loaded, not compiled
+    assert r.to_dict()["compile_seconds"] == r.compile_seconds            # in --json beside search_seconds
