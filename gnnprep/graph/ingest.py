@@ -29,6 +29,7 @@ import numpy as np
 from gnnprep.core.artifact import Timer, file_fingerprint, write_root_attrs
 from gnnprep.core.device import default_budget
 from gnnprep.core.errors import GnnprepError, OptionError
+from gnnprep.core.jit import compiling
 from gnnprep.core.output import atomic_output, check_free_space, refuse_input_as_output, start_writeback, work_folder
 from gnnprep.core.progress import Progress, no_progress
 from gnnprep.core.sizes import format_size, parse_size
@@ -379,7 +380,14 @@ def ingest(spec: str, output: str | Path, config: IngestConfig = IngestConfig(),
 
 def ingest_source(source: GraphSource, output: str | Path, config: IngestConfig = IngestConfig(),
                   progress: Progress = no_progress, command: str = "", t0: float | None = None) -> IngestReport:
-    """Write the graph store of an opened ``source`` (what :func:`ingest` does after opening a spec)."""
+    """Write the graph store of an opened ``source`` (what :func:`ingest` does after opening a spec);
+    a fresh install's first run says so while numba compiles (:func:`gnnprep.core.jit.compiling`)."""
+    with compiling(progress, "the kernels"):
+        return _ingest_source(source, output, config, progress, command, t0)
+
+
+def _ingest_source(source: GraphSource, output: str | Path, config: IngestConfig, progress: Progress, command: str,
+                   t0: float | None) -> IngestReport:
     t0 = time.perf_counter() if t0 is None else t0
     budget = check_budget(config.memory_budget or default_budget("cpu"))
     output = Path(output)

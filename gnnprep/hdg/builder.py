@@ -102,7 +102,15 @@ def build(store_path, output, sel, *, seed: int = 0, memory_budget: int | None =
     blocks within ``memory_budget`` bytes (None: half the free RAM; :mod:`gnnprep.hdg.stream`);
     return the summary of :func:`gnnprep.hdg.file.finish_hdg` with the selection's seconds (writing
     included), the HDG's size relative to the graph store, the plan and the process's peak memory.
-    A budget that cannot hold the graph's CSR and one block is refused before anything is read."""
+    A budget that cannot hold the graph's CSR and one block is refused before anything is read; a
+    fresh install's first run says so while numba compiles (:func:`gnnprep.core.jit.compiling`)."""
+    from gnnprep.core.jit import compiling
+
+    with compiling(progress or (lambda *a: None), "the kernels"):
+        return _build(store_path, output, sel, seed, memory_budget, progress, command)
+
+
+def _build(store_path, output, sel, seed: int, memory_budget: int | None, progress, command: str) -> dict:
     from gnnprep.core.memory import peak_rss
     from gnnprep.core.output import atomic_output, check_output_path, refuse_input_as_output, work_folder
     from gnnprep.hdg import stream
