@@ -10,9 +10,10 @@ and auto over the fastest. Then one JSON line with every figure.
 
 A diagnostic for the planner's model (:func:`gnnprep.precompute.plan.predict_seconds`): on this
 project's 2-core VM, 8M-entry graphs of d = 64 (ego-like, cliques, citation-like), the planner took
-c = 2 where c = 1's hops measured 1.3-2.3x faster (its width table, measured on one power-law graph,
-prices a 32-column pass at 0.56 of a 64-column one; these graphs paid 0.8-1.0), and on the 1M-node
-power-law graph (d = 128) c = 4 where c = 2 measured faster.
+c = 2 where c = 1's hops measured 1.5-2.3x faster (its width table, measured on one power-law graph,
+prices a 32-column pass at 0.56 of a 64-column one; these graphs paid 0.8-1.0; by wall c = 1 won on
+two of the three, c = 2 on the citation-like one), and on the 1M-node power-law graph (d = 128)
+c = 4 where c = 2 measured faster (docs/internals.md, the planner).
 
     python benchmarks/bench_column_blocks.py --graph G.h5 [--graph G2.h5 ...] [--columns 1,2,4]
         [--budget 8GiB] [--rounds 3] [--hops 3]

@@ -101,4 +101,4 @@ def hag(dataset, output, capacity, method, aggregate, window, max_depth, min_sha
         f"{s.kept_copy['seconds']:.2f} s)" if s.kept_copy.get("path") else
         f"not relabelled to the store's node order ({s.kept_copy['why']}): precompute --hag relabels it"]) + (
         [f"first run: the search's kernels compiled in {s.compile_seconds:.1f} s before it (kept in numba's cache)"]
-        if (s.compile_seconds or 0) >= 1.0 else []))   # (loading them from the cache: ~0.05 s)
+        if (s.compile_seconds or 0) >= 1.0 else []))   # (loading them from the cache: 0.3-0.4 s)

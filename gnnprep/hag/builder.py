@@ -111,7 +111,7 @@ class HagReport(Record):
     # core), "seconds"}, or {"path": None, "why"} where it was not kept
     kept_copy: dict | None = None
     # seconds spent compiling (or loading from numba's cache) the streamed search's kernels before
-    # it, not in search_seconds: seconds on a fresh install, ~0.05 s once cached (gnnprep.core.jit)
+    # it, not in search_seconds: seconds on a fresh install, 0.3-0.4 s once cached (numba loading them) (gnnprep.core.jit)
     compile_seconds: float | None = field(default=None, metadata={"omit_none": True})
 
 
@@ -201,7 +201,7 @@ def _build(store: GraphStore, input_path, output, config: HagConfig, progress: P
 def warm_up(index_dtype) -> None:
     """Run what ``gnnprep hag`` runs on a small graph of ``index_dtype`` ids — the streamed search,
     the relabelling to a node order and the cover checks, in the dtypes a HAG file and a graph
-    store hold — so that numba compiles those kernels (or loads them from its cache: ~0.04 s) here,
+    store hold — so that numba compiles those kernels (or loads them from its cache: 0.3-0.4 s) here,
     not inside the timed search. 2,048 nodes in cliques of 32: more candidate pairs than the search
     keeps, so its table path runs too."""
     from gnnprep.hag.cover_check import CoverCheck
