@@ -11,7 +11,9 @@ from fixtures import assert_same_graph, reference_csr
 
 
 def test_sigkill_midway_then_rerun(tmp_path, rng):
-    n, m = 200_000, 3_000_000
+    # a run of a few seconds, still running 0.1 s after its first spill file (with 3M edges and a 0.3 s
+    # wait, one clean-clone CI run saw the ingest finish before the kill)
+    n, m = 200_000, 6_000_000
     src = rng.integers(0, n, m)
     dst = rng.integers(0, n, m)
     np.save(tmp_path / "e.npy", np.stack([src, dst]))
@@ -29,7 +31,7 @@ def test_sigkill_midway_then_rerun(tmp_path, rng):
             break
         time.sleep(0.02)
     assert proc.poll() is None, "ingest finished before it could be killed; make the input larger"
-    time.sleep(0.3)
+    time.sleep(0.1)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert not out.exists()
