@@ -242,9 +242,8 @@ def _check_csr(indptr: np.ndarray, indices: np.ndarray) -> None:
         raise ArgumentError("indptr", f"from {int(indptr[0])} to {int(indptr[-1])} for {len(indices)} ids; "
                                       "expected a non-decreasing row pointer from 0 to len(indices)")
     n = len(indptr) - 1
-    bad = (indices < 0) | (indices >= n)
-    if bad.any():
-        p = int(np.argmax(bad))
+    if len(indices) and (int(indices.min()) < 0 or int(indices.max()) >= n):   # masks only to name the id
+        p = int(np.argmax((indices < 0) | (indices >= n)))
         raise ArgumentError("indices", f"indices[{p}] is {int(indices[p])}; expected a node id in [0, {n})")
 
 
