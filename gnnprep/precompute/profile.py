@@ -21,14 +21,19 @@ from gnnprep.core.files import NotRegularFile, TooLarge, read_regular
 @dataclass(frozen=True)
 class Profile:
     """Machine coefficients; ``gnnprep calibrate`` measures them, these defaults were measured on the
-    2-core CI-class machine (numba kernel, power-law graph; kernel table 2026-11-24 with the
-    prefetching row kernel of :mod:`gnnprep.sparse.row_kernels` on huge-page buffers, as a run
-    uses them, ``calibrate(nodes=1_000_000)``; I/O figures 2026-11-22, kept conservative)."""
+    2-core CI-class machine (numba kernel, power-law graph; I/O figures 2026-11-22, kept
+    conservative). The kernel table: the prefetching row kernel of :mod:`gnnprep.sparse.row_kernels`
+    on huge-page buffers, as a run uses them, ``calibrate(nodes=1_000_000)``, each width's median over
+    four calibrations of widths measured in rotated rounds (2026-11-27). The table of 2026-11-24
+    (widths timed one after the other: 32 → 5.6, 64 → 10.0, 128 → 18.2 ns) priced a 64-column pass at
+    1.79x a 32-column one; rotated, the same machine measured 1.21-1.43x, and the graphs of
+    ``benchmarks/bench_column_blocks.py`` 0.98-1.87x: it made the planner split d = 64 and 128 into
+    more column blocks than measured fastest."""
 
     device: str = "cpu"
     # kernel seconds per stored nonzero, by column-block width (interpolated in between)
-    spmm_ns_per_nnz: dict = field(default_factory=lambda: {8: 3.4, 16: 4.8, 32: 5.6, 64: 10.0, 128: 18.2,
-                                                           256: 32.1})
+    spmm_ns_per_nnz: dict = field(default_factory=lambda: {8: 4.0, 16: 6.1, 32: 5.8, 64: 8.2, 128: 13.8,
+                                                           256: 31.1})
     row_ns_per_col: float = 0.4        # self term, scaling, output write per row·column
     read_bytes_per_s: float = 1.5e9    # HDF5 read (page cache warm-ish)
     # S read again within a run (streamed: once per hop and column block), from the page cache:

@@ -102,3 +102,20 @@ def test_column_blocked_writes_cost_what_one_block_writes_cost():
     for c in (1, 2, 4):
         extra = predict_seconds(p, slow, 1, c) - predict_seconds(p, prof, 1, c)
         assert extra == pytest.approx(written / prof.write_bytes_per_s)
+
+
+def test_plans_predicted_within_one_percent_are_a_tie_taken_by_the_smaller_peak():
+    """choose_plan's tie rule: the fastest plan, unless another within TIE_SHARE of it needs less memory."""
+    from dataclasses import replace
+
+    from gnnprep.precompute.plan import TIE_SHARE, Plan, least_memory_of_fastest
+
+    base = Plan(a=1, b=1, c=1, width=128, s_resident=True, device="cpu", budget=1 << 33, predicted_peak=3 << 30,
+                predicted_seconds=10.0, baseline_rss=0, source="auto")
+    half = replace(base, c=2, width=64, predicted_peak=2 << 30, predicted_seconds=10.0 * (1 + TIE_SHARE / 2))
+    slow = replace(base, c=4, width=32, predicted_peak=1 << 30, predicted_seconds=10.0 * (1 + 2 * TIE_SHARE))
+    assert least_memory_of_fastest([base, half, slow]) is half
+    assert least_memory_of_fastest([base, slow]) is base
+    assert least_memory_of_fastest([slow, half]) is half
+    same = replace(half, c=3, width=43)   # equal peaks: the fewer column blocks
+    assert least_memory_of_fastest([same, half]) is half
