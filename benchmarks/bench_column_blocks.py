@@ -8,12 +8,13 @@ Printed per graph and variant: the median wall and its span, the command's own s
 planner's predicted seconds; then which c measured fastest by median wall and by median hops 1..K,
 and auto over the fastest. Then one JSON line with every figure.
 
-A diagnostic for the planner's model (:func:`gnnprep.precompute.plan.predict_seconds`): on this
-project's 2-core VM, 8M-entry graphs of d = 64 (ego-like, cliques, citation-like), the planner took
-c = 2 where c = 1's hops measured 1.5-2.3x faster (its width table, measured on one power-law graph,
-prices a 32-column pass at 0.56 of a 64-column one; these graphs paid 0.8-1.0; by wall c = 1 won on
-two of the three, c = 2 on the citation-like one), and on the 1M-node power-law graph (d = 128)
-c = 4 where c = 2 measured faster (docs/internals.md, the planner).
+A diagnostic for the planner's model (:func:`gnnprep.precompute.plan.predict_seconds`). With the
+kernel width table of 2026-11-24 (a 64-column pass at 1.79x a 32-column one), on this project's 2-core
+VM the planner took c = 2 on 8M-entry graphs of d = 64 (ego-like, cliques, citation-like) where
+c = 1's hops measured 1.5-2.3x faster, and c = 4 on the 1M-node power-law graph (d = 128) where c = 2
+measured faster; the table re-measured in rotated rounds (1.41x) and the 1% tie rule
+(:func:`gnnprep.precompute.plan.least_memory_of_fastest`) plan the fastest c or a tie on those graphs
+and on R-MAT at 1/40 (docs/internals.md, the column-block choice).
 
     python benchmarks/bench_column_blocks.py --graph G.h5 [--graph G2.h5 ...] [--columns 1,2,4]
         [--budget 8GiB] [--rounds 3] [--hops 3]
