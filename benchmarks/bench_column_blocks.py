@@ -8,16 +8,13 @@ Printed per graph and variant: the median wall and its span, the command's own s
 planner's predicted seconds; then which c measured fastest by median wall and by median hops 1..K,
 and auto over the fastest. Then one JSON line with every figure.
 
-A diagnostic for the planner's model (:func:`gnnprep.precompute.plan.predict_seconds`). With the
-kernel width table of 2026-11-24 (a 64-column pass at 1.79x a 32-column one), on this project's 2-core
-VM the planner took c = 2 on 8M-entry graphs of d = 64 (ego-like, cliques, citation-like) where
-c = 1's hops measured 1.5-2.3x faster, and c = 4 on the 1M-node power-law graph (d = 128) where c = 2
-measured faster; the table re-measured in rotated rounds (1.41x) and the 1% tie rule
-(:func:`gnnprep.precompute.plan.least_memory_of_fastest`) plan the fastest c or a tie on those graphs
-and on R-MAT at 1/40 (docs/internals.md, the column-block choice).
+A diagnostic for the planner's model (:func:`gnnprep.precompute.plan.predict_seconds`). Run back to
+back, each run reuses the memory the one before freed; on a VM that returns free pages to the host, a
+run after idle (``--idle``, as between a user's commands) faults its buffers in at a fraction of that
+speed, and the fastest c can differ (docs/internals.md, the column-block choice).
 
     python benchmarks/bench_column_blocks.py --graph G.h5 [--graph G2.h5 ...] [--columns 1,2,4]
-        [--budget 8GiB] [--rounds 3] [--hops 3]
+        [--budget 8GiB] [--rounds 3] [--hops 3] [--idle 8]
 """
 
 from __future__ import annotations
@@ -25,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -53,13 +51,14 @@ def summary(runs: list[dict]) -> dict:
             "predicted_s": runs[-1]["predicted_s"]}
 
 
-def bench_graph(graph: Path, columns: list[int], budget: str, hops: int, rounds: int) -> dict:
+def bench_graph(graph: Path, columns: list[int], budget: str, hops: int, rounds: int, idle: float = 0.0) -> dict:
     variants = ["auto"] + [f"c{c}" for c in columns]
     blocks = {"auto": None, **{f"c{c}": f"1,1,{c}" for c in columns}}
     out = graph.parent / "bench-column-blocks.h5"
     runs: dict = {v: [] for v in variants}
     for rnd in range(rounds):
         for v in variants[rnd % len(variants):] + variants[:rnd % len(variants)]:
+            time.sleep(idle)   # the memory the last run freed goes back to the host, as between a user's commands
             runs[v].append(precompute(graph, out, budget, hops, blocks[v]))
     H.clear_output(out)
     res = {"graph": str(graph), "variants": {v: summary(runs[v]) for v in variants}}
@@ -78,22 +77,25 @@ def main() -> None:
     ap.add_argument("--budget", default="8GiB")
     ap.add_argument("--hops", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--idle", type=float, default=0.0,
+                    help="seconds to wait before each run (on a VM that returns free pages to the host, a run "
+                         "right after another reuses the memory it freed: fresh buffers then cost little)")
     args = ap.parse_args()
     columns = [int(c) for c in args.columns.split(",") if c]
     print(H.machine_line())
     results = []
     for graph in args.graph:
-        res = bench_graph(graph.resolve(), columns, args.budget, args.hops, args.rounds)
+        res = bench_graph(graph.resolve(), columns, args.budget, args.hops, args.rounds, args.idle)
         results.append(res)
         print(f"\n{graph}: precompute --hops {args.hops} --rows all --memory-budget {args.budget}, "
-              f"{args.rounds} rounds rotated")
+              f"{args.rounds} rounds rotated" + (f", {args.idle:g} s idle before each run" if args.idle else ""))
         for v, s in res["variants"].items():
             print(f"  {v:<5} c = {s['c']} order {'yes' if s['reorder'] else 'no '} wall {s['median_wall_s']:.2f} s "
                   f"({H.span(s['walls'])}), its own {s['median_seconds']:.2f} s, hops 1..K {s['median_hops_1_K_s']:.3f} s "
                   f"(kernels {s['median_kernels_s']:.3f} s), peak {H.gib(s['peak_rss'])}, predicted {s['predicted_s']} s")
         print(f"  fastest by median wall: {res['fastest_by_wall']}; by hops: {res['fastest_by_hops']}; "
               f"auto (c = {res['variants']['auto']['c']}) / the fastest {res['auto_over_fastest']:.2f}")
-    print(json.dumps({"budget": args.budget, "hops": args.hops, "rounds": args.rounds, "load_avg": H.load_avg(),
+    print(json.dumps({"budget": args.budget, "hops": args.hops, "rounds": args.rounds, "idle_s": args.idle, "load_avg": H.load_avg(),
                       "results": results}))
 
 

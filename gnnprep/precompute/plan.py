@@ -328,11 +328,11 @@ def least_memory_of_fastest(plans: list[Plan]) -> Plan:
     """The plan with the least predicted time, or, among those predicted within :data:`TIE_SHARE`
     of it, the one with the smallest predicted peak (then the fewest column blocks). A difference
     under 1% is far below what the model resolves, and fewer fresh bytes are the safer side: on the
-    CI-class VM, memory not touched recently faults in at 0.45-0.8 GB/s, not the profile's 2 GB/s
+    CI-class VM, memory not touched recently faults in at 0.45-0.8 GB/s, below the profile's rate
     (pages freed by the process and reused: 11-15 GB/s), so the larger plan's first touches cost
     more than predicted. Measured (2026-11-27, ``benchmarks/bench_column_blocks.py``, medians of 3,
-    8 GiB): R-MAT at 1/40, d = 128, c = 1 predicted 12.504 s against c = 2 12.515 s, measured 9.71
-    against 8.41 s wall (peak 3.31 against 1.92 GiB)."""
+    8 GiB, the profile's fault rate then 2 GB/s): R-MAT at 1/40, d = 128, c = 1 predicted 12.504 s
+    against c = 2 12.515 s, measured 9.71 against 8.41 s wall (peak 3.31 against 1.92 GiB)."""
     fastest = min(p.predicted_seconds for p in plans)
     near = [p for p in plans if p.predicted_seconds <= fastest * (1 + TIE_SHARE)]
     return min(near, key=lambda p: (p.predicted_peak, p.c))

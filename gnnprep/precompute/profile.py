@@ -65,8 +65,13 @@ class Profile:
     kernel_ref_rows: int = 1_000_000
     kernel_growth: float = 0.1
     # first touch of fresh memory (the two column buffers; VMs that return free pages to the host
-    # fault them in slowly): 2.8 GB took 0.7 s with huge pages, 1.6 s without (2026-11-23)
-    fault_bytes_per_s: float = 2.0e9
+    # fault them in slowly): 2.8 GB took 0.7 s with huge pages, 1.6 s without (2026-11-23, 1.75-4
+    # GB/s); on 2026-11-27 a fresh 0.7-2.8 GB mapping faulted in at 0.45-0.8 GB/s (memory the process
+    # had freed and reused: 11-15 GB/s; memory a process freed seconds before: fast until the host
+    # takes it back). A run after idle pays the slow rate: the papers100M shape at 1/40 (`--rows
+    # labeled`, 4 GiB), each run after 8 s idle: c = 2 5.4-8.4 s against c = 4 3.4-3.5 s, where run
+    # back to back c = 2 measured faster (2.8-3.1 against 3.4-3.8 s). 1 GB/s: between the two
+    fault_bytes_per_s: float = 1.0e9
     # a column block of X gathered into the node order (n·w·4 bytes read at random rows, written in
     # sequence), and the ordered copy's scatter of S (issue 24): one random write per entry
     gather_bytes_per_s: float = 3.0e9

@@ -16,7 +16,9 @@ def problem(**kw):
 
 def test_everything_fits_gives_one_block():
     plan = choose_plan(problem(), 16 << 30, Profile())
-    assert (plan.b, plan.c) == (1, 1) and plan.s_resident
+    # S in one edge block; the column blocks are a time decision even here (more passes over S
+    # against smaller fresh buffers), so only their count's bounds are the test's
+    assert plan.b == 1 and plan.s_resident and 1 <= plan.c <= 4
     assert plan.predicted_peak <= 16 << 30
 
 
