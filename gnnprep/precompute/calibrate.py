@@ -63,7 +63,7 @@ def _kernel_table(indptr, indices, scale, rng, widths, device: str, progress: Pr
     over a calibration's minute, and widths timed one after the other (best of two each, as before)
     took the drift into the table's shape — the table's ratios, not its level, choose the column
     blocks. Measured on the 2-core CI-class VM, 1M nodes: 64 against 32 columns 1.22x and 1.84x in two
-    sequential calibrations minutes apart, 1.21-1.23x in rotated rounds."""
+    sequential calibrations minutes apart, 1.21-1.47x in four of rotated rounds."""
     table, row_cost = {}, {}
     for r in range(rounds):
         for i, w in enumerate(widths[r % len(widths):] + widths[:r % len(widths)]):

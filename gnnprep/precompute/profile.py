@@ -26,9 +26,9 @@ class Profile:
     on huge-page buffers, as a run uses them, ``calibrate(nodes=1_000_000)``, each width's median over
     four calibrations of widths measured in rotated rounds (2026-11-27). The table of 2026-11-24
     (widths timed one after the other: 32 → 5.6, 64 → 10.0, 128 → 18.2 ns) priced a 64-column pass at
-    1.79x a 32-column one; rotated, the same machine measured 1.21-1.43x, and the graphs of
-    ``benchmarks/bench_column_blocks.py`` 0.98-1.87x: it made the planner split d = 64 and 128 into
-    more column blocks than measured fastest."""
+    1.79x a 32-column one; rotated, the same machine measured 1.21-1.47x, and the graphs of
+    ``benchmarks/bench_column_blocks.py`` 0.98-1.87x: it priced narrow column blocks too cheap (which
+    the too-fast fault rate below had offset; docs/internals.md, the column-block choice)."""
 
     device: str = "cpu"
     # kernel seconds per stored nonzero, by column-block width (interpolated in between)
