@@ -11,7 +11,8 @@ and auto over the fastest. Then one JSON line with every figure.
 A diagnostic for the planner's model (:func:`gnnprep.precompute.plan.predict_seconds`). Run back to
 back, each run reuses the memory the one before freed; on a VM that returns free pages to the host, a
 run after idle (``--idle``, as between a user's commands) faults its buffers in at a fraction of that
-speed, and the fastest c can differ (docs/internals.md, the column-block choice).
+speed, and the fastest c can differ (docs/internals.md, the column-block choice: the built-in
+profile plans more column blocks than measured fastest back to back, about right after idle).
 
     python benchmarks/bench_column_blocks.py --graph G.h5 [--graph G2.h5 ...] [--columns 1,2,4]
         [--budget 8GiB] [--rounds 3] [--hops 3] [--idle 8]

@@ -331,7 +331,7 @@ def least_memory_of_fastest(plans: list[Plan]) -> Plan:
     CI-class VM, memory not touched recently faults in at 0.45-0.8 GB/s, below the profile's rate
     (pages freed by the process and reused: 11-15 GB/s), so the larger plan's first touches cost
     more than predicted. Measured (2026-11-27, ``benchmarks/bench_column_blocks.py``, medians of 3,
-    8 GiB, the profile's fault rate then 2 GB/s): R-MAT at 1/40, d = 128, c = 1 predicted 12.504 s
+    8 GiB, with the rotated width table of docs/internals.md): R-MAT at 1/40, d = 128, c = 1 predicted 12.504 s
     against c = 2 12.515 s, measured 9.71 against 8.41 s wall (peak 3.31 against 1.92 GiB)."""
     fastest = min(p.predicted_seconds for p in plans)
     near = [p for p in plans if p.predicted_seconds <= fastest * (1 + TIE_SHARE)]

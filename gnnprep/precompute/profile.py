@@ -21,19 +21,24 @@ from gnnprep.core.files import NotRegularFile, TooLarge, read_regular
 @dataclass(frozen=True)
 class Profile:
     """Machine coefficients; ``gnnprep calibrate`` measures them, these defaults were measured on the
-    2-core CI-class machine (numba kernel, power-law graph; I/O figures 2026-11-22, kept
-    conservative). The kernel table: the prefetching row kernel of :mod:`gnnprep.sparse.row_kernels`
-    on huge-page buffers, as a run uses them, ``calibrate(nodes=1_000_000)``, each width's median over
-    four calibrations of widths measured in rotated rounds (2026-11-27). The table of 2026-11-24
-    (widths timed one after the other: 32 → 5.6, 64 → 10.0, 128 → 18.2 ns) priced a 64-column pass at
-    1.79x a 32-column one; rotated, the same machine measured 1.21-1.47x, and the graphs of
-    ``benchmarks/bench_column_blocks.py`` 0.98-1.87x: it priced narrow column blocks too cheap (which
-    the too-fast fault rate below had offset; docs/internals.md, the column-block choice)."""
+    2-core CI-class machine (numba kernel, power-law graph; kernel table 2026-11-24 with the
+    prefetching row kernel of :mod:`gnnprep.sparse.row_kernels` on huge-page buffers, as a run
+    uses them, ``calibrate(nodes=1_000_000)``; I/O figures 2026-11-22, kept conservative).
+
+    Kept on purpose (2026-11-27): re-measured in rotated rounds, the same VM priced a 64-column pass
+    at 1.21-1.47x a 32-column one, not the table's 1.79x, and first touches of fresh memory ran at
+    0.45-0.8 GB/s after idle, not ``fault_bytes_per_s``. The two errors offset each other on the
+    plans measured: with both corrected (8 → 4.0, 16 → 6.1, 32 → 5.8, 64 → 8.2, 128 → 13.8 ns; 1 GB/s)
+    most plans stayed, but the three-operator run at 300 MiB planned 12 column blocks of 11 (the
+    table's 8-column entry is of a block that fits the last-level cache on its 1M-node graph, so
+    widths under 16 interpolate too cheap) and measured 19.5 s against 13.1-13.8 s. The fix is a model
+    of the cache fit and of the fresh-memory pool, not new constants (docs/internals.md, the
+    column-block choice)."""
 
     device: str = "cpu"
     # kernel seconds per stored nonzero, by column-block width (interpolated in between)
-    spmm_ns_per_nnz: dict = field(default_factory=lambda: {8: 4.0, 16: 6.1, 32: 5.8, 64: 8.2, 128: 13.8,
-                                                           256: 31.1})
+    spmm_ns_per_nnz: dict = field(default_factory=lambda: {8: 3.4, 16: 4.8, 32: 5.6, 64: 10.0, 128: 18.2,
+                                                           256: 32.1})
     row_ns_per_col: float = 0.4        # self term, scaling, output write per row·column
     read_bytes_per_s: float = 1.5e9    # HDF5 read (page cache warm-ish)
     # S read again within a run (streamed: once per hop and column block), from the page cache:
@@ -65,13 +70,10 @@ class Profile:
     kernel_ref_rows: int = 1_000_000
     kernel_growth: float = 0.1
     # first touch of fresh memory (the two column buffers; VMs that return free pages to the host
-    # fault them in slowly): 2.8 GB took 0.7 s with huge pages, 1.6 s without (2026-11-23, 1.75-4
-    # GB/s); on 2026-11-27 a fresh 0.7-2.8 GB mapping faulted in at 0.45-0.8 GB/s (memory the process
-    # had freed and reused: 11-15 GB/s; memory a process freed seconds before: fast until the host
-    # takes it back). A run after idle pays the slow rate: the papers100M shape at 1/40 (`--rows
-    # labeled`, 4 GiB), each run after 8 s idle: c = 2 5.4-8.4 s against c = 4 3.4-3.5 s, where run
-    # back to back c = 2 measured faster (2.8-3.1 against 3.4-3.8 s). 1 GB/s: between the two
-    fault_bytes_per_s: float = 1.0e9
+    # fault them in slowly): 2.8 GB took 0.7 s with huge pages, 1.6 s without (2026-11-23); on
+    # 2026-11-27 a fresh 0.7-2.8 GB mapping took 0.45-0.8 GB/s, memory the process freed and reused
+    # 11-15 GB/s (see the class's docstring for why the rate is kept)
+    fault_bytes_per_s: float = 2.0e9
     # a column block of X gathered into the node order (n·w·4 bytes read at random rows, written in
     # sequence), and the ordered copy's scatter of S (issue 24): one random write per entry
     gather_bytes_per_s: float = 3.0e9
