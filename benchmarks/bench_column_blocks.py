@@ -11,8 +11,9 @@ and auto over the fastest. Then one JSON line with every figure.
 A diagnostic for the planner's model (:func:`gnnprep.precompute.plan.predict_seconds`). Run back to
 back, each run reuses the memory the one before freed; on a VM that returns free pages to the host, a
 run after idle (``--idle``, as between a user's commands) faults its buffers in at a fraction of that
-speed, and the fastest c can differ (docs/internals.md, the column-block choice: the built-in
-profile plans more column blocks than measured fastest back to back, about right after idle).
+speed, and the fastest c can differ (docs/internals.md, the column-block choice). With the built-in
+profile, 2026-11-27: cliques graph, planner c = 2 against c = 1 1.47 / 1.28 s back to back, 1.57 /
+1.57 s after 8 s idle; power-law graph, planner c = 4 against c = 2 2.50 / 2.39 s and 3.56 / 3.04 s.
 
     python benchmarks/bench_column_blocks.py --graph G.h5 [--graph G2.h5 ...] [--columns 1,2,4]
         [--budget 8GiB] [--rounds 3] [--hops 3] [--idle 8]
