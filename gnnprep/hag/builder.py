@@ -111,7 +111,8 @@ class HagReport(Record):
     # core), "seconds"}, or {"path": None, "why"} where it was not kept
     kept_copy: dict | None = None
     # seconds spent compiling (or loading from numba's cache) the streamed search's kernels before
-    # it, not in search_seconds: seconds on a fresh install, 0.3-0.4 s once cached (numba loading them) (gnnprep.core.jit)
+    # it, not in search_seconds: seconds on a fresh install, 0.3-0.4 s once numba loads them from its
+    # cache (gnnprep.core.jit)
     compile_seconds: float | None = field(default=None, metadata={"omit_none": True})
 
 

@@ -63,12 +63,19 @@ def _kernel_table(indptr, indices, scale, rng, widths, device: str, progress: Pr
     over a calibration's minute, and widths timed one after the other (best of two each, as before)
     took the drift into the table's shape — the table's ratios, not its level, choose the column
     blocks. Measured on the 2-core CI-class VM, 1M nodes: 64 against 32 columns 1.22x and 1.84x in two
-    sequential calibrations minutes apart, 1.21-1.47x in four of rotated rounds."""
+    sequential calibrations minutes apart, 1.21-1.47x in four calibrations of rotated rounds."""
+    from gnnprep.sparse import kernels, row_kernels
+
+    block = None   # S on the device once for every width and round (CUDA)
+    if device.startswith("cuda"):
+        block = kernels.TorchBlock(indptr, indices, None, 0, len(indptr) - 1, scale, scale, 1.0, device)
+    else:
+        row_kernels.warm_up((indices.dtype,))
     table, row_cost = {}, {}
     for r in range(rounds):
         for i, w in enumerate(widths[r % len(widths):] + widths[:r % len(widths)]):
             progress("widths", r * len(widths) + i, rounds * len(widths))
-            ns, rows_ns = _kernel_ns(indptr, indices, scale, rng, w, device)
+            ns, rows_ns = _kernel_ns(indptr, indices, scale, rng, w, device, block)
             table[w] = min(table.get(w, float("inf")), round(ns, 3))
             if rows_ns is not None:
                 row_cost[w] = min(row_cost.get(w, float("inf")), rows_ns)
@@ -76,18 +83,18 @@ def _kernel_table(indptr, indices, scale, rng, widths, device: str, progress: Pr
     return {w: table[w] for w in widths}, [row_cost[w] for w in widths if w in row_cost]
 
 
-def _kernel_ns(indptr, indices, scale, rng, w: int, device: str) -> tuple[float, float | None]:
+def _kernel_ns(indptr, indices, scale, rng, w: int, device: str, block) -> tuple[float, float | None]:
     """(kernel ns per stored nonzero at width ``w``, one timed call after an untimed one; on the CPU
-    the per-row term in ns per output column, else None)."""
+    the per-row term in ns per output column, else None). ``block``: S on the CUDA ``device``, or
+    None for the CPU kernel (its kernels already compiled)."""
     from gnnprep.core.memory import empty_pages
-    from gnnprep.sparse import kernels, row_kernels
+    from gnnprep.sparse import row_kernels
 
     n, nnz = len(indptr) - 1, len(indices)
     x = rng.standard_normal((n, w), dtype=np.float32)
-    if device.startswith("cuda"):
+    if block is not None:
         import torch
 
-        block = kernels.TorchBlock(indptr, indices, None, 0, n, scale, scale, 1.0, device)
         xt = torch.from_numpy(x).to(device)
 
         def run():
@@ -95,7 +102,6 @@ def _kernel_ns(indptr, indices, scale, rng, w: int, device: str) -> tuple[float,
             torch.cuda.synchronize()
         rows_ns = None
     else:
-        row_kernels.warm_up((indices.dtype,))
         x, values = empty_pages((n, w)), x
         x[:] = values
         out = empty_pages((n, w))
