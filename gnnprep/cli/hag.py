@@ -83,8 +83,9 @@ def hag(dataset, output, capacity, method, aggregate, window, max_depth, min_sha
                 f"streamed search: {d['blocks']} block(s) of up to {d['block_entries']:,} entries, window "
                 f"{d['window']}; predicted peak {size(d['predicted_peak_bytes'])} (budget "
                 f"{size(d['memory_budget'])}), {d['predicted_seconds']:.0f} s {machine} (the search "
-                f"{d['predicted_search_seconds']:.0f} s, the HAG kept relabelled to the node order "
-                f"{d['predicted_relabel_seconds']:.0f} s)"])
+                f"{d['predicted_search_seconds']:.0f} s, " + (
+                    f"the HAG kept relabelled to the node order {d['predicted_relabel_seconds']:.0f} s)"
+                    if d["keeps_relabelled"] else "the HAG not kept relabelled: precompute --hag relabels it)")])
             return
         s = build(store_path, output, config, progress=progress, command=" ".join(["gnnprep"] + sys.argv[1:]),
                   search_scale=profile.hag_search_scale)

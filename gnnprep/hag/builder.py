@@ -191,7 +191,7 @@ def _build(store: GraphStore, input_path, output, config: HagConfig, progress: P
         stream = None
     seconds = timing.get("search", time.perf_counter() - t0)
     peak = meter.above()
-    kept = _keep_in_order(store, output, s, budget, progress)
+    kept = _keep_in_order(store, output, s, budget, progress, search_scale, seconds)
     progress("hag search", 1, 1)
     return HagReport(**s, output=str(output), method=method, search_seconds=round(seconds, 3), peak_bytes=peak,
                      aggregation_ratio=round(s["aggregations_graph"] / max(1, s["aggregations_hag"]), 4),
@@ -226,15 +226,27 @@ def warm_up(index_dtype) -> None:
             check.mismatch(0, indptr, indices)
 
 
-def _keep_in_order(store: GraphStore, output, summary: dict, budget: int, progress=None) -> dict:
+def _copy_pays(relabel_s: float, search_s: float) -> bool:
+    """Whether the HAG is kept relabelled out of core after a search of ``search_s`` seconds when that is
+    predicted to take ``relabel_s``: not when it would take longer than the search itself. With a small
+    budget the relabelling's room is small and its passes many (at papers100M's size at 6 GiB,
+    16 MiB of room: ~28,000 s predicted after a 750 s search); a later ``precompute --hag`` relabels
+    the HAG at its own budget instead."""
+    return relabel_s <= search_s
+
+
+def _keep_in_order(store: GraphStore, output, summary: dict, budget: int, progress=None, search_scale: float = 1.0,
+                   search_s: float = float("inf")) -> dict:
     """The HAG just written, relabelled to the node order a CPU precompute over ``store`` uses by
     default and kept beside it (:func:`load_in_order`), so that no run relabels it: where the
     store is unweighted (a HAG is for sums over unweighted in-lists); in memory where that fits
     ``budget`` (:func:`gnnprep.hag.order.in_order_bytes`), else out of core
     (:func:`gnnprep.hag.order.write_in_order`: papers100M's shape at 1/10 under 2 GiB). Never a
-    reason for the build to fail. Returns what the report says of it (:attr:`HagReport.kept_copy`)."""
+    reason for the build to fail, and not kept out of core where that is predicted to take longer
+    than the search took (:func:`_copy_pays`). Returns what the report says of it
+    (:attr:`HagReport.kept_copy`)."""
     from gnnprep.hag import ordered_copy
-    from gnnprep.hag.order import keeps_in_memory, relabel_room, streamed_bytes
+    from gnnprep.hag.order import keeps_in_memory, relabel_room, relabel_seconds, streamed_bytes
 
     n, num_agg = store.num_nodes, int(summary["num_agg"])
     room = relabel_room(budget, n, num_agg)
@@ -243,6 +255,10 @@ def _keep_in_order(store: GraphStore, output, summary: dict, budget: int, progre
         return {"path": None, "why": "a weighted store: a HAG sums unweighted in-lists"}
     if not in_memory and 1.25 * (streamed_bytes(n, num_agg, room) + (64 << 20)) > budget:
         return {"path": None, "why": "the budget does not hold even the relabelling out of core"}
+    predicted = search_scale * relabel_seconds(n, int(summary["transfers_hag"]), num_agg, budget)
+    if not _copy_pays(predicted, search_s):
+        return {"path": None, "why": f"relabelling out of core at this budget is predicted to take {predicted:.0f} s, "
+                                     f"longer than the search ({search_s:.0f} s)"}
     t0 = time.perf_counter()
     try:
         choice = ordered_copy.computation_order(store, "auto", warn=lambda message: None)
@@ -265,7 +281,8 @@ def dry_run(graph_path, config: HagConfig = HagConfig(), search_scale: float = 1
     alone (nothing searched or written): the streamed search's blocks, window, peak bytes and
     predicted seconds (:func:`gnnprep.hag.stream.stream_plan`, with ``search_scale``), and those of
     keeping the HAG relabelled to the node order after it (:func:`gnnprep.hag.order.relabel_seconds`,
-    for a HAG of the most entries it can have); ``predicted_seconds`` is their sum."""
+    for a HAG of the most entries it can have: 0, and ``keeps_relabelled`` false, where that would take
+    longer than the search, :func:`_copy_pays`); ``predicted_seconds`` is their sum."""
     from gnnprep.core.device import default_budget
     from gnnprep.graph.store import GraphStore
     from gnnprep.hag.order import relabel_seconds
@@ -279,10 +296,12 @@ def dry_run(graph_path, config: HagConfig = HagConfig(), search_scale: float = 1
         n, m, weighted = g.num_nodes, g.num_edges, g.weighted
     # the HAG then kept relabelled to the node order (_keep_in_order), at most m + 2 cap entries
     relabel = 0.0 if weighted else round(search_scale * relabel_seconds(n, m + 2 * cap, cap, budget), 3)
+    keeps = not weighted and _copy_pays(relabel, plan.seconds)
+    relabel = relabel if keeps else 0.0
     return {"dry_run": True, "num_nodes": n, "entries": m, "method": config.method, "capacity": cap,
             "memory_budget": budget, "blocks": plan.blocks, "block_entries": plan.block_entries,
             "window": plan.window, "sample_stride": plan.stride, "predicted_peak_bytes": plan.peak_bytes,
-            "predicted_search_seconds": plan.seconds, "predicted_relabel_seconds": relabel,
+            "predicted_search_seconds": plan.seconds, "predicted_relabel_seconds": relabel, "keeps_relabelled": keeps,
             "predicted_seconds": round(plan.seconds + relabel, 3)}
 
 

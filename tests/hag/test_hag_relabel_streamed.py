@@ -146,6 +146,31 @@ def test_gnnprep_hag_keeps_the_copy_out_of_core_where_in_memory_does_not_fit(tmp
     assert got.inputs.tobytes() == want.inputs.tobytes()
 
 
+def test_gnnprep_hag_keeps_no_copy_whose_relabelling_would_outlast_the_search(tmp_path, monkeypatch):
+    """At papers100M's size under a small budget the out-of-core relabelling has 16 MiB of room and
+    is predicted to take hours after a search of minutes: the HAG is written, the copy is not (the
+    report says why; precompute --hag relabels it at its own budget), and --dry-run says so."""
+    from fixtures import run
+
+    from gnnprep.hag import order as O
+    from gnnprep.hag import ordered_copy
+
+    path = _store_with_order(tmp_path)
+    monkeypatch.setattr(O, "relabel_seconds", lambda *a: 1e6)
+    hag = tmp_path / "hag.h5"
+    r = run(["hag", str(path), "-o", str(hag), "--capacity", "all", "--json"])
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.stdout)["kept_copy"]
+    assert report["path"] is None and "longer than the search" in report["why"]
+    assert hag.is_file() and not ordered_copy.copy_path(hag, "community").exists()
+    dry = json.loads(run(["hag", str(path), "-o", str(hag), "--dry-run", "--json"]).stdout)
+    assert dry["keeps_relabelled"] is False and dry["predicted_relabel_seconds"] == 0.0
+    assert dry["predicted_seconds"] == dry["predicted_search_seconds"]
+    assert "not kept relabelled" in run(["hag", str(path), "-o", str(hag), "--dry-run"]).output
+    r = run(["precompute", path, "--hag", hag, "-o", tmp_path / "f.h5", "--hops", "2"])
+    assert r.exit_code == 0, r.output
+
+
 def test_a_hag_whose_covers_are_wrong_is_refused_after_the_out_of_core_relabelling(tmp_path, monkeypatch):
     """The copy is checked against the graph (cover(v) = N(v), through the order) as it is read: an
     edited HAG is refused naming it, and no copy is left to be trusted."""

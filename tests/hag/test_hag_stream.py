@@ -155,6 +155,27 @@ def test_the_predicted_seconds_scale_with_the_machines_search_speed_but_not_the_
     assert (two.blocks, two.peak_bytes, two.window) == (one.blocks, one.peak_bytes, one.window)
 
 
+def test_the_predicted_time_per_entry_grows_with_the_block_above_the_reference_size():
+    """Larger blocks (a larger budget) find more savings and cost more per entry: the model's
+    variable part times (block / ref)^growth above the reference block, 1 at or below it."""
+    from gnnprep.hag.stream import (
+        SEARCH_BLOCK_GROWTH,
+        SEARCH_BLOCK_REF_ENTRIES,
+        SEARCH_SECONDS_FIXED,
+        search_growth,
+    )
+
+    assert search_growth(1000) == 1.0 and search_growth(SEARCH_BLOCK_REF_ENTRIES) == 1.0
+    assert search_growth(4 * SEARCH_BLOCK_REF_ENTRIES) == pytest.approx(4 ** SEARCH_BLOCK_GROWTH)
+    n, m = 10**7, 3 * 10**8
+    small = stream_plan(n, m, 5000, n // 4, 3 << 29, 16, pairs=16 * m)
+    big = stream_plan(n, m, 5000, n // 4, 16 << 30, 16, pairs=16 * m)
+    assert small.block_entries <= SEARCH_BLOCK_REF_ENTRIES < 4 * SEARCH_BLOCK_REF_ENTRIES < big.block_entries
+    assert big.seconds - SEARCH_SECONDS_FIXED == pytest.approx(
+        search_growth(big.block_entries) * (small.seconds - SEARCH_SECONDS_FIXED), rel=1e-3)
+    assert stream_plan(n, 10**6, 5000, n // 4, None, 16).seconds == stream_plan(n, 10**6, 5000, n // 4, 16 << 30, 16).seconds
+
+
 def test_the_dry_run_predicts_at_the_calibrated_speed(store, tmp_path, monkeypatch):
     """``gnnprep hag --dry-run`` reads the CPU profile's hag_search_scale (gnnprep calibrate measures
     it) and says which speed its prediction is at."""
