@@ -15,6 +15,21 @@ from .common import Progress, budget_option, emit, json_option, parsed_by, quiet
 MAX_WINDOW = 1024  # candidate keys per round grow with window x entries: far beyond 16 only costs time
 
 
+def parse_count(option: str, text: str | None) -> int | None:
+    """A count with an optional k, M or G suffix (10**3, 10**6, 10**9): ``15M`` is 15,000,000."""
+    if text is None:
+        return None
+    scale = {"k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9}.get(text[-1:], 1)
+    number = text[:-1] if scale > 1 else text
+    try:
+        value = float(number)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0 and value * scale == int(value * scale)):
+        raise OptionError(option, f"{text!r}: expected a count such as 15000000 or 15M")
+    return int(value * scale)
+
+
 def parse_capacity(text: str) -> int | float | str:
     """``--capacity``: a count (int), a fraction of |V| (float, converted once |V| is known), or all
     (:attr:`gnnprep.hag.builder.HagConfig.capacity`)."""
@@ -49,14 +64,17 @@ def parse_capacity(text: str) -> int | float | str:
 @click.option("--min-share", type=click.IntRange(min=2), default=2, show_default=True,
               help="stream, rounds: destinations a pair must be shared by (2 as in the paper; 3-4 make fewer aggregation "
                    "nodes that each save more memory traffic, which is what precompute --hag feels).")
+@click.option("--block-entries", default=None, callback=parsed_by(lambda t: parse_count("--block-entries", t)),
+              help="stream: stored entries per block at most, e.g. 15M (default: as many as the budget holds). "
+                   "Smaller blocks search faster per entry and find fewer savings (pairs shared across blocks).")
 @budget_option("Memory for the search (default: half the free RAM).")
 @click.option("--cache-dir", default=None, help="Where a dataset spec is ingested to (default: beside the source).")
 @click.option("--dry-run", is_flag=True, help="Print the streamed search's blocks, peak memory and predicted time "
                                              "from the store's sizes; search nothing.")
 @json_option
 @quiet_option
-def hag(dataset, output, capacity, method, aggregate, window, max_depth, min_share, memory_budget, cache_dir, dry_run,
-        as_json, quiet):
+def hag(dataset, output, capacity, method, aggregate, window, max_depth, min_share, block_entries, memory_budget,
+        cache_dir, dry_run, as_json, quiet):
     """Build a redundancy-free aggregation graph (HAG) for DATASET."""
     from gnnprep.core.output import refuse_input_as_output
     from gnnprep.graph.ingest import IngestConfig, ensure_graph_store
@@ -66,7 +84,7 @@ def hag(dataset, output, capacity, method, aggregate, window, max_depth, min_sha
 
     refuse_input_as_output(output, [dataset] if os.path.exists(dataset) else [])  # before any long work
     config = HagConfig(method=method, aggregate=aggregate, capacity=capacity, window=window, max_depth=max_depth,
-                       min_share=min_share, memory_budget=memory_budget or None)
+                       min_share=min_share, memory_budget=memory_budget or None, block_entries=block_entries)
     progress = Progress(quiet)
     profile = load_profile("cpu", warn=lambda message: warn(quiet, message))
     try:
@@ -85,7 +103,10 @@ def hag(dataset, output, capacity, method, aggregate, window, max_depth, min_sha
                 f"{size(d['memory_budget'])}), {d['predicted_seconds']:.0f} s {machine} (the search "
                 f"{d['predicted_search_seconds']:.0f} s, " + (
                     f"the HAG kept relabelled to the node order {d['predicted_relabel_seconds']:.0f} s)"
-                    if d["keeps_relabelled"] else "the HAG not kept relabelled: precompute --hag relabels it)")])
+                    if d["keeps_relabelled"] else "the HAG not kept relabelled: precompute --hag relabels it)")]
+                + ([f"in blocks of up to {d['smaller_blocks']['block_entries']:,} entries (--block-entries): the search "
+                    f"{d['smaller_blocks']['predicted_search_seconds']:.0f} s, finding fewer savings (pairs shared "
+                    "across blocks are not merged)"] if d["smaller_blocks"]["block_entries"] < d["block_entries"] else []))
             return
         s = build(store_path, output, config, progress=progress, command=" ".join(["gnnprep"] + sys.argv[1:]),
                   search_scale=profile.hag_search_scale)

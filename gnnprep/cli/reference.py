@@ -128,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     check = "--check" in args
     args = [a for a in args if a != "--check"]
+    if len(args) > 1 or (args and args[0].startswith("-")):   # not a path to write to: --help, a typo
+        print("usage: python -m gnnprep.cli.reference [--check] [PATH]", file=sys.stderr)
+        return 2
     path = Path(args[0]) if args else DEFAULT_PATH
     text = path.read_text() if path.exists() else ""
     wanted = render()

@@ -54,6 +54,7 @@ class HagConfig:
     max_depth: int = 16                       # stream, rounds: deepest aggregation level
     min_share: int = 2                        # stream, rounds: destinations a merged pair must be shared by
     memory_budget: int | None = None          # bytes for the search
+    block_entries: int | None = None          # stream: entries per block at most (None: as many as the budget holds)
 
     def check(self) -> None:
         """OptionError for a value no search can use (before anything is read)."""
@@ -72,6 +73,10 @@ class HagConfig:
             raise OptionError("--max-depth", f"{self.max_depth}: expected at least 1")
         if self.min_share < 2:
             raise OptionError("--min-share", f"{self.min_share}: expected at least 2")
+        from gnnprep.hag.stream import MIN_BLOCK_ENTRIES
+
+        if self.block_entries is not None and self.block_entries < MIN_BLOCK_ENTRIES:
+            raise OptionError("--block-entries", f"{self.block_entries}: expected at least {MIN_BLOCK_ENTRIES}")
 
     def capacity_for(self, n: int, m: int) -> int:
         """|VA| allowed for a graph of n nodes and m stored entries: the configured count (⌊c·n⌋ for a
@@ -165,7 +170,7 @@ def _build(store: GraphStore, input_path, output, config: HagConfig, progress: P
         seconds = timing.setdefault("search", time.perf_counter() - t0)
         return {"command": command or "gnnprep hag",
                 "parameters": {"method": method, "capacity": cap, "window": window, "max_depth": max_depth,
-                               "min_share": min_share, "memory_budget": budget},
+                               "min_share": min_share, "memory_budget": budget, "block_entries": config.block_entries},
                 "inputs": [{"path": str(input_path), "graph_fingerprint": fingerprint}],
                 "timings": {"search_seconds": round(seconds, 4)}, "peak_bytes": meter.above()}
 
@@ -173,7 +178,7 @@ def _build(store: GraphStore, input_path, output, config: HagConfig, progress: P
         from gnnprep.hag.stream import build_streamed
 
         s, plan, resumed = build_streamed(store, output, input_path, cap, budget, window, max_depth, min_share,
-                                          config.aggregate, provenance, progress, search_scale)
+                                          config.aggregate, provenance, progress, search_scale, config.block_entries)
         stream = {"blocks": plan.blocks, "block_entries": plan.block_entries, "window": plan.window,
                   "sample_stride": plan.stride, "predicted_seconds": plan.seconds,
                   "predicted_peak_bytes": plan.peak_bytes, "resumed": resumed}
@@ -282,17 +287,23 @@ def dry_run(graph_path, config: HagConfig = HagConfig(), search_scale: float = 1
     predicted seconds (:func:`gnnprep.hag.stream.stream_plan`, with ``search_scale``), and those of
     keeping the HAG relabelled to the node order after it (:func:`gnnprep.hag.order.relabel_seconds`,
     for a HAG of the most entries it can have: 0, and ``keeps_relabelled`` false, where that would take
-    longer than the search, :func:`_copy_pays`); ``predicted_seconds`` is their sum."""
+    longer than the search, :func:`_copy_pays`); ``predicted_seconds`` is their sum. ``smaller_blocks``:
+    the search's prediction in blocks of at most the reference size (``--block-entries``, faster and
+    finding fewer savings; the plan's own where its blocks are no larger)."""
     from gnnprep.core.device import default_budget
     from gnnprep.graph.store import GraphStore
     from gnnprep.hag.order import relabel_seconds
-    from gnnprep.hag.stream import plan_for
+    from gnnprep.hag.stream import SEARCH_BLOCK_REF_ENTRIES, plan_for
 
     config.check()
     budget = default_budget("cpu") if config.memory_budget is None else int(config.memory_budget)
     with GraphStore(graph_path) as g:
         cap = config.capacity_for(g.num_nodes, g.num_edges)
-        plan = plan_for(g.indptr(), cap, budget, config.window, search_scale)
+        indptr = g.indptr()
+        plan = plan_for(indptr, cap, budget, config.window, search_scale, config.block_entries)
+        # smaller blocks: faster, fewer savings (the per-entry time grows above the reference block)
+        ref = plan if plan.block_entries <= SEARCH_BLOCK_REF_ENTRIES else \
+            plan_for(indptr, cap, budget, config.window, search_scale, SEARCH_BLOCK_REF_ENTRIES)
         n, m, weighted = g.num_nodes, g.num_edges, g.weighted
     # the HAG then kept relabelled to the node order (_keep_in_order), at most m + 2 cap entries
     relabel = 0.0 if weighted else round(search_scale * relabel_seconds(n, m + 2 * cap, cap, budget), 3)
@@ -302,7 +313,8 @@ def dry_run(graph_path, config: HagConfig = HagConfig(), search_scale: float = 1
             "memory_budget": budget, "blocks": plan.blocks, "block_entries": plan.block_entries,
             "window": plan.window, "sample_stride": plan.stride, "predicted_peak_bytes": plan.peak_bytes,
             "predicted_search_seconds": plan.seconds, "predicted_relabel_seconds": relabel, "keeps_relabelled": keeps,
-            "predicted_seconds": round(plan.seconds + relabel, 3)}
+            "predicted_seconds": round(plan.seconds + relabel, 3),
+            "smaller_blocks": {"block_entries": ref.block_entries, "predicted_search_seconds": ref.seconds}}
 
 
 def load_for(path, store: GraphStore) -> Hag:

@@ -101,10 +101,12 @@ def fixed_bytes(n: int, cap: int) -> int:
 
 
 def stream_plan(n: int, m: int, longest: int, cap: int, budget: int | None, window: int | None = None,
-                pairs: int | None = None, scale: float = 1.0) -> StreamPlan:
+                pairs: int | None = None, scale: float = 1.0, max_block: int | None = None) -> StreamPlan:
     """Block size, window and predicted peak and time for a streamed search of n nodes, m stored
     entries (the longest in-list ``longest``) with capacity ``cap`` under ``budget`` bytes (None: one
-    block). ``pairs``: the window pair occurrences when known (else bounded by window · m).
+    block), in blocks of at most ``max_block`` entries when given (``--block-entries``: smaller blocks
+    search faster and find fewer savings, :func:`search_growth`). ``pairs``: the window pair
+    occurrences when known (else bounded by window · m).
 
     seconds = scale · g(block) · (SEARCH_NS_PER_PAIR · counted pairs + SEARCH_NS_PER_ENTRY · m) + SEARCH_SECONDS_FIXED,
     ``scale`` being this machine's search time against the reference machine's (1: the reference)
@@ -122,6 +124,8 @@ def stream_plan(n: int, m: int, longest: int, cap: int, budget: int | None, wind
             raise OptionError("--memory-budget", f"{budget / 2**20:.0f} MiB is too small for a HAG search over {n:,} "
                                                  f"nodes (needs at least {need / 2**20:.0f} MiB)")
         block = int(max(1, min(block, m)))
+    if max_block is not None:
+        block = int(max(1, min(block, max_block)))
     blocks = max(1, math.ceil(m / block))
     occ = w * m if pairs is None else pairs
     stride = sample_stride(m, occ)
@@ -159,14 +163,15 @@ def sample_stride(m: int, pairs: int) -> int:
     return max(1, int(pairs // max(1, COUNTED_PAIRS_PER_ENTRY * m)))
 
 
-def plan_for(indptr: np.ndarray, cap: int, budget: int | None, window: int | None, scale: float = 1.0) -> StreamPlan:
+def plan_for(indptr: np.ndarray, cap: int, budget: int | None, window: int | None, scale: float = 1.0,
+             max_block: int | None = None) -> StreamPlan:
     """:func:`stream_plan` for a CSR's row pointer (sizes only, no ids read): the window given
     (clipped to the longest in-list) or :func:`default_window`, and its pair occurrences."""
     deg = np.diff(indptr)
     longest = int(deg.max(initial=0))
     w = default_window(deg) if window is None else max(1, min(int(window), max(1, longest - 1)))
     return stream_plan(len(indptr) - 1, int(indptr[-1]), longest, cap, budget, w, pairs=window_pairs(deg, w),
-                       scale=scale)
+                       scale=scale, max_block=max_block)
 
 
 def frequency_rank(indptr: np.ndarray, read: Callable[[int, int], np.ndarray], n: int,
@@ -306,13 +311,14 @@ def search_arrays(indptr: np.ndarray, indices: np.ndarray, capacity: int | None 
 
 def build_streamed(store, output, input_path, cap: int, budget: int | None, window: int | None, max_depth: int,
                    min_share: int, aggregate: str, provenance, progress=None,
-                   scale: float = 1.0) -> tuple[dict, StreamPlan, bool]:
+                   scale: float = 1.0, max_block: int | None = None) -> tuple[dict, StreamPlan, bool]:
     """Search ``store`` (an open :class:`gnnprep.graph.store.GraphStore`) block by block and write
     ``hag.h5`` to ``output``. The blocks' results go to ``<output>.partial`` as each finishes
     (:class:`gnnprep.core.output.ResumableOutput`): an interrupted search run again with the same
     graph, parameters and budget continues from the last finished block. Returns (the summary
     written, the plan, whether it resumed). ``provenance()`` gives the provenance to write (called
-    once the search is done, so it can hold the search's time); ``scale``: the prediction's (:func:`stream_plan`)."""
+    once the search is done, so it can hold the search's time); ``scale`` and ``max_block``: the
+    plan's (:func:`stream_plan`)."""
     import json
 
     from gnnprep.core.output import ResumableOutput
@@ -323,7 +329,7 @@ def build_streamed(store, output, input_path, cap: int, budget: int | None, wind
     n = store.num_nodes
     indptr = store.indptr()
     m = int(indptr[-1])
-    plan = plan_for(indptr, cap, budget, window, scale)
+    plan = plan_for(indptr, cap, budget, window, scale, max_block)
     blocks = row_blocks(indptr, 0, n, plan.block_entries)
     key = json.dumps({"graph": store.fingerprint, "capacity": cap, "window": plan.window, "max_depth": max_depth,
                       "min_share": min_share, "block_entries": plan.block_entries, "aggregate": aggregate,

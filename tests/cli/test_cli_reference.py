@@ -95,3 +95,12 @@ def test_shell_completion_script():
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "_GNNPREP_COMPLETE" in r.stdout and "complete " in r.stdout
+
+
+def test_the_generator_writes_no_file_named_after_an_option(tmp_path, monkeypatch, capsys):
+    """``python -m gnnprep.cli.reference --help`` once wrote the reference to a file named --help."""
+    from gnnprep.cli.reference import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["--help"]) == 2 and main(["a.md", "b.md"]) == 2
+    assert "usage" in capsys.readouterr().err and not list(tmp_path.iterdir())

@@ -241,6 +241,36 @@ def test_the_command_streams_in_blocks_and_leaves_no_partial_file(store, tmp_pat
             np.testing.assert_allclose(a[hop_path(k)][:], b[hop_path(k)][:], rtol=1e-5, atol=1e-6)
 
 
+def test_block_entries_cut_the_search_into_smaller_blocks_whatever_the_budget(store, tmp_path, monkeypatch):
+    """``--block-entries N``: blocks of at most N entries (the library's search with those blocks, byte
+    for byte); ``--dry-run`` names the smaller blocks' time where the budget's blocks are larger than
+    the reference; a count below the floor, or not a count, is refused."""
+    import gnnprep.hag.stream as S
+    from gnnprep.graph.store import GraphStore
+
+    monkeypatch.setattr(S, "MIN_BLOCK_ENTRIES", 16)
+    with GraphStore(store) as g:
+        indptr, indices = g.indptr(), g.indices()
+    m = int(indptr[-1])
+    k = m // 3
+    rep = run_json(["hag", store, "-o", tmp_path / "h.h5", "--block-entries", str(k)])
+    assert rep["stream"]["block_entries"] == k and rep["stream"]["blocks"] >= 3
+    want = S.search_arrays(indptr, indices, block_entries=k)
+    got = _arrays(tmp_path / "h.h5")
+    np.testing.assert_array_equal(got["adj/indices"], want.indices)
+    np.testing.assert_array_equal(got["agg/inputs"], want.inputs)
+    assert run_json(["hag", store, "-o", tmp_path / "d.h5", "--dry-run", "--block-entries", str(k)])["block_entries"] == k
+    monkeypatch.setattr(S, "SEARCH_BLOCK_REF_ENTRIES", k)
+    dry = run_json(["hag", store, "-o", tmp_path / "d.h5", "--dry-run"])
+    assert dry["block_entries"] == m and dry["smaller_blocks"]["block_entries"] == k
+    assert dry["smaller_blocks"]["predicted_search_seconds"] < dry["predicted_search_seconds"]
+    assert "--block-entries" in run(["hag", store, "-o", tmp_path / "d.h5", "--dry-run"]).output
+    r = run(["hag", store, "-o", tmp_path / "x.h5", "--block-entries", "8"])
+    assert r.exit_code == 1 and "--block-entries 8: expected at least 16" in r.output
+    assert run(["hag", store, "-o", tmp_path / "x.h5", "--block-entries", "many"]).exit_code == 2
+    assert not (tmp_path / "x.h5").exists()
+
+
 def test_an_interrupted_search_resumes_to_the_same_file(store, tmp_path, monkeypatch):
     import gnnprep.hag.builder as B
     import gnnprep.hag.stream as S
