@@ -384,6 +384,41 @@ def test_the_x_reader_counts_whole_tiles_and_turns_readahead_off_for_some_of_the
         assert advice == ["random", "normal"] * 2
 
 
+def test_the_x_reader_asks_the_disk_for_exactly_the_tiles_it_reads_ahead_of_reading_them(tmp_path, monkeypatch):
+    """posix_fadvise(WILLNEED) over each row block's wanted tiles (one range: they lie next to each
+    other), a bounded distance ahead of the reads (gnnprep.graph.store._TileHints); the columns read
+    are the same."""
+    import gnnprep.graph.store as G
+    from gnnprep.graph.store import GraphStore
+
+    store, *_ = make_store(tmp_path, np.random.default_rng(13), n=70_000, m=1000, d=40)
+    monkeypatch.setattr(G, "FEATURE_READ_AHEAD", 2 * (1 << 20))   # 2 tiles: one row block of 2 tiles ahead
+    hinted, plain = [], os.posix_fadvise
+    reads = []
+
+    def fadvise(fd, offset, length, advice):
+        if advice == os.POSIX_FADV_WILLNEED:
+            hinted.append((offset, length, len(reads)))
+        return plain(fd, offset, length, advice)
+
+    monkeypatch.setattr(os, "posix_fadvise", fadvise)
+    with GraphStore(store) as g:
+        feats = g.features
+        rows, cols = feats.chunks
+        raw = g._raw_chunk_columns
+        g._raw_chunk_columns = lambda f, s, e, c0, c1, xb: reads.append(s) or raw(f, s, e, c0, c1, xb)
+        x = g.feature_columns(16, 40)
+        np.testing.assert_array_equal(x, feats[:, 16:40])
+        want = []
+        for s in range(0, 70_000, rows):
+            a = feats.id.get_chunk_info_by_coord((s, 16))
+            b = feats.id.get_chunk_info_by_coord((s, 32))
+            want.append((a.byte_offset, b.byte_offset + b.size - a.byte_offset))
+        assert [(o, n) for o, n, _ in hinted] == want and len(want) == 5
+        # row block k is hinted before block k - 1 is read (one block ahead), never all at the start
+        assert [k for *_, k in hinted] == [0, 0, 1, 2, 3]
+
+
 def test_overflow_error_names_the_column_of_x():
     from gnnprep.precompute.sharded import _global_column
 
