@@ -262,7 +262,7 @@ def _keep_in_order(store: GraphStore, output, summary: dict, budget: int, progre
         return {"path": None, "why": "the budget does not hold even the relabelling out of core"}
     predicted = search_scale * relabel_seconds(n, int(summary["transfers_hag"]), num_agg, budget)
     if not _copy_pays(predicted, search_s):
-        return {"path": None, "why": f"relabelling out of core at this budget is predicted to take {predicted:.0f} s, "
+        return {"path": None, "why": f"relabelling it at this budget is predicted to take {predicted:.0f} s, "
                                      f"longer than the search ({search_s:.0f} s)"}
     t0 = time.perf_counter()
     try:
