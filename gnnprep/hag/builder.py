@@ -317,6 +317,21 @@ def dry_run(graph_path, config: HagConfig = HagConfig(), search_scale: float = 1
             "smaller_blocks": {"block_entries": ref.block_entries, "predicted_search_seconds": ref.seconds}}
 
 
+LONG_SEARCH_S = 120.0   # a search predicted longer than this, and twice as long as in smaller blocks, is named
+
+
+def block_size_hint(d: dict) -> str | None:
+    """What to tell a user before a search :func:`dry_run` (its result ``d``) predicts to take
+    :data:`LONG_SEARCH_S` or more and at least twice as long as in blocks of the reference size
+    (more memory finds more savings at that price; the user picks), else None."""
+    big, small = d["predicted_search_seconds"], d["smaller_blocks"]["predicted_search_seconds"]
+    if big < LONG_SEARCH_S or big < 2 * small:
+        return None
+    return (f"the search in {d['blocks']} block(s) of up to {d['block_entries']:,} entries is predicted to take "
+            f"~{big / 60:.0f} min; in blocks of {d['smaller_blocks']['block_entries']:,} (--block-entries) "
+            f"~{small / 60:.0f} min, finding fewer savings")
+
+
 def load_for(path, store: GraphStore) -> Hag:
     """The HAG at ``path`` for aggregating over ``store``: refused when it was built for another
     graph, when the store is weighted (a HAG sums unweighted neighbour rows), or when it is not
