@@ -327,9 +327,12 @@ def block_size_hint(d: dict) -> str | None:
     big, small = d["predicted_search_seconds"], d["smaller_blocks"]["predicted_search_seconds"]
     if big < LONG_SEARCH_S or big < 2 * small:
         return None
+    def took(s: float) -> str:
+        return f"~{s:.0f} s" if s < 600 else f"~{s / 60:.0f} min"
+
     return (f"the search in {d['blocks']} block(s) of up to {d['block_entries']:,} entries is predicted to take "
-            f"~{big / 60:.0f} min; in blocks of {d['smaller_blocks']['block_entries']:,} (--block-entries) "
-            f"~{small / 60:.0f} min, finding fewer savings")
+            f"{took(big)}; in blocks of {d['smaller_blocks']['block_entries']:,} (--block-entries) {took(small)}, "
+            "finding fewer savings")
 
 
 def load_for(path, store: GraphStore) -> Hag:
