@@ -488,10 +488,12 @@ def _lose(ent, lo, hi, at, me, other, w, pkeys, pvals, big, step, tracked):
 
 # -- the block's in-lists and who uses each id ----------------------------------------------------------------
 @njit(inline="always")
-def _users(x, u, uptr, aptr):
+def _users(x, u, uptr, aptr, uend, aend):
+    """The range of x's users still listed: from its first to ``uend[x]`` (an id of the block) or
+    ``aend[x − u]`` (an aggregation node), the lists being compacted as they are scanned."""
     if x < u:
-        return uptr[x], uptr[x + 1]
-    return aptr[x - u], aptr[x - u + 1]
+        return uptr[x], uend[x]
+    return aptr[x - u], aend[x - u]
 
 
 @njit(inline="always")
@@ -500,6 +502,15 @@ def _user_at(x, u, i, urow, uslot, prow, pslot):
     if x < u:
         return urow[i], uslot[i]
     return prow[i], pslot[i]
+
+
+@njit(inline="always")
+def _move_user(x, u, i, k, urow, uslot, prow, pslot):
+    """x's i-th user moved to place k of its list (k < i: the list compacted)."""
+    if x < u:
+        urow[k], uslot[k] = urow[i], uslot[i]
+    else:
+        prow[k], pslot[k] = prow[i], pslot[i]
 
 
 @njit(inline="always")
@@ -547,7 +558,7 @@ def _live_slot(x, u, v, k, hi, ent, urow, uslot, prow, pslot):
 
 
 @njit(nogil=True, cache=True)
-def greedy_steps(rp, ent, u, uptr, urow, uslot, aptr, prow, pslot, level, inputs, hc, hk, pkeys, pvals,
+def greedy_steps(rp, ent, u, uptr, urow, uslot, aptr, uend, aend, dead, prow, pslot, level, inputs, hc, hk, pkeys, pvals,
                  tracked, tmpc, touched, state, w, min_share, max_depth, cap, big, ops, stride):
     """Run the greedy for about ``ops`` work units.
 
@@ -587,21 +598,39 @@ def greedy_steps(rp, ent, u, uptr, urow, uslot, aptr, prow, pslot, level, inputs
             state[6] += 1
             continue
         x = u + made
-        la0, la1 = _users(a, u, uptr, aptr)
-        lb0, lb1 = _users(b, u, uptr, aptr)
+        la0, la1 = _users(a, u, uptr, aptr, uend, aend)
+        lb0, lb1 = _users(b, u, uptr, aptr, uend, aend)
         r, o, i0, i1 = a, b, la0, la1
         if lb1 - lb0 < la1 - la0:
             r, o, i0, i1 = b, a, lb0, lb1
         aptr[made] = used
         nt = 0
         ra, ro, rdrop = np.int32(0), np.int32(0), np.int64(0)
-        j, j1 = _users(o, u, uptr, aptr)
+        j, j1 = _users(o, u, uptr, aptr, uend, aend)
+        # r's list is compacted as it is scanned where an eighth of it or more is users whose slot no
+        # longer holds r (merged away: a hub's list is walked once per merge it takes part in)
+        compact = 8 * dead[r] >= i1 - i0 > 0
+        if compact:
+            dead[r] = 0
+        wpos = i0
         for i in range(i0, i1):
             v, sr = _user_at(r, u, i, urow, uslot, prow, pslot)
+            if compact:
+                if ent[sr] != r:
+                    continue
+                if wpos != i:
+                    _move_user(r, u, i, wpos, urow, uslot, prow, pslot)
+                wpos += 1
             # o's users are ascending by row as r's are: a galloping cursor finds row v among them
             # (sequential reads; row v's ids are touched only where both ids are listed)
             j = _gallop(o, u, urow, prow, j, j1, v)
             if j >= j1:
+                if compact:   # no later row holds o: the rest of r's list kept, less its dead users
+                    for t in range(i + 1, i1):
+                        v, sr = _user_at(r, u, t, urow, uslot, prow, pslot)
+                        if ent[sr] == r:
+                            _move_user(r, u, t, wpos, urow, uslot, prow, pslot)
+                            wpos += 1
                 break
             if _row_at(o, u, j, urow, prow) != v or ent[sr] != r:
                 continue
@@ -617,6 +646,8 @@ def greedy_steps(rp, ent, u, uptr, urow, uslot, aptr, prow, pslot, level, inputs
             ra, ro, rdrop = ent[keep], ent[drop], drop  # to undo a lone merge
             ent[keep] = x
             ent[drop] = -1
+            dead[r] += 1
+            dead[o] += 1
             prow[used] = v
             pslot[used] = keep
             used += 1
@@ -628,6 +659,11 @@ def greedy_steps(rp, ent, u, uptr, urow, uslot, aptr, prow, pslot, level, inputs
                         nt += 1
                     tmpc[y] += 1
             work += 6 * w
+        if compact:
+            if r < u:
+                uend[r] = wpos
+            else:
+                aend[r - u] = wpos
         work += i1 - i0 + 1
         pvals[ks] = 0
         if used - aptr[made] < 2:
@@ -640,6 +676,8 @@ def greedy_steps(rp, ent, u, uptr, urow, uslot, aptr, prow, pslot, level, inputs
                 lo, hi = rp[v], rp[v + 1]
                 ent[keep] = ra
                 ent[rdrop] = ro
+                dead[r] -= 1
+                dead[o] -= 1
                 if _sampled(v, stride):
                     _lose(ent, lo, hi, np.int64(keep), np.int64(ra), np.int64(ro), w, pkeys, pvals, big, 1, tracked)
                     _lose(ent, lo, hi, np.int64(rdrop), np.int64(ro), np.int64(ra), w, pkeys, pvals, big, 1, tracked)
@@ -647,6 +685,7 @@ def greedy_steps(rp, ent, u, uptr, urow, uslot, aptr, prow, pslot, level, inputs
                 tmpc[touched[t]] = 0
             continue
         aptr[made + 1] = used
+        aend[made] = used
         state[7] += used - aptr[made]
         inputs[made, 0] = a
         inputs[made, 1] = b
@@ -908,6 +947,9 @@ def search_block(rp: np.ndarray, ent: np.ndarray, u: int, cap: int, window: int,
     _build_users(rp, ent, uptr, urow, uslot)
     orig = ent.copy()
     aptr = np.zeros(cap + 1, dtype=np.int64)
+    uend = uptr[1:].copy()   # the live ends of the users' lists (_users)
+    aend = np.zeros(cap + 1, dtype=np.int64)
+    dead = np.zeros(u + cap + 1, dtype=np.int32)   # users per id merged away and still listed
     prow = np.empty(max(1, len(ent)), dtype=np.int32)
     level = np.zeros(u + cap + 1, dtype=np.int32)
     inputs = np.empty((cap, 2), dtype=np.int64)
@@ -916,7 +958,7 @@ def search_block(rp: np.ndarray, ent: np.ndarray, u: int, cap: int, window: int,
     state = np.array([0, size, 0, 1, fill, 0, 0, 0], dtype=np.int64)
     t_greedy = time.perf_counter()
     while True:
-        greedy_steps(rp, ent, u, uptr, urow, uslot, aptr, prow, pslot, level, inputs, hc, hk, pkeys, pvals,
+        greedy_steps(rp, ent, u, uptr, urow, uslot, aptr, uend, aend, dead, prow, pslot, level, inputs, hc, hk, pkeys, pvals,
                      tracked, tmpc, touched, state, window, min_share, max_depth, cap, big, STEP_OPS, stride)
         if state[3] == 0:
             break

@@ -103,8 +103,10 @@ def test_the_window_counts_stay_exact_as_merges_happen(stride):
     seen = {}
     real = G.greedy_steps
 
-    def spy(rp, ent, u_, uptr, urow, uslot, aptr, prow, pslot, level, inputs, hc, hk, pkeys, pvals, *rest):
-        real(rp, ent, u_, uptr, urow, uslot, aptr, prow, pslot, level, inputs, hc, hk, pkeys, pvals, *rest)
+    def spy(rp, ent, u_, uptr, urow, uslot, aptr, uend, aend, dead, prow, pslot, level, inputs, hc, hk, pkeys, pvals,
+            *rest):
+        real(rp, ent, u_, uptr, urow, uslot, aptr, uend, aend, dead, prow, pslot, level, inputs, hc, hk, pkeys, pvals,
+             *rest)
         big = rest[-3]
         counts = {}
         for v in range(len(rp) - 1):
