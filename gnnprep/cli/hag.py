@@ -15,19 +15,10 @@ from .common import Progress, budget_option, emit, json_option, parsed_by, quiet
 MAX_WINDOW = 1024  # candidate keys per round grow with window x entries: far beyond 16 only costs time
 
 
-def parse_count(option: str, text: str | None) -> int | None:
-    """A count with an optional k, M or G suffix (10**3, 10**6, 10**9): ``15M`` is 15,000,000."""
-    if text is None:
-        return None
-    scale = {"k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9}.get(text[-1:], 1)
-    number = text[:-1] if scale > 1 else text
-    try:
-        value = float(number)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0 and value * scale == int(value * scale)):
-        raise OptionError(option, f"{text!r}: expected a count such as 15000000 or 15M")
-    return int(value * scale)
+def _count(text: str, option: str) -> int:
+    from gnnprep.precompute.sizing import parse_count  # 15M, 1.5e7, 15000000
+
+    return parse_count(text, option)
 
 
 def parse_capacity(text: str) -> int | float | str:
@@ -64,7 +55,7 @@ def parse_capacity(text: str) -> int | float | str:
 @click.option("--min-share", type=click.IntRange(min=2), default=2, show_default=True,
               help="stream, rounds: destinations a pair must be shared by (2 as in the paper; 3-4 make fewer aggregation "
                    "nodes that each save more memory traffic, which is what precompute --hag feels).")
-@click.option("--block-entries", default=None, callback=parsed_by(lambda t: parse_count("--block-entries", t)),
+@click.option("--block-entries", default=None, callback=parsed_by(lambda t: _count(t, "--block-entries")),
               help="stream: stored entries per block at most, e.g. 15M (default: as many as the budget holds). "
                    "Smaller blocks search faster per entry and find fewer savings (pairs shared across blocks).")
 @budget_option("Memory for the search (default: half the free RAM).")
