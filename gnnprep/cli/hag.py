@@ -99,15 +99,8 @@ def hag(dataset, output, capacity, method, aggregate, window, max_depth, min_sha
                     f"{d['smaller_blocks']['predicted_search_seconds']:.0f} s, finding fewer savings (pairs shared "
                     "across blocks are not merged)"] if d["smaller_blocks"]["block_entries"] < d["block_entries"] else []))
             return
-        if method == "stream" and aggregate == "set" and config.block_entries is None and not quiet:
-            from gnnprep.hag.builder import block_size_hint
-            from gnnprep.hag.builder import dry_run as plan
-
-            hint = block_size_hint(plan(store_path, config, search_scale=profile.hag_search_scale))
-            if hint is not None:
-                warn(quiet, hint)
         s = build(store_path, output, config, progress=progress, command=" ".join(["gnnprep"] + sys.argv[1:]),
-                  search_scale=profile.hag_search_scale)
+                  search_scale=profile.hag_search_scale, warn=None if quiet else lambda text: warn(quiet, text))
     finally:
         progress.close()
     peak = s.peak_bytes

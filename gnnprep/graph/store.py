@@ -682,14 +682,15 @@ class _TileHints:
             fd = store.f.id.get_vfd_handle()
         except (ValueError, TypeError, AttributeError, RuntimeError):
             fd = None
-        self.fd = fd if advice is not None and isinstance(fd, int) else None
+        self.fd = fd if advice is not None and isinstance(fd, int) and FEATURE_READ_AHEAD > 0 else None
+        # row blocks hinted ahead of the one read (0 read-ahead: no hints, as benchmarks/bench_cold_x.py compares)
+        self.lead = max(1, FEATURE_READ_AHEAD // max(1, len(self.tiles) * FEATURE_CHUNK_BYTES))
 
     def ahead_of(self, row: int) -> None:
         """Hint the row blocks from the next unhinted one while they are within the read-ahead of ``row``."""
-        if self.fd is None or FEATURE_READ_AHEAD <= 0:   # (0: no hints, as benchmarks/bench_cold_x.py compares)
+        if self.fd is None:
             return
-        lead = max(1, FEATURE_READ_AHEAD // max(1, len(self.tiles) * FEATURE_CHUNK_BYTES))   # row blocks ahead
-        stop = min(self.n, row + (lead + 1) * self.step)
+        stop = min(self.n, row + (self.lead + 1) * self.step)
         while self.next < stop:
             try:
                 first = self.feats.id.get_chunk_info_by_coord((self.next, self.tiles[0]))

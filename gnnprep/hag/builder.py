@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from numbers import Integral
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from gnnprep.hag.structure import Hag
 
 if TYPE_CHECKING:
     from gnnprep.graph.store import GraphStore
+    from gnnprep.hag.stream import StreamPlan
 
 METHODS = ("stream", "rounds", "exact")
 AGGREGATES = ("set", "sequential")
@@ -122,12 +123,15 @@ class HagReport(Record):
 
 
 def build(graph: str | Path | GraphStore, output, config: HagConfig = HagConfig(), *,
-          progress: Progress = no_progress, command: str = "", search_scale: float = 1.0) -> HagReport:
+          progress: Progress = no_progress, command: str = "", search_scale: float = 1.0,
+          warn: Callable[[str], None] | None = None) -> HagReport:
     """Search a HAG for the graph store ``graph`` (a path, or an open :class:`GraphStore`) under
     ``config`` and write it to ``output`` atomically (:func:`write_hag`; ``output`` must not be the
     store); return its :class:`HagReport`. ``progress`` gets stage ``"hag search"``, 0 then 1 of 1
     (the streamed search also reports its entries done). ``search_scale``: this machine's search time
-    against the reference machine's, for the predicted seconds reported (``Profile.hag_search_scale``)."""
+    against the reference machine's, for the predicted seconds reported (``Profile.hag_search_scale``).
+    ``warn``: told before a streamed search that smaller blocks would take far less time
+    (:func:`block_size_hint`; None: not told)."""
     from gnnprep.core.output import refuse_input_as_output
     from gnnprep.graph.store import GraphStore
 
@@ -137,14 +141,14 @@ def build(graph: str | Path | GraphStore, output, config: HagConfig = HagConfig(
     refuse_input_as_output(output, [input_path])  # before the search: it may take minutes
     store = graph if opened else GraphStore(input_path)
     try:
-        return _build(store, input_path, output, config, progress, command, search_scale)
+        return _build(store, input_path, output, config, progress, command, search_scale, warn)
     finally:
         if not opened:
             store.close()
 
 
 def _build(store: GraphStore, input_path, output, config: HagConfig, progress: Progress, command: str,
-           search_scale: float) -> HagReport:
+           search_scale: float, warn: Callable[[str], None] | None = None) -> HagReport:
     from gnnprep.core.device import default_budget
     from gnnprep.core.memory import PeakMeter
     from gnnprep.core.output import check_output_path
@@ -178,7 +182,8 @@ def _build(store: GraphStore, input_path, output, config: HagConfig, progress: P
         from gnnprep.hag.stream import build_streamed
 
         s, plan, resumed = build_streamed(store, output, input_path, cap, budget, window, max_depth, min_share,
-                                          config.aggregate, provenance, progress, search_scale, config.block_entries)
+                                          config.aggregate, provenance, progress, search_scale, config.block_entries,
+                                          on_plan=_hint_to(warn) if config.block_entries is None else None)
         stream = {"blocks": plan.blocks, "block_entries": plan.block_entries, "window": plan.window,
                   "sample_stride": plan.stride, "predicted_seconds": plan.seconds,
                   "predicted_peak_bytes": plan.peak_bytes, "resumed": resumed}
@@ -293,17 +298,13 @@ def dry_run(graph_path, config: HagConfig = HagConfig(), search_scale: float = 1
     from gnnprep.core.device import default_budget
     from gnnprep.graph.store import GraphStore
     from gnnprep.hag.order import relabel_seconds
-    from gnnprep.hag.stream import SEARCH_BLOCK_REF_ENTRIES, plan_for
+    from gnnprep.hag.stream import with_smaller_blocks
 
     config.check()
     budget = default_budget("cpu") if config.memory_budget is None else int(config.memory_budget)
     with GraphStore(graph_path) as g:
         cap = config.capacity_for(g.num_nodes, g.num_edges)
-        indptr = g.indptr()
-        plan = plan_for(indptr, cap, budget, config.window, search_scale, config.block_entries)
-        # smaller blocks: faster, fewer savings (the per-entry time grows above the reference block)
-        ref = plan if plan.block_entries <= SEARCH_BLOCK_REF_ENTRIES else \
-            plan_for(indptr, cap, budget, config.window, search_scale, SEARCH_BLOCK_REF_ENTRIES)
+        plan, ref = with_smaller_blocks(g.indptr(), cap, budget, config.window, search_scale, config.block_entries)
         n, m, weighted = g.num_nodes, g.num_edges, g.weighted
     # the HAG then kept relabelled to the node order (_keep_in_order), at most m + 2 cap entries
     relabel = 0.0 if weighted else round(search_scale * relabel_seconds(n, m + 2 * cap, cap, budget), 3)
@@ -320,19 +321,33 @@ def dry_run(graph_path, config: HagConfig = HagConfig(), search_scale: float = 1
 LONG_SEARCH_S = 120.0   # a search predicted longer than this, and twice as long as in smaller blocks, is named
 
 
-def block_size_hint(d: dict) -> str | None:
-    """What to tell a user before a search :func:`dry_run` (its result ``d``) predicts to take
-    :data:`LONG_SEARCH_S` or more and at least twice as long as in blocks of the reference size
-    (more memory finds more savings at that price; the user picks), else None."""
-    big, small = d["predicted_search_seconds"], d["smaller_blocks"]["predicted_search_seconds"]
+def block_size_hint(plan: StreamPlan, smaller: StreamPlan) -> str | None:
+    """What to tell a user before a search predicted (``plan``) to take :data:`LONG_SEARCH_S` or more
+    and at least twice as long as in blocks of the reference size (``smaller``; more memory finds more
+    savings at that price; the user picks), else None."""
+    big, small = plan.seconds, smaller.seconds
     if big < LONG_SEARCH_S or big < 2 * small:
         return None
+
     def took(s: float) -> str:
         return f"~{s:.0f} s" if s < 600 else f"~{s / 60:.0f} min"
 
-    return (f"the search in {d['blocks']} block(s) of up to {d['block_entries']:,} entries is predicted to take "
-            f"{took(big)}; in blocks of {d['smaller_blocks']['block_entries']:,} (--block-entries) {took(small)}, "
+    return (f"the search in {plan.blocks} block(s) of up to {plan.block_entries:,} entries is predicted to take "
+            f"{took(big)}; in blocks of {smaller.block_entries:,} (--block-entries) {took(small)}, "
             "finding fewer savings")
+
+
+def _hint_to(warn: Callable[[str], None] | None):
+    """An ``on_plan`` for :func:`gnnprep.hag.stream.build_streamed` that passes :func:`block_size_hint`'s
+    message to ``warn``; None when there is no one to tell."""
+    if warn is None:
+        return None
+
+    def on_plan(plan: StreamPlan, smaller: StreamPlan) -> None:
+        message = block_size_hint(plan, smaller)
+        if message is not None:
+            warn(message)
+    return on_plan
 
 
 def load_for(path, store: GraphStore) -> Hag:

@@ -167,11 +167,27 @@ def plan_for(indptr: np.ndarray, cap: int, budget: int | None, window: int | Non
              max_block: int | None = None) -> StreamPlan:
     """:func:`stream_plan` for a CSR's row pointer (sizes only, no ids read): the window given
     (clipped to the longest in-list) or :func:`default_window`, and its pair occurrences."""
+    return plans_for(indptr, cap, budget, window, scale, (max_block,))[0]
+
+
+def plans_for(indptr: np.ndarray, cap: int, budget: int | None, window: int | None, scale: float,
+              max_blocks: tuple) -> list[StreamPlan]:
+    """:func:`plan_for` once for each block bound in ``max_blocks`` (None: the budget's), from one pass
+    over the row pointer."""
     deg = np.diff(indptr)
     longest = int(deg.max(initial=0))
     w = default_window(deg) if window is None else max(1, min(int(window), max(1, longest - 1)))
-    return stream_plan(len(indptr) - 1, int(indptr[-1]), longest, cap, budget, w, pairs=window_pairs(deg, w),
-                       scale=scale, max_block=max_block)
+    pairs = window_pairs(deg, w)
+    return [stream_plan(len(indptr) - 1, int(indptr[-1]), longest, cap, budget, w, pairs=pairs, scale=scale,
+                        max_block=b) for b in max_blocks]
+
+
+def with_smaller_blocks(indptr: np.ndarray, cap: int, budget: int | None, window: int | None, scale: float,
+                        max_block: int | None) -> tuple[StreamPlan, StreamPlan]:
+    """(the plan, the same search in blocks of at most :data:`SEARCH_BLOCK_REF_ENTRIES`: faster per
+    entry, fewer savings; the plan itself where its blocks are no larger)."""
+    plan, ref = plans_for(indptr, cap, budget, window, scale, (max_block, SEARCH_BLOCK_REF_ENTRIES))
+    return plan, (plan if plan.block_entries <= SEARCH_BLOCK_REF_ENTRIES else ref)
 
 
 def frequency_rank(indptr: np.ndarray, read: Callable[[int, int], np.ndarray], n: int,
@@ -311,14 +327,16 @@ def search_arrays(indptr: np.ndarray, indices: np.ndarray, capacity: int | None 
 
 def build_streamed(store, output, input_path, cap: int, budget: int | None, window: int | None, max_depth: int,
                    min_share: int, aggregate: str, provenance, progress=None,
-                   scale: float = 1.0, max_block: int | None = None) -> tuple[dict, StreamPlan, bool]:
+                   scale: float = 1.0, max_block: int | None = None,
+                   on_plan: Callable[[StreamPlan, StreamPlan], None] | None = None) -> tuple[dict, StreamPlan, bool]:
     """Search ``store`` (an open :class:`gnnprep.graph.store.GraphStore`) block by block and write
     ``hag.h5`` to ``output``. The blocks' results go to ``<output>.partial`` as each finishes
     (:class:`gnnprep.core.output.ResumableOutput`): an interrupted search run again with the same
     graph, parameters and budget continues from the last finished block. Returns (the summary
     written, the plan, whether it resumed). ``provenance()`` gives the provenance to write (called
     once the search is done, so it can hold the search's time); ``scale`` and ``max_block``: the
-    plan's (:func:`stream_plan`)."""
+    plan's (:func:`stream_plan`); ``on_plan(plan, in smaller blocks)`` is told the plan before the
+    search starts (:func:`with_smaller_blocks`)."""
     import json
 
     from gnnprep.core.output import ResumableOutput
@@ -329,7 +347,9 @@ def build_streamed(store, output, input_path, cap: int, budget: int | None, wind
     n = store.num_nodes
     indptr = store.indptr()
     m = int(indptr[-1])
-    plan = plan_for(indptr, cap, budget, window, scale, max_block)
+    plan, smaller = with_smaller_blocks(indptr, cap, budget, window, scale, max_block)
+    if on_plan is not None:
+        on_plan(plan, smaller)
     blocks = row_blocks(indptr, 0, n, plan.block_entries)
     key = json.dumps({"graph": store.fingerprint, "capacity": cap, "window": plan.window, "max_depth": max_depth,
                       "min_share": min_share, "block_entries": plan.block_entries, "aggregate": aggregate,
