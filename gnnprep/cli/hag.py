@@ -56,8 +56,9 @@ def parse_capacity(text: str) -> int | float | str:
               help="stream, rounds: destinations a pair must be shared by (2 as in the paper; 3-4 make fewer aggregation "
                    "nodes that each save more memory traffic, which is what precompute --hag feels).")
 @click.option("--block-entries", default=None, callback=parsed_by(lambda t: _count(t, "--block-entries")),
-              help="stream: stored entries per block at most, e.g. 15M (default: as many as the budget holds). "
-                   "Smaller blocks search faster per entry and find fewer savings (pairs shared across blocks).")
+              help="stream: stored entries per block at most, e.g. 15M (default: as many as the budget holds, fewer "
+                   "where that search is predicted over 2 min). Smaller blocks search faster per entry and find "
+                   "fewer savings (pairs shared across blocks).")
 @budget_option("Memory for the search (default: half the free RAM).")
 @click.option("--cache-dir", default=None, help="Where a dataset spec is ingested to (default: beside the source).")
 @click.option("--dry-run", is_flag=True, help="Print the streamed search's blocks, peak memory and predicted time "
@@ -95,9 +96,10 @@ def hag(dataset, output, capacity, method, aggregate, window, max_depth, min_sha
                 f"{d['predicted_search_seconds']:.0f} s, " + (
                     f"the HAG kept relabelled to the node order {d['predicted_relabel_seconds']:.0f} s)"
                     if d["keeps_relabelled"] else "the HAG not kept relabelled: precompute --hag relabels it)")]
-                + ([f"in blocks of up to {d['smaller_blocks']['block_entries']:,} entries (--block-entries): the search "
-                    f"{d['smaller_blocks']['predicted_search_seconds']:.0f} s, finding fewer savings (pairs shared "
-                    "across blocks are not merged)"] if d["smaller_blocks"]["block_entries"] < d["block_entries"] else []))
+                + ([f"in the budget's blocks of up to {d['budget_blocks']['block_entries']:,} entries (--block-entries "
+                    f"{d['budget_blocks']['block_entries']}): the search {d['budget_blocks']['predicted_search_seconds']:.0f}"
+                    " s, finding more savings (pairs shared across blocks are merged once)"]
+                   if d["budget_blocks"]["block_entries"] > d["block_entries"] else []))
             return
         s = build(store_path, output, config, progress=progress, command=" ".join(["gnnprep"] + sys.argv[1:]),
                   search_scale=profile.hag_search_scale, warn=None if quiet else lambda text: warn(quiet, text))

@@ -130,8 +130,8 @@ def build(graph: str | Path | GraphStore, output, config: HagConfig = HagConfig(
     store); return its :class:`HagReport`. ``progress`` gets stage ``"hag search"``, 0 then 1 of 1
     (the streamed search also reports its entries done). ``search_scale``: this machine's search time
     against the reference machine's, for the predicted seconds reported (``Profile.hag_search_scale``).
-    ``warn``: told before a streamed search that smaller blocks would take far less time
-    (:func:`block_size_hint`; None: not told)."""
+    ``warn``: told before a streamed search that runs in smaller blocks than the budget holds, to keep
+    its time within minutes (:func:`block_note`; None: not told)."""
     from gnnprep.core.output import refuse_input_as_output
     from gnnprep.graph.store import GraphStore
 
@@ -183,7 +183,7 @@ def _build(store: GraphStore, input_path, output, config: HagConfig, progress: P
 
         s, plan, resumed = build_streamed(store, output, input_path, cap, budget, window, max_depth, min_share,
                                           config.aggregate, provenance, progress, search_scale, config.block_entries,
-                                          on_plan=_hint_to(warn) if config.block_entries is None else None)
+                                          on_plan=_note_to(warn) if config.block_entries is None else None)
         stream = {"blocks": plan.blocks, "block_entries": plan.block_entries, "window": plan.window,
                   "sample_stride": plan.stride, "predicted_seconds": plan.seconds,
                   "predicted_peak_bytes": plan.peak_bytes, "resumed": resumed}
@@ -288,24 +288,36 @@ def _keep_in_order(store: GraphStore, output, summary: dict, budget: int, progre
 
 def dry_run(graph_path, config: HagConfig = HagConfig(), search_scale: float = 1.0) -> dict:
     """What :func:`build` would do for ``config`` on the store at ``graph_path``, from its sizes
-    alone (nothing searched or written): the streamed search's blocks, window, peak bytes and
-    predicted seconds (:func:`gnnprep.hag.stream.stream_plan`, with ``search_scale``), and those of
+    alone (nothing searched or written): :func:`predict` for its row pointer."""
+    from gnnprep.graph.store import GraphStore
+    from gnnprep.hag.stream import search_sizes
+
+    config.check()
+    with GraphStore(graph_path) as g:
+        sizes = search_sizes(g.indptr(), config.window)
+        weighted = g.weighted
+    return predict(sizes, weighted, config, search_scale)
+
+
+def predict(sizes: tuple[int, int, int, int, int], weighted: bool, config: HagConfig = HagConfig(),
+            search_scale: float = 1.0) -> dict:
+    """:func:`dry_run` for a graph of :func:`gnnprep.hag.stream.search_sizes`' ``sizes`` (nodes, stored
+    entries, longest in-list, window, window pairs): the streamed search's blocks, window, peak bytes
+    and predicted seconds (:func:`gnnprep.hag.stream.search_plan`, with ``search_scale``), and those of
     keeping the HAG relabelled to the node order after it (:func:`gnnprep.hag.order.relabel_seconds`,
     for a HAG of the most entries it can have: 0, and ``keeps_relabelled`` false, where that would take
-    longer than the search, :func:`_copy_pays`); ``predicted_seconds`` is their sum. ``smaller_blocks``:
-    the search's prediction in blocks of at most the reference size (``--block-entries``, faster and
-    finding fewer savings; the plan's own where its blocks are no larger)."""
+    longer than the search, :func:`_copy_pays`); ``predicted_seconds`` is their sum. ``budget_blocks``:
+    the search's prediction in the largest blocks the budget holds (slower per entry, finding more
+    savings; the plan's own where its blocks are those)."""
     from gnnprep.core.device import default_budget
-    from gnnprep.graph.store import GraphStore
     from gnnprep.hag.order import relabel_seconds
-    from gnnprep.hag.stream import with_smaller_blocks
+    from gnnprep.hag.stream import search_plan
 
     config.check()
     budget = default_budget("cpu") if config.memory_budget is None else int(config.memory_budget)
-    with GraphStore(graph_path) as g:
-        cap = config.capacity_for(g.num_nodes, g.num_edges)
-        plan, ref = with_smaller_blocks(g.indptr(), cap, budget, config.window, search_scale, config.block_entries)
-        n, m, weighted = g.num_nodes, g.num_edges, g.weighted
+    n, m = sizes[0], sizes[1]
+    cap = config.capacity_for(n, m)
+    plan, widest = search_plan(sizes, cap, budget, search_scale, config.block_entries)
     # the HAG then kept relabelled to the node order (_keep_in_order), at most m + 2 cap entries
     relabel = 0.0 if weighted else round(search_scale * relabel_seconds(n, m + 2 * cap, cap, budget), 3)
     keeps = not weighted and _copy_pays(relabel, plan.seconds)
@@ -315,36 +327,32 @@ def dry_run(graph_path, config: HagConfig = HagConfig(), search_scale: float = 1
             "window": plan.window, "sample_stride": plan.stride, "predicted_peak_bytes": plan.peak_bytes,
             "predicted_search_seconds": plan.seconds, "predicted_relabel_seconds": relabel, "keeps_relabelled": keeps,
             "predicted_seconds": round(plan.seconds + relabel, 3),
-            "smaller_blocks": {"block_entries": ref.block_entries, "predicted_search_seconds": ref.seconds}}
+            "budget_blocks": {"block_entries": widest.block_entries, "predicted_search_seconds": widest.seconds}}
 
 
-LONG_SEARCH_S = 120.0   # a search predicted longer than this, and twice as long as in smaller blocks, is named
-
-
-def block_size_hint(plan: StreamPlan, smaller: StreamPlan) -> str | None:
-    """What to tell a user before a search predicted (``plan``) to take :data:`LONG_SEARCH_S` or more
-    and at least twice as long as in blocks of the reference size (``smaller``; more memory finds more
-    savings at that price; the user picks), else None."""
-    big, small = plan.seconds, smaller.seconds
-    if big < LONG_SEARCH_S or big < 2 * small:
+def block_note(plan: StreamPlan, widest: StreamPlan) -> str | None:
+    """What to tell a user whose search runs in smaller blocks than the budget holds
+    (:func:`gnnprep.hag.stream.time_bounded_block`): both predicted times and how to have the larger
+    blocks' savings; None where the blocks are the budget's."""
+    if plan.block_entries >= widest.block_entries:
         return None
 
     def took(s: float) -> str:
         return f"~{s:.0f} s" if s < 600 else f"~{s / 60:.0f} min"
 
-    return (f"the search in {plan.blocks} block(s) of up to {plan.block_entries:,} entries is predicted to take "
-            f"{took(big)}; in blocks of {smaller.block_entries:,} (--block-entries) {took(small)}, "
-            "finding fewer savings")
+    return (f"searching in {plan.blocks} blocks of up to {plan.block_entries:,} entries ({took(plan.seconds)} "
+            f"predicted); the budget's blocks of {widest.block_entries:,} would find more savings in "
+            f"{took(widest.seconds)} (--block-entries {widest.block_entries})")
 
 
-def _hint_to(warn: Callable[[str], None] | None):
-    """An ``on_plan`` for :func:`gnnprep.hag.stream.build_streamed` that passes :func:`block_size_hint`'s
+def _note_to(warn: Callable[[str], None] | None):
+    """An ``on_plan`` for :func:`gnnprep.hag.stream.build_streamed` that passes :func:`block_note`'s
     message to ``warn``; None when there is no one to tell."""
     if warn is None:
         return None
 
-    def on_plan(plan: StreamPlan, smaller: StreamPlan) -> None:
-        message = block_size_hint(plan, smaller)
+    def on_plan(plan: StreamPlan, widest: StreamPlan) -> None:
+        message = block_note(plan, widest)
         if message is not None:
             warn(message)
     return on_plan

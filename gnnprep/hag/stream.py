@@ -5,7 +5,8 @@ and assembled into ``hag.h5`` (Jia et al., KDD 2020; the structure in :mod:`gnnp
 1. One pass over the stored ids counts every id's in-list frequency (ids in more in-lists first:
    the order the window candidates are taken in, as in the rounds search).
 2. Rows are cut into contiguous blocks of at most ``block_entries`` stored entries
-   (:func:`stream_plan`: as many as the budget holds). Each block runs the lazy greedy on its own
+   (:func:`search_plan`: as many as the budget holds, unless that search is predicted to take more
+   than a few minutes). Each block runs the lazy greedy on its own
    in-lists with its share of the capacity (capacity left × block entries / entries left), so its
    aggregation nodes serve only its rows: cover(v) = N(v) holds block by block, and a pair shared
    by rows of two blocks is merged in each (the price of bounded memory; one block when S fits).
@@ -56,6 +57,7 @@ SEARCH_SECONDS_FIXED = 1.0    # index, the greedy, the partial file, the assembl
 SEARCH_BLOCK_REF_ENTRIES = 15_000_000   # the block size those constants were measured at (the 1/10 shape at 2 GiB)
 SEARCH_BLOCK_GROWTH = 0.35    # above it, the time per entry grows as (block entries / ref)^0.35 (search_growth)
 MIN_BLOCK_ENTRIES = 1 << 16
+LONG_SEARCH_S = 120.0         # the default blocks keep a search predicted longer than this within it (time_bounded_block)
 
 
 @dataclass(frozen=True)
@@ -165,29 +167,58 @@ def sample_stride(m: int, pairs: int) -> int:
 
 def plan_for(indptr: np.ndarray, cap: int, budget: int | None, window: int | None, scale: float = 1.0,
              max_block: int | None = None) -> StreamPlan:
-    """:func:`stream_plan` for a CSR's row pointer (sizes only, no ids read): the window given
-    (clipped to the longest in-list) or :func:`default_window`, and its pair occurrences."""
-    return plans_for(indptr, cap, budget, window, scale, (max_block,))[0]
+    """:func:`stream_plan` for a CSR's row pointer (sizes only, no ids read, :func:`search_sizes`), in
+    blocks as large as the budget holds (at most ``max_block``)."""
+    n, m, longest, w, pairs = search_sizes(indptr, window)
+    return stream_plan(n, m, longest, cap, budget, w, pairs=pairs, scale=scale, max_block=max_block)
 
 
-def plans_for(indptr: np.ndarray, cap: int, budget: int | None, window: int | None, scale: float,
-              max_blocks: tuple) -> list[StreamPlan]:
-    """:func:`plan_for` once for each block bound in ``max_blocks`` (None: the budget's), from one pass
-    over the row pointer."""
+def search_sizes(indptr: np.ndarray, window: int | None) -> tuple[int, int, int, int, int]:
+    """What the search's plan needs of a CSR's row pointer: (nodes, stored entries, the longest
+    in-list, the window — the one given, clipped to the longest in-list, or :func:`default_window` —
+    and its window pair occurrences)."""
     deg = np.diff(indptr)
     longest = int(deg.max(initial=0))
     w = default_window(deg) if window is None else max(1, min(int(window), max(1, longest - 1)))
-    pairs = window_pairs(deg, w)
-    return [stream_plan(len(indptr) - 1, int(indptr[-1]), longest, cap, budget, w, pairs=pairs, scale=scale,
-                        max_block=b) for b in max_blocks]
+    return len(indptr) - 1, int(indptr[-1]), longest, w, window_pairs(deg, w)
 
 
-def with_smaller_blocks(indptr: np.ndarray, cap: int, budget: int | None, window: int | None, scale: float,
-                        max_block: int | None) -> tuple[StreamPlan, StreamPlan]:
-    """(the plan, the same search in blocks of at most :data:`SEARCH_BLOCK_REF_ENTRIES`: faster per
-    entry, fewer savings; the plan itself where its blocks are no larger)."""
-    plan, ref = plans_for(indptr, cap, budget, window, scale, (max_block, SEARCH_BLOCK_REF_ENTRIES))
-    return plan, (plan if plan.block_entries <= SEARCH_BLOCK_REF_ENTRIES else ref)
+def search_plan(sizes: tuple[int, int, int, int, int], cap: int, budget: int | None, scale: float,
+                max_block: int | None) -> tuple[StreamPlan, StreamPlan]:
+    """(the plan the search runs, the plan in the largest blocks the budget holds) for
+    :func:`search_sizes`' ``sizes``. With ``max_block`` (``--block-entries``) the blocks hold at most
+    that many entries; without, they are the budget's unless that search is predicted longer than
+    :data:`LONG_SEARCH_S`, where they are the largest whose search is predicted within it — and no
+    smaller than :data:`SEARCH_BLOCK_REF_ENTRIES` (:func:`time_bounded_block`)."""
+    n, m, longest, w, pairs = sizes
+
+    def plan(bound: int | None) -> StreamPlan:
+        return stream_plan(n, m, longest, cap, budget, w, pairs=pairs, scale=scale, max_block=bound)
+
+    widest = plan(None)
+    if max_block is not None:
+        return plan(max_block), widest
+    return plan(time_bounded_block(widest, plan(SEARCH_BLOCK_REF_ENTRIES))), widest
+
+
+def time_bounded_block(widest: StreamPlan, ref: StreamPlan) -> int | None:
+    """The block bound of the default search: None (the budget's blocks, ``widest``) where that search
+    is predicted within :data:`LONG_SEARCH_S` or its blocks are no larger than the reference's
+    (``ref``, blocks of :data:`SEARCH_BLOCK_REF_ENTRIES`); else the largest b whose predicted time
+    F + g(b) · (T_ref − F) stays within max(LONG_SEARCH_S, T_ref), g being :func:`search_growth`:
+    b = ref · ((max(L, T_ref) − F) / (T_ref − F))^(1 / SEARCH_BLOCK_GROWTH).
+
+    Larger blocks find more savings at a higher price per entry, and on a graph of papers100M's shape
+    the savings are small: at 1/10, blocks of 15M / 149M entries searched in 58.9 / 126.9 s for an
+    aggregation ratio of 1.0098 / 1.0371 (:func:`search_growth`); at the real size under 20 GiB the
+    budget's 155M-entry blocks are predicted at 25 min, 15M-entry ones at 11 min. So by default the
+    search is held to minutes, and ``--block-entries`` buys the savings of larger blocks."""
+    if widest.seconds <= LONG_SEARCH_S or widest.block_entries <= ref.block_entries:
+        return None
+    if ref.seconds >= LONG_SEARCH_S:
+        return ref.block_entries
+    growth = (LONG_SEARCH_S - SEARCH_SECONDS_FIXED) / max(1e-9, ref.seconds - SEARCH_SECONDS_FIXED)
+    return min(widest.block_entries, int(ref.block_entries * growth ** (1.0 / SEARCH_BLOCK_GROWTH)))
 
 
 def frequency_rank(indptr: np.ndarray, read: Callable[[int, int], np.ndarray], n: int,
@@ -335,8 +366,8 @@ def build_streamed(store, output, input_path, cap: int, budget: int | None, wind
     graph, parameters and budget continues from the last finished block. Returns (the summary
     written, the plan, whether it resumed). ``provenance()`` gives the provenance to write (called
     once the search is done, so it can hold the search's time); ``scale`` and ``max_block``: the
-    plan's (:func:`stream_plan`); ``on_plan(plan, in smaller blocks)`` is told the plan before the
-    search starts (:func:`with_smaller_blocks`)."""
+    plan's (:func:`search_plan`); ``on_plan(plan, in the budget's blocks)`` is told the plan before
+    the search starts."""
     import json
 
     from gnnprep.core.output import ResumableOutput
@@ -347,9 +378,9 @@ def build_streamed(store, output, input_path, cap: int, budget: int | None, wind
     n = store.num_nodes
     indptr = store.indptr()
     m = int(indptr[-1])
-    plan, smaller = with_smaller_blocks(indptr, cap, budget, window, scale, max_block)
+    plan, widest = search_plan(search_sizes(indptr, window), cap, budget, scale, max_block)
     if on_plan is not None:
-        on_plan(plan, smaller)
+        on_plan(plan, widest)
     blocks = row_blocks(indptr, 0, n, plan.block_entries)
     key = json.dumps({"graph": store.fingerprint, "capacity": cap, "window": plan.window, "max_depth": max_depth,
                       "min_share": min_share, "block_entries": plan.block_entries, "aggregate": aggregate,

@@ -4,6 +4,7 @@ savings on the oracle's small graphs (Jia et al., Algorithm 3), every HAG it bui
 the edge cases real data has, its incremental window counts equal a recount, it stays within its
 memory budget, and an interrupted search resumes to the same file."""
 
+import json
 import re
 
 import h5py
@@ -261,35 +262,68 @@ def test_block_entries_cut_the_search_into_smaller_blocks_whatever_the_budget(st
     got = _arrays(tmp_path / "h.h5")
     np.testing.assert_array_equal(got["adj/indices"], want.indices)
     np.testing.assert_array_equal(got["agg/inputs"], want.inputs)
-    assert run_json(["hag", store, "-o", tmp_path / "d.h5", "--dry-run", "--block-entries", str(k)])["block_entries"] == k
-    monkeypatch.setattr(S, "SEARCH_BLOCK_REF_ENTRIES", k)
+    dry = run_json(["hag", store, "-o", tmp_path / "d.h5", "--dry-run", "--block-entries", str(k)])
+    assert dry["block_entries"] == k and dry["budget_blocks"]["block_entries"] == m
+    assert dry["budget_blocks"]["predicted_search_seconds"] >= dry["predicted_search_seconds"]
+    assert f"--block-entries {m}" in run(["hag", store, "-o", tmp_path / "d.h5", "--dry-run", "--block-entries",
+                                          str(k)]).output
     dry = run_json(["hag", store, "-o", tmp_path / "d.h5", "--dry-run"])
-    assert dry["block_entries"] == m and dry["smaller_blocks"]["block_entries"] == k
-    assert dry["smaller_blocks"]["predicted_search_seconds"] < dry["predicted_search_seconds"]
-    assert "--block-entries" in run(["hag", store, "-o", tmp_path / "d.h5", "--dry-run"]).output
+    assert dry["block_entries"] == m and dry["budget_blocks"]["block_entries"] == m
     r = run(["hag", store, "-o", tmp_path / "x.h5", "--block-entries", "8"])
     assert r.exit_code == 1 and "--block-entries 8: expected at least 16" in r.output
     assert run(["hag", store, "-o", tmp_path / "x.h5", "--block-entries", "many"]).exit_code == 2
     assert not (tmp_path / "x.h5").exists()
 
 
-def test_a_search_much_slower_than_in_smaller_blocks_is_named_before_it_starts(store, tmp_path, monkeypatch):
+def test_a_search_predicted_long_in_the_budgets_blocks_runs_in_smaller_ones_and_says_so(store, tmp_path,
+                                                                                            monkeypatch):
     """Blocks as large as the budget holds can take far longer per entry (papers100M's shape at 1/10:
-    126.9 s in 149M-entry blocks, 52.6 s in 15M): before such a search, a warning names both times and
-    --block-entries; none with -q, none where the difference is small."""
-    import gnnprep.hag.builder as B
+    126.9 s in 149M-entry blocks, 52.6 s in 15M): by default a search predicted over LONG_SEARCH_S runs
+    in blocks no larger than keep it within it (never below the reference size), the same HAG as the
+    library's search in those blocks, and a note names both times and --block-entries (none with -q);
+    --block-entries restores the budget's blocks; a short search keeps them."""
     import gnnprep.hag.stream as S
+    from gnnprep.graph.store import GraphStore
 
     monkeypatch.setattr(S, "MIN_BLOCK_ENTRIES", 16)
     monkeypatch.setattr(S, "SEARCH_BLOCK_REF_ENTRIES", 64)
     monkeypatch.setattr(S, "SEARCH_SECONDS_FIXED", 0.0)   # (the start-up term dominates a graph this small)
-    monkeypatch.setattr(B, "LONG_SEARCH_S", 0.0)
-    r = run(["hag", store, "-o", tmp_path / "h.h5"])
-    assert r.exit_code == 0 and "(--block-entries)" in r.stderr and "finding fewer savings" in r.stderr, r.stderr
+    monkeypatch.setattr(S, "LONG_SEARCH_S", 0.0)
+    with GraphStore(store) as g:
+        indptr, indices = g.indptr(), g.indices()
+    m = int(indptr[-1])
+    r = run(["hag", store, "-o", tmp_path / "h.h5", "--json"])
+    assert r.exit_code == 0 and f"(--block-entries {m})" in r.stderr and "more savings" in r.stderr, r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["stream"]["block_entries"] == 64 and rep["stream"]["blocks"] > 1
+    want = S.search_arrays(indptr, indices, block_entries=64)
+    np.testing.assert_array_equal(_arrays(tmp_path / "h.h5")["agg/inputs"], want.inputs)
     r = run(["hag", store, "-o", tmp_path / "q.h5", "-q"])
     assert r.exit_code == 0 and "--block-entries" not in r.stderr
-    monkeypatch.setattr(B, "LONG_SEARCH_S", 1e9)
-    assert "--block-entries" not in run(["hag", store, "-o", tmp_path / "l.h5"]).stderr
+    assert run_json(["hag", store, "-o", tmp_path / "b.h5", "--block-entries", str(m)])["stream"]["blocks"] == 1
+    monkeypatch.setattr(S, "LONG_SEARCH_S", 1e9)
+    r = run(["hag", store, "-o", tmp_path / "l.h5", "--json"])
+    assert "--block-entries" not in r.stderr and json.loads(r.stdout)["stream"]["blocks"] == 1
+
+
+def test_the_time_bound_keeps_the_largest_blocks_predicted_within_it():
+    """time_bounded_block: b = ref · ((L − F) / (T_ref − F))^(1 / growth), so the plan in blocks of b is
+    predicted at L (to rounding); the reference size where even it takes longer; None where the
+    budget's blocks are predicted within L or no larger than the reference."""
+    import gnnprep.hag.stream as S
+
+    n, m = 10**7, 10**9
+    plan = lambda b: S.stream_plan(n, m, 5000, n // 4, 64 << 30, 16, pairs=16 * m, scale=0.3, max_block=b)  # noqa: E731
+    widest, ref = plan(None), plan(S.SEARCH_BLOCK_REF_ENTRIES)
+    assert ref.seconds < S.LONG_SEARCH_S < widest.seconds
+    b = S.time_bounded_block(widest, ref)
+    assert S.SEARCH_BLOCK_REF_ENTRIES < b < widest.block_entries
+    assert plan(b).seconds == pytest.approx(S.LONG_SEARCH_S, rel=1e-3)
+    assert plan(int(b * 1.01)).seconds > S.LONG_SEARCH_S
+    slow = lambda b: S.stream_plan(n, m, 5000, n // 4, 64 << 30, 16, pairs=16 * m, max_block=b)  # noqa: E731
+    assert S.time_bounded_block(slow(None), slow(S.SEARCH_BLOCK_REF_ENTRIES)) == S.SEARCH_BLOCK_REF_ENTRIES
+    fast = lambda b: S.stream_plan(n, m, 5000, n // 4, 64 << 30, 16, pairs=16 * m, scale=1e-4, max_block=b)  # noqa: E731
+    assert S.time_bounded_block(fast(None), fast(S.SEARCH_BLOCK_REF_ENTRIES)) is None
 
 
 def test_an_interrupted_search_resumes_to_the_same_file(store, tmp_path, monkeypatch):
