@@ -99,7 +99,9 @@ def hag(dataset, output, capacity, method, aggregate, window, max_depth, min_sha
                 + ([f"in the budget's blocks of up to {d['budget_blocks']['block_entries']:,} entries (--block-entries "
                     f"{d['budget_blocks']['block_entries']}): the search {d['budget_blocks']['predicted_search_seconds']:.0f}"
                     " s, finding more savings (pairs shared across blocks are merged once)"]
-                   if d["budget_blocks"]["block_entries"] > d["block_entries"] else []))
+                   if d["budget_blocks"]["block_entries"] > d["block_entries"] else [])
+                + (["a first block of the reference size is searched before the rest, which is cut by its measured "
+                    "time (this machine, this graph)"] if d["pilot"] else []))
             return
         s = build(store_path, output, config, progress=progress, command=" ".join(["gnnprep"] + sys.argv[1:]),
                   search_scale=profile.hag_search_scale, warn=None if quiet else lambda text: warn(quiet, text))

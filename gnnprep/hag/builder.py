@@ -181,12 +181,12 @@ def _build(store: GraphStore, input_path, output, config: HagConfig, progress: P
     if method == "stream":
         from gnnprep.hag.stream import build_streamed
 
-        s, plan, resumed = build_streamed(store, output, input_path, cap, budget, window, max_depth, min_share,
+        s, plan, resumed, pilot = build_streamed(store, output, input_path, cap, budget, window, max_depth, min_share,
                                           config.aggregate, provenance, progress, search_scale, config.block_entries,
                                           on_plan=_note_to(warn) if config.block_entries is None else None)
         stream = {"blocks": plan.blocks, "block_entries": plan.block_entries, "window": plan.window,
                   "sample_stride": plan.stride, "predicted_seconds": plan.seconds,
-                  "predicted_peak_bytes": plan.peak_bytes, "resumed": resumed}
+                  "predicted_peak_bytes": plan.peak_bytes, "resumed": resumed} | ({} if pilot is None else {"pilot": pilot})
     else:
         indices = store.indices()
         if method == "prefix":
@@ -308,10 +308,11 @@ def predict(sizes: tuple[int, int, int, int, int], weighted: bool, config: HagCo
     for a HAG of the most entries it can have: 0, and ``keeps_relabelled`` false, where that would take
     longer than the search, :func:`_copy_pays`); ``predicted_seconds`` is their sum. ``budget_blocks``:
     the search's prediction in the largest blocks the budget holds (slower per entry, finding more
-    savings; the plan's own where its blocks are those)."""
+    savings; the plan's own where its blocks are those). ``pilot``: whether the search measures a first
+    block of the reference size and cuts the rest by its time (:func:`gnnprep.hag.stream.pilots`)."""
     from gnnprep.core.device import default_budget
     from gnnprep.hag.order import relabel_seconds
-    from gnnprep.hag.stream import search_plan
+    from gnnprep.hag.stream import pilots, search_plan
 
     config.check()
     budget = default_budget("cpu") if config.memory_budget is None else int(config.memory_budget)
@@ -327,7 +328,8 @@ def predict(sizes: tuple[int, int, int, int, int], weighted: bool, config: HagCo
             "window": plan.window, "sample_stride": plan.stride, "predicted_peak_bytes": plan.peak_bytes,
             "predicted_search_seconds": plan.seconds, "predicted_relabel_seconds": relabel, "keeps_relabelled": keeps,
             "predicted_seconds": round(plan.seconds + relabel, 3),
-            "budget_blocks": {"block_entries": widest.block_entries, "predicted_search_seconds": widest.seconds}}
+            "budget_blocks": {"block_entries": widest.block_entries, "predicted_search_seconds": widest.seconds},
+            "pilot": pilots(plan, config.block_entries)}
 
 
 def block_note(plan: StreamPlan, widest: StreamPlan) -> str | None:

@@ -20,7 +20,8 @@ machine, times ``scale`` (``gnnprep calibrate`` measures this machine's: ``hag_s
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -58,6 +59,8 @@ SEARCH_BLOCK_REF_ENTRIES = 15_000_000   # the block size those constants were me
 SEARCH_BLOCK_GROWTH = 0.35    # above it, the time per entry grows as (block entries / ref)^0.35 (search_growth)
 MIN_BLOCK_ENTRIES = 1 << 16
 LONG_SEARCH_S = 120.0         # the default blocks keep a search predicted longer than this within it (time_bounded_block)
+PILOT_FROM = 0.1              # ... and one predicted over this share of it, in blocks larger than the reference,
+                              # searches a reference-size block first and cuts the rest by its measured time (after_pilot)
 
 
 @dataclass(frozen=True)
@@ -221,6 +224,43 @@ def time_bounded_block(widest: StreamPlan, ref: StreamPlan) -> int | None:
     return min(widest.block_entries, int(ref.block_entries * growth ** (1.0 / SEARCH_BLOCK_GROWTH)))
 
 
+def pilots(plan: StreamPlan, max_block: int | None) -> bool:
+    """Whether the default search runs a pilot block first: with no ``max_block`` (``--block-entries``),
+    a plan predicted over :data:`PILOT_FROM` · :data:`LONG_SEARCH_S` in blocks larger than
+    :data:`SEARCH_BLOCK_REF_ENTRIES` first searches the rows of one block of that size and cuts the
+    rest by its measured time (:func:`after_pilot`)."""
+    return (max_block is None and plan.block_entries > SEARCH_BLOCK_REF_ENTRIES
+            and plan.seconds > PILOT_FROM * LONG_SEARCH_S)
+
+
+def pilot_end(indptr: np.ndarray, plan: StreamPlan, max_block: int | None) -> int | None:
+    """The row the pilot block (:func:`pilots`) ends at, or None for no pilot."""
+    from gnnprep.sparse.order import row_blocks
+
+    if not pilots(plan, max_block):
+        return None
+    return row_blocks(indptr, 0, len(indptr) - 1, SEARCH_BLOCK_REF_ENTRIES)[0][1]
+
+
+def after_pilot(sizes: tuple[int, int, int, int, int], cap: int, budget: int | None, scale: float, plan: StreamPlan,
+                entries: int, seconds: float) -> tuple[StreamPlan, StreamPlan, float]:
+    """(the plan for the rows after the pilot block, the budget's, k) from the pilot's measured
+    ``seconds`` for its ``entries``: k = seconds / the prediction for them (the reference-size blocks'
+    time per entry, :func:`stream_plan`), and the rest planned by :func:`search_plan` with ``scale`` · k,
+    in blocks no larger than ``plan``'s. The predictions come from a reference machine and the papers100M
+    shape; the pilot measures this machine on this graph (a 2-core Xeon VM searched the 1/10 shape at
+    3.3x the reference's time; graphs of much overlap take 1.3-6x their prediction), so the time bound
+    holds where the sizes alone mislead, at the price of one block's savings shared with its neighbours."""
+    n, m = sizes[0], sizes[1]
+    ref = stream_plan(n, m, sizes[2], cap, budget, sizes[3], pairs=sizes[4], scale=scale,
+                      max_block=SEARCH_BLOCK_REF_ENTRIES)
+    k = max(seconds, 1e-6) / max(1e-9, (ref.seconds - SEARCH_SECONDS_FIXED) * entries / max(1, m))
+    rest, widest = search_plan(sizes, cap, budget, scale * k, None)
+    if rest.block_entries > plan.block_entries:
+        rest = search_plan(sizes, cap, budget, scale * k, plan.block_entries)[0]
+    return rest, widest, k
+
+
 def frequency_rank(indptr: np.ndarray, read: Callable[[int, int], np.ndarray], n: int,
                    progress=None) -> tuple[np.ndarray, np.ndarray]:
     """(rank, order): rank[x] = x's place when ids are ordered by in-list frequency (most first; ties
@@ -359,15 +399,17 @@ def search_arrays(indptr: np.ndarray, indices: np.ndarray, capacity: int | None 
 def build_streamed(store, output, input_path, cap: int, budget: int | None, window: int | None, max_depth: int,
                    min_share: int, aggregate: str, provenance, progress=None,
                    scale: float = 1.0, max_block: int | None = None,
-                   on_plan: Callable[[StreamPlan, StreamPlan], None] | None = None) -> tuple[dict, StreamPlan, bool]:
+                   on_plan: Callable[[StreamPlan, StreamPlan], None] | None = None) -> tuple[dict, StreamPlan, bool, dict | None]:
     """Search ``store`` (an open :class:`gnnprep.graph.store.GraphStore`) block by block and write
     ``hag.h5`` to ``output``. The blocks' results go to ``<output>.partial`` as each finishes
     (:class:`gnnprep.core.output.ResumableOutput`): an interrupted search run again with the same
     graph, parameters and budget continues from the last finished block. Returns (the summary
-    written, the plan, whether it resumed). ``provenance()`` gives the provenance to write (called
+    written, the plan, whether it resumed, the pilot's figures or None). ``provenance()`` gives the provenance to write (called
     once the search is done, so it can hold the search's time); ``scale`` and ``max_block``: the
     plan's (:func:`search_plan`); ``on_plan(plan, in the budget's blocks)`` is told the plan before
-    the search starts."""
+    the search starts — with a pilot block (:func:`pilot_end`), after it, with the rest's plan as its
+    measured time corrects it.
+    The returned plan then has the blocks searched and their peak."""
     import json
 
     from gnnprep.core.output import ResumableOutput
@@ -378,13 +420,29 @@ def build_streamed(store, output, input_path, cap: int, budget: int | None, wind
     n = store.num_nodes
     indptr = store.indptr()
     m = int(indptr[-1])
-    plan, widest = search_plan(search_sizes(indptr, window), cap, budget, scale, max_block)
-    if on_plan is not None:
+    sizes = search_sizes(indptr, window)
+    plan, widest = search_plan(sizes, cap, budget, scale, max_block)
+    pilot = pilot_end(indptr, plan, max_block)
+    if on_plan is not None and pilot is None:
         on_plan(plan, widest)
-    blocks = row_blocks(indptr, 0, n, plan.block_entries)
+    blocks = row_blocks(indptr, 0, n, plan.block_entries) if pilot is None else [(0, pilot)]
+    told: dict = {}
+
+    def rest_after_pilot(seconds: float | None) -> None:   # the blocks after the pilot's, cut by its time
+        if seconds is None:   # (resumed after it: as cut then)
+            blocks.extend(row_blocks(indptr, pilot, n, int(out.state["rest_block_entries"])))
+            return
+        rest, wide, k = after_pilot(sizes, cap, budget, scale, plan, int(indptr[pilot]), seconds)
+        blocks.extend(row_blocks(indptr, pilot, n, rest.block_entries))
+        out.state["rest_block_entries"] = rest.block_entries
+        told.update(entries=int(indptr[pilot]), seconds=round(seconds, 3), measured_over_predicted=round(k, 3),
+                    rest_block_entries=rest.block_entries)
+        if on_plan is not None:
+            on_plan(replace(rest, blocks=len(blocks)), wide)
+
     key = json.dumps({"graph": store.fingerprint, "capacity": cap, "window": plan.window, "max_depth": max_depth,
                       "min_share": min_share, "block_entries": plan.block_entries, "aggregate": aggregate,
-                      "stride": plan.stride},
+                      "stride": plan.stride, "pilot": pilot},
                      sort_keys=True)
     out = ResumableOutput(output, key, [input_path])
     ids_dtype = np.int32 if n + cap < 2**31 else np.int64
@@ -396,12 +454,18 @@ def build_streamed(store, output, input_path, cap: int, budget: int | None, wind
             rank, order = frequency_rank(indptr, lambda lo, hi: store.read_indices(lo, hi), n, progress)
             share = block_caps(indptr, blocks, cap)
             done = {u[0] for u in out.done}
+            if pilot is not None and 0 in done:
+                rest_after_pilot(None)
             buffers: dict = {}  # the counting's scatter buffers, kept across blocks
             room = COUNT_ENTRY_BYTES * plan.block_entries
-            for i, (r0, r1) in enumerate(blocks):
+            i = -1
+            while i + 1 < len(blocks):   # (the pilot's block adds the rest's)
+                i += 1
+                r0, r1 = blocks[i]
                 p0, p1 = int(indptr[r0]), int(indptr[r1])
                 if i in done:
                     continue
+                t0 = time.perf_counter()
                 ids = store.read_indices(p0, p1)
                 rp = (indptr[r0:r1 + 1] - p0).astype(np.int64)
                 lengths, rows, ins, levels = block_search(ids, rp, rank, n, n + made, share(i, made), plan.window,
@@ -410,6 +474,8 @@ def build_streamed(store, output, input_path, cap: int, budget: int | None, wind
                 work.put(r0, r1, p0, lengths, rows, made, ins, levels)
                 made += len(ins)
                 del rows, ins, levels, lengths
+                if pilot is not None and i == 0:
+                    rest_after_pilot(time.perf_counter() - t0)
                 out.state["made"] = made
                 out.mark((i,), work.f)
                 progress("hag search", p1, m)
@@ -431,4 +497,8 @@ def build_streamed(store, output, input_path, cap: int, budget: int | None, wind
                                      store.fingerprint, indptr, inputs_files=[input_path])
     resumed = out.resumed
     out.close(keep=False)
-    return summary, plan, resumed
+    if pilot is not None:
+        told = told or {"entries": int(indptr[pilot]), "resumed_after": True}
+        rest = search_plan(sizes, cap, budget, scale, int(out.state["rest_block_entries"]))[0]
+        plan = replace(rest, blocks=len(blocks), seconds=plan.seconds)   # (the prediction made before the pilot)
+    return summary, plan, resumed, told or None

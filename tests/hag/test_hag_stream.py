@@ -15,6 +15,7 @@ from fixtures import make_store, run, run_json
 from test_hag_search import _check_exact, citation_like, ego_like
 
 from gnnprep.core.errors import ArgumentError
+from gnnprep.hag.file import read_hag
 from gnnprep.hag.search import exact_search
 from gnnprep.hag.stream import default_window, search_arrays, stream_plan
 from gnnprep.hag.structure import covers, execute, graph_cost
@@ -324,6 +325,86 @@ def test_the_time_bound_keeps_the_largest_blocks_predicted_within_it():
     assert S.time_bounded_block(slow(None), slow(S.SEARCH_BLOCK_REF_ENTRIES)) == S.SEARCH_BLOCK_REF_ENTRIES
     fast = lambda b: S.stream_plan(n, m, 5000, n // 4, 64 << 30, 16, pairs=16 * m, scale=1e-4, max_block=b)  # noqa: E731
     assert S.time_bounded_block(fast(None), fast(S.SEARCH_BLOCK_REF_ENTRIES)) is None
+
+
+class _Clock:
+    """A stand-in for the stream module's ``time``: each perf_counter call ``tick`` seconds later."""
+
+    def __init__(self, tick: float):
+        self.now, self.tick = 0.0, tick
+
+    def perf_counter(self) -> float:
+        self.now += self.tick
+        return self.now
+
+
+def _pilot_setup(monkeypatch, store, tick: float):
+    """Constants under which the tiny store's default search (one block by the budget) runs a pilot block
+    of 64 entries (no start-up term, the time bound twice the one-block prediction, a pilot from any
+    time), its blocks timed by a clock ``tick`` seconds a call. Returns (stream module, indptr, indices)."""
+    import gnnprep.hag.builder as B
+    import gnnprep.hag.stream as S
+    from gnnprep.graph.store import GraphStore
+
+    monkeypatch.setattr(S, "MIN_BLOCK_ENTRIES", 16)
+    monkeypatch.setattr(S, "SEARCH_BLOCK_REF_ENTRIES", 64)
+    monkeypatch.setattr(S, "SEARCH_SECONDS_FIXED", 0.0)
+    monkeypatch.setattr(S, "PILOT_FROM", 0.0)
+    monkeypatch.setattr(S, "time", _Clock(tick))
+    monkeypatch.setattr(B, "warm_up", lambda index_dtype: None)
+    with GraphStore(store) as g:
+        indptr, indices = g.indptr(), g.indices()
+    monkeypatch.setattr(S, "LONG_SEARCH_S", 2 * S.plan_for(indptr, len(indptr) // 4, None, None, 1e3).seconds)
+    return S, indptr, indices
+
+
+def test_a_pilot_block_measures_the_search_and_cuts_the_rest_by_its_time(store, tmp_path, monkeypatch):
+    """A default search long enough to matter searches a reference-size block first: where it measures
+    far over its prediction the rest is cut in blocks of the reference size (an exact HAG) and
+    said; where it measures far under, the rest is one block as
+    planned; none with --block-entries."""
+    from gnnprep.hag.builder import HagConfig, build
+    from gnnprep.sparse.order import row_blocks
+
+    S, indptr, indices = _pilot_setup(monkeypatch, store, 1e4)
+    told = []
+    rep = build(store, tmp_path / "slow.h5", HagConfig(), search_scale=1e3, warn=told.append)
+    pilot = rep.stream["pilot"]
+    assert pilot["entries"] == int(indptr[row_blocks(indptr, 0, len(indptr) - 1, 64)[0][1]])
+    assert pilot["measured_over_predicted"] > 1 and pilot["rest_block_entries"] == 64
+    assert rep.stream["blocks"] == len(row_blocks(indptr, 0, len(indptr) - 1, 64))
+    _check_exact(read_hag(tmp_path / "slow.h5")[0], indptr, indices, np.random.default_rng(0))
+    assert any("blocks of up to 64 entries" in t for t in told), told
+    monkeypatch.setattr(S, "time", _Clock(1e-9))
+    rep = build(store, tmp_path / "fast.h5", HagConfig(), search_scale=1e3)
+    assert rep.stream["pilot"]["measured_over_predicted"] < 1 and rep.stream["blocks"] == 2
+    assert rep.stream["pilot"]["rest_block_entries"] == int(indptr[-1])
+    assert "pilot" not in build(store, tmp_path / "b.h5", HagConfig(block_entries=10**9), search_scale=1e3).stream
+
+
+def test_a_search_interrupted_after_its_pilot_resumes_with_the_rest_cut_as_before(store, tmp_path, monkeypatch):
+    from gnnprep.hag.builder import HagConfig, build
+
+    S, indptr, indices = _pilot_setup(monkeypatch, store, 1e4)
+    real, calls = S.block_search, []
+    build(store, tmp_path / "whole.h5", HagConfig(), search_scale=1e3)
+
+    def stop_after_two(*a, **k):
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(S, "block_search", stop_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        build(store, tmp_path / "h.h5", HagConfig(), search_scale=1e3)
+    monkeypatch.setattr(S, "block_search", real)
+    monkeypatch.setattr(S, "after_pilot", lambda *a, **k: pytest.fail("the pilot measured again"))
+    rep = build(store, tmp_path / "h.h5", HagConfig(), search_scale=1e3)
+    assert rep.stream["resumed"] and rep.stream["pilot"]["resumed_after"] and rep.stream["blocks"] > 2
+    whole, resumed = _arrays(tmp_path / "whole.h5"), _arrays(tmp_path / "h.h5")
+    for k in whole:
+        np.testing.assert_array_equal(whole[k], resumed[k])
 
 
 def test_an_interrupted_search_resumes_to_the_same_file(store, tmp_path, monkeypatch):
