@@ -254,14 +254,29 @@ def _count_ids(indices, out_ptr):
         out_ptr[u] += out_ptr[u - 1]
 
 
+TRANSPOSE_CHUNK = 2048   # entries whose places are found before they are written (_transpose)
+
+
 @njit(nogil=True, cache=True)
 def _transpose(indptr, indices, out_ptr, out_idx):
+    """out_idx[pos[u]] = v for each entry u of row v, pos[u] advanced from out_ptr[u]. The places of
+    TRANSPOSE_CHUNK entries are found before their rows are written: a write whose address waits on a
+    read of pos that misses the cache holds the next reads behind it (one miss at a time), as in
+    :func:`gnnprep.sparse.csr_kernels.place_keys`."""
     pos = out_ptr[:-1].copy()
-    for v in range(len(indptr) - 1):
-        for e in range(indptr[v], indptr[v + 1]):
+    where = np.empty(TRANSPOSE_CHUNK, dtype=np.int64)
+    m = len(indices)
+    v = 0
+    for c0 in range(0, m, TRANSPOSE_CHUNK):
+        c1 = min(m, c0 + TRANSPOSE_CHUNK)
+        for e in range(c0, c1):
             u = indices[e]
-            out_idx[pos[u]] = v
+            where[e - c0] = pos[u]
             pos[u] += 1
+        for e in range(c0, c1):
+            while indptr[v + 1] <= e:
+                v += 1
+            out_idx[where[e - c0]] = v
 
 
 def transpose_csr(indptr: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
