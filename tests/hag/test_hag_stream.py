@@ -382,6 +382,17 @@ def test_a_pilot_block_measures_the_search_and_cuts_the_rest_by_its_time(store, 
     assert "pilot" not in build(store, tmp_path / "b.h5", HagConfig(block_entries=10**9), search_scale=1e3).stream
 
 
+def _stopping_after(blocks: int, real, calls: list):
+    """A stand-in for block_search that searches ``blocks`` blocks (counted in ``calls``), then raises
+    KeyboardInterrupt."""
+    def search(*a, **k):
+        if len(calls) == blocks:
+            raise KeyboardInterrupt
+        calls.append(1)
+        return real(*a, **k)
+    return search
+
+
 def test_a_search_interrupted_after_its_pilot_resumes_with_the_rest_cut_as_before(store, tmp_path, monkeypatch):
     from gnnprep.hag.builder import HagConfig, build
 
@@ -389,13 +400,7 @@ def test_a_search_interrupted_after_its_pilot_resumes_with_the_rest_cut_as_befor
     real, calls = S.block_search, []
     build(store, tmp_path / "whole.h5", HagConfig(), search_scale=1e3)
 
-    def stop_after_two(*a, **k):
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        calls.append(1)
-        return real(*a, **k)
-
-    monkeypatch.setattr(S, "block_search", stop_after_two)
+    monkeypatch.setattr(S, "block_search", _stopping_after(2, real, calls))
     with pytest.raises(KeyboardInterrupt):
         build(store, tmp_path / "h.h5", HagConfig(), search_scale=1e3)
     monkeypatch.setattr(S, "block_search", real)
@@ -428,13 +433,7 @@ def test_an_interrupted_search_resumes_to_the_same_file(store, tmp_path, monkeyp
     build(store, tmp_path / "whole.h5", config)
     assert len(total) >= 4
 
-    def stop_after_two(*a, **k):
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        calls.append(1)
-        return real(*a, **k)
-
-    monkeypatch.setattr(S, "block_search", stop_after_two)
+    monkeypatch.setattr(S, "block_search", _stopping_after(2, real, calls))
     with pytest.raises(KeyboardInterrupt):
         build(store, tmp_path / "h.h5", config)
     assert not (tmp_path / "h.h5").exists() and list(tmp_path.glob("h.h5.partial*"))
