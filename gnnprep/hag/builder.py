@@ -292,7 +292,7 @@ def dry_run(graph_path, config: HagConfig = HagConfig(), search_scale: float = 1
     from gnnprep.graph.store import GraphStore
     from gnnprep.hag.stream import search_sizes
 
-    config.check()
+    config.check()   # (before the store is opened)
     with GraphStore(graph_path) as g:
         sizes = search_sizes(g.indptr(), config.window)
         weighted = g.weighted

@@ -31,6 +31,8 @@ import time
 import numpy as np
 from numba import njit, prange
 
+from gnnprep.sparse.csr_kernels import PLACE_CHUNK
+
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -254,21 +256,18 @@ def _count_ids(indices, out_ptr):
         out_ptr[u] += out_ptr[u - 1]
 
 
-TRANSPOSE_CHUNK = 2048   # entries whose places are found before they are written (_transpose)
-
-
 @njit(nogil=True, cache=True)
 def _transpose(indptr, indices, out_ptr, out_idx):
     """out_idx[pos[u]] = v for each entry u of row v, pos[u] advanced from out_ptr[u]. The places of
-    TRANSPOSE_CHUNK entries are found before their rows are written: a write whose address waits on a
+    PLACE_CHUNK entries are found before their rows are written: a write whose address waits on a
     read of pos that misses the cache holds the next reads behind it (one miss at a time), as in
     :func:`gnnprep.sparse.csr_kernels.place_keys`."""
     pos = out_ptr[:-1].copy()
-    where = np.empty(TRANSPOSE_CHUNK, dtype=np.int64)
+    where = np.empty(PLACE_CHUNK, dtype=np.int64)
     m = len(indices)
     v = 0
-    for c0 in range(0, m, TRANSPOSE_CHUNK):
-        c1 = min(m, c0 + TRANSPOSE_CHUNK)
+    for c0 in range(0, m, PLACE_CHUNK):
+        c1 = min(m, c0 + PLACE_CHUNK)
         for e in range(c0, c1):
             u = indices[e]
             where[e - c0] = pos[u]
