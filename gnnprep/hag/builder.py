@@ -185,7 +185,7 @@ def _build(store: GraphStore, input_path, output, config: HagConfig, progress: P
                                           config.aggregate, provenance, progress, search_scale, config.block_entries,
                                           on_plan=_note_to(warn) if config.block_entries is None else None)
         stream = {"blocks": plan.blocks, "block_entries": plan.block_entries, "window": plan.window,
-                  "sample_stride": plan.stride, "predicted_seconds": plan.seconds,
+                  "sample_stride": plan.stride, "workers": plan.workers, "predicted_seconds": plan.seconds,
                   "predicted_peak_bytes": plan.peak_bytes, "resumed": resumed} | ({} if pilot is None else {"pilot": pilot})
     else:
         indices = store.indices()
@@ -302,14 +302,17 @@ def dry_run(graph_path, config: HagConfig = HagConfig(), search_scale: float = 1
 def predict(sizes: tuple[int, int, int, int, int], weighted: bool, config: HagConfig = HagConfig(),
             search_scale: float = 1.0) -> dict:
     """:func:`dry_run` for a graph of :func:`gnnprep.hag.stream.search_sizes`' ``sizes`` (nodes, stored
-    entries, longest in-list, window, window pairs): the streamed search's blocks, window, peak bytes
-    and predicted seconds (:func:`gnnprep.hag.stream.search_plan`, with ``search_scale``), and those of
+    entries, longest in-list, window, window pairs): the streamed search's blocks, window, blocks
+    searched at once (``workers``, up to numba's threads), peak bytes and predicted seconds
+    (:func:`gnnprep.hag.stream.search_plan`, with ``search_scale``), and those of
     keeping the HAG relabelled to the node order after it (:func:`gnnprep.hag.order.relabel_seconds`,
     for a HAG of the most entries it can have: 0, and ``keeps_relabelled`` false, where that would take
     longer than the search, :func:`_copy_pays`); ``predicted_seconds`` is their sum. ``budget_blocks``:
     the search's prediction in the largest blocks the budget holds (slower per entry, finding more
     savings; the plan's own where its blocks are those). ``pilot``: whether the search measures a first
     block of the reference size and cuts the rest by its time (:func:`gnnprep.hag.stream.pilots`)."""
+    import numba
+
     from gnnprep.core.device import default_budget
     from gnnprep.hag.order import relabel_seconds
     from gnnprep.hag.stream import pilots, search_plan
@@ -318,14 +321,15 @@ def predict(sizes: tuple[int, int, int, int, int], weighted: bool, config: HagCo
     budget = default_budget("cpu") if config.memory_budget is None else int(config.memory_budget)
     n, m = sizes[0], sizes[1]
     cap = config.capacity_for(n, m)
-    plan, widest = search_plan(sizes, cap, budget, search_scale, config.block_entries)
+    plan, widest = search_plan(sizes, cap, budget, search_scale, config.block_entries, numba.get_num_threads())
     # the HAG then kept relabelled to the node order (_keep_in_order), at most m + 2 cap entries
     relabel = 0.0 if weighted else round(search_scale * relabel_seconds(n, m + 2 * cap, cap, budget), 3)
     keeps = not weighted and _copy_pays(relabel, plan.seconds)
     relabel = relabel if keeps else 0.0
     return {"dry_run": True, "num_nodes": n, "entries": m, "method": config.method, "capacity": cap,
             "memory_budget": budget, "blocks": plan.blocks, "block_entries": plan.block_entries,
-            "window": plan.window, "sample_stride": plan.stride, "predicted_peak_bytes": plan.peak_bytes,
+            "window": plan.window, "sample_stride": plan.stride, "workers": plan.workers,
+            "predicted_peak_bytes": plan.peak_bytes,
             "predicted_search_seconds": plan.seconds, "predicted_relabel_seconds": relabel, "keeps_relabelled": keeps,
             "predicted_seconds": round(plan.seconds + relabel, 3),
             "budget_blocks": {"block_entries": widest.block_entries, "predicted_search_seconds": widest.seconds},

@@ -7,9 +7,11 @@ and assembled into ``hag.h5`` (Jia et al., KDD 2020; the structure in :mod:`gnnp
 2. Rows are cut into contiguous blocks of at most ``block_entries`` stored entries
    (:func:`search_plan`: as many as the budget holds, unless that search is predicted to take more
    than a few minutes). Each block runs the lazy greedy on its own
-   in-lists with its share of the capacity (capacity left × block entries / entries left), so its
+   in-lists with its share of the capacity (about capacity left × block entries / entries left), so its
    aggregation nodes serve only its rows: cover(v) = N(v) holds block by block, and a pair shared
    by rows of two blocks is merged in each (the price of bounded memory; one block when S fits).
+   Where the budget holds several blocks, up to numba's threads search side by side
+   (:func:`searched_blocks`; the same HAG as one at a time, :func:`block_caps`).
 3. Aggregation nodes are numbered by level across all blocks, the in-lists rewritten in those ids.
 
 The memory model and the search time (:func:`stream_plan`) come from sizes alone, for
@@ -22,7 +24,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -58,6 +60,11 @@ SEARCH_SECONDS_FIXED = 1.0    # index, the greedy, the partial file, the assembl
 SEARCH_BLOCK_REF_ENTRIES = 15_000_000   # the block size those constants were measured at (the 1/10 shape at 2 GiB)
 SEARCH_BLOCK_GROWTH = 0.35    # above it, the time per entry grows as (block entries / ref)^0.35 (search_growth)
 MIN_BLOCK_ENTRIES = 1 << 16
+SEARCH_LAG = 4                # a block's capacity share counts on what the blocks this many before it made
+                              # (block_caps): up to this many blocks search at once, the same HAG for any number
+PARALLEL_GAIN = 0.8           # each worker beyond the first adds this share of one to the search's speed
+                              # (search_workers): two searched 1.79x one (the 1/10 shape's 15M-entry blocks, 2-core
+                              # Xeon VM, 2026-11-28: 4 blocks 14.2 s on one thread, 7.95 s on two)
 LONG_SEARCH_S = 120.0         # the default blocks keep a search predicted longer than this within it (time_bounded_block)
 PILOT_FROM = 0.1              # ... and one predicted over this share of it, in blocks larger than the reference,
                               # searches a reference-size block first and cuts the rest by its measured time (after_pilot)
@@ -66,7 +73,8 @@ PILOT_FROM = 0.1              # ... and one predicted over this share of it, in 
 @dataclass(frozen=True)
 class StreamPlan:
     """How a streamed search runs: ``block_entries`` stored entries per block, the candidate
-    ``window``, the bytes it holds at most (``peak_bytes``) and its predicted ``seconds``."""
+    ``window``, the bytes it holds at most (``peak_bytes``), its predicted ``seconds`` and the blocks
+    searched at once (``workers``, :func:`search_workers`)."""
 
     block_entries: int
     blocks: int
@@ -75,6 +83,7 @@ class StreamPlan:
     fixed_bytes: int
     peak_bytes: int
     seconds: float
+    workers: int = 1
 
 
 def default_window(deg: np.ndarray) -> int:
@@ -106,16 +115,20 @@ def fixed_bytes(n: int, cap: int) -> int:
 
 
 def stream_plan(n: int, m: int, longest: int, cap: int, budget: int | None, window: int | None = None,
-                pairs: int | None = None, scale: float = 1.0, max_block: int | None = None) -> StreamPlan:
+                pairs: int | None = None, scale: float = 1.0, max_block: int | None = None,
+                threads: int = 1) -> StreamPlan:
     """Block size, window and predicted peak and time for a streamed search of n nodes, m stored
     entries (the longest in-list ``longest``) with capacity ``cap`` under ``budget`` bytes (None: one
     block), in blocks of at most ``max_block`` entries when given (``--block-entries``: smaller blocks
     search faster and find fewer savings, :func:`search_growth`). ``pairs``: the window pair
     occurrences when known (else bounded by window · m).
 
-    seconds = scale · g(block) · (SEARCH_NS_PER_PAIR · counted pairs + SEARCH_NS_PER_ENTRY · m) + SEARCH_SECONDS_FIXED,
-    ``scale`` being this machine's search time against the reference machine's (1: the reference)
-    and g the growth of the time per entry with the block's size (:func:`search_growth`)."""
+    seconds = scale · g(block) · (SEARCH_NS_PER_PAIR · counted pairs + SEARCH_NS_PER_ENTRY · m) / s(w)
+              + SEARCH_SECONDS_FIXED,
+    ``scale`` being this machine's search time against the reference machine's (1: the reference), g
+    the growth of the time per entry with the block's size (:func:`search_growth`) and s(w) = 1 +
+    PARALLEL_GAIN · (w − 1) the speed of w blocks searched at once (:func:`search_workers`, of at most
+    ``threads``); the peak holds w blocks."""
     w = DEFAULT_WINDOW if window is None else int(window)
     w = max(1, min(w, max(1, longest - 1)))
     fixed = fixed_bytes(n, cap)
@@ -134,10 +147,25 @@ def stream_plan(n: int, m: int, longest: int, cap: int, budget: int | None, wind
     blocks = max(1, math.ceil(m / block))
     occ = w * m if pairs is None else pairs
     stride = sample_stride(m, occ)
+    per_block = BLOCK_ENTRY_BYTES * min(block + longest, max(m, 1))
+    workers = search_workers(threads, blocks, None if budget is None else budget - fixed, per_block)
     seconds = (scale * search_growth(block) * (SEARCH_NS_PER_PAIR * 1e-9 * occ / stride + SEARCH_NS_PER_ENTRY * 1e-9 * m)
-               + SEARCH_SECONDS_FIXED)
-    peak = fixed + BLOCK_ENTRY_BYTES * min(block + longest, max(m, 1))
-    return StreamPlan(block, blocks, w, stride, fixed, peak, round(seconds, 3))
+               / (1.0 + PARALLEL_GAIN * (workers - 1)) + SEARCH_SECONDS_FIXED)
+    return StreamPlan(block, blocks, w, stride, fixed, fixed + workers * per_block, round(seconds, 3), workers)
+
+
+def search_workers(threads: int, blocks: int, room: int | None, per_block: int) -> int:
+    """How many blocks a search searches at once, each on its own thread: as many as ``threads``
+    (numba's), the blocks, :data:`SEARCH_LAG` and the ``room`` beside the fixed part (None: no budget)
+    hold at ``per_block`` bytes each — at least one. Each block's search is one thread's (a chain of
+    cache misses, numba kernels without the GIL), so two blocks at once use both cores of a 2-core
+    machine: 1.79x one on the 1/10 shape (:data:`PARALLEL_GAIN`). The budget's own blocks fill the
+    budget, so blocks are searched side by side where the time bound (:func:`time_bounded_block`)
+    or ``--block-entries`` made them smaller than it holds."""
+    w = max(1, min(int(threads), SEARCH_LAG, blocks))
+    if room is not None:
+        w = max(1, min(w, room // max(1, per_block)))
+    return w
 
 
 def search_growth(block_entries: int) -> float:
@@ -187,21 +215,22 @@ def search_sizes(indptr: np.ndarray, window: int | None) -> tuple[int, int, int,
 
 
 def search_plan(sizes: tuple[int, int, int, int, int], cap: int, budget: int | None, scale: float,
-                max_block: int | None) -> tuple[StreamPlan, StreamPlan]:
+                max_block: int | None, threads: int = 1) -> tuple[StreamPlan, StreamPlan]:
     """(the plan the search runs, the plan in the largest blocks the budget holds) for
-    :func:`search_sizes`' ``sizes``. With ``max_block`` (``--block-entries``) the blocks hold at most
-    that many entries; without, they are the budget's unless that search is predicted longer than
-    :data:`LONG_SEARCH_S`, where they are the largest whose search is predicted within it — and no
-    smaller than :data:`SEARCH_BLOCK_REF_ENTRIES` (:func:`time_bounded_block`)."""
+    :func:`search_sizes`' ``sizes``, with up to ``threads`` blocks at once (:func:`search_workers`).
+    With ``max_block`` (``--block-entries``) the blocks hold at most that many entries; without, they
+    are the budget's unless that search is predicted longer than :data:`LONG_SEARCH_S` on one thread,
+    where they are the largest whose search on one thread is predicted within it — and no smaller
+    than :data:`SEARCH_BLOCK_REF_ENTRIES` (:func:`time_bounded_block`); more threads then shorten it."""
     n, m, longest, w, pairs = sizes
 
-    def plan(bound: int | None) -> StreamPlan:
-        return stream_plan(n, m, longest, cap, budget, w, pairs=pairs, scale=scale, max_block=bound)
+    def plan(bound: int | None, t: int = threads) -> StreamPlan:
+        return stream_plan(n, m, longest, cap, budget, w, pairs=pairs, scale=scale, max_block=bound, threads=t)
 
     widest = plan(None)
     if max_block is not None:
         return plan(max_block), widest
-    return plan(time_bounded_block(widest, plan(SEARCH_BLOCK_REF_ENTRIES))), widest
+    return plan(time_bounded_block(plan(None, 1), plan(SEARCH_BLOCK_REF_ENTRIES, 1))), widest
 
 
 def time_bounded_block(widest: StreamPlan, ref: StreamPlan) -> int | None:
@@ -243,11 +272,12 @@ def pilot_end(indptr: np.ndarray, plan: StreamPlan, max_block: int | None) -> in
 
 
 def after_pilot(sizes: tuple[int, int, int, int, int], cap: int, budget: int | None, scale: float, plan: StreamPlan,
-                entries: int, seconds: float) -> tuple[StreamPlan, StreamPlan, float]:
+                entries: int, seconds: float, threads: int = 1) -> tuple[StreamPlan, StreamPlan, float]:
     """(the plan for the rows after the pilot block, the budget's, k) from the pilot's measured
     ``seconds`` for its ``entries``: k = seconds / the prediction for them (the reference-size blocks'
-    time per entry, :func:`stream_plan`), and the rest planned by :func:`search_plan` with ``scale`` · k,
-    in blocks no larger than ``plan``'s. The predictions come from a reference machine and the papers100M
+    time per entry on one thread, :func:`stream_plan`: the pilot's block is searched alone), and the
+    rest planned by :func:`search_plan` with ``scale`` · k and ``threads``, in blocks no larger than
+    ``plan``'s. The predictions come from a reference machine and the papers100M
     shape; the pilot measures this machine on this graph (on a 2-core Xeon VM the 1/10 shape searched in
     1.4x its prediction, the R-MAT graph at 1/40 measured 8.4x in its pilot and took 136 s against 139 s
     predicted after it), so the time bound holds where the sizes alone mislead, at the price of the
@@ -256,9 +286,9 @@ def after_pilot(sizes: tuple[int, int, int, int, int], cap: int, budget: int | N
     ref = stream_plan(n, m, sizes[2], cap, budget, sizes[3], pairs=sizes[4], scale=scale,
                       max_block=SEARCH_BLOCK_REF_ENTRIES)
     k = max(seconds, 1e-6) / max(1e-9, (ref.seconds - SEARCH_SECONDS_FIXED) * entries / max(1, m))
-    rest, widest = search_plan(sizes, cap, budget, scale * k, None)
+    rest, widest = search_plan(sizes, cap, budget, scale * k, None, threads)
     if rest.block_entries > plan.block_entries:
-        rest = search_plan(sizes, cap, budget, scale * k, plan.block_entries)[0]
+        rest = search_plan(sizes, cap, budget, scale * k, plan.block_entries, threads)[0]
     return rest, widest, k
 
 
@@ -305,16 +335,101 @@ def block_search(ids: np.ndarray, rp: np.ndarray, rank: np.ndarray, n: int, firs
     return lengths, out[:used], glob[inputs], levels
 
 
-def block_caps(indptr: np.ndarray, blocks: list[tuple[int, int]], cap: int) -> Callable[[int, int], int]:
-    """The capacity share of a block given what earlier blocks used: cap left × its entries / entries left."""
+def block_caps(indptr: np.ndarray, blocks: list[tuple[int, int]], cap: int,
+               lag: int = SEARCH_LAG) -> Callable[[int, list[int]], int]:
+    """The capacity shares of the blocks, asked in order (i = 0, 1, …): share(i, made_by) = (cap − what
+    the blocks before i − lag + 1 made (``made_by``: each block's count, at least that many) − the
+    shares of the lag − 1 blocks before i) × i's entries / the entries from i on. The blocks still
+    searching when i starts (at most ``lag`` at once) are counted at their whole share, so the shares
+    never sum past the capacity and do not depend on how many blocks run at once; with lag 1, the
+    capacity left × the block's entries / the entries left."""
     m = int(indptr[-1])
+    shares: list[int] = []
 
-    def share(i: int, made: int) -> int:
+    def share(i: int, made_by: list[int]) -> int:
+        if i < len(shares):
+            return shares[i]
+        assert i == len(shares), "shares are asked in block order"
+        known = max(0, i - lag + 1)
+        used = sum(made_by[:known]) + sum(shares[known:i])
         r0, r1 = blocks[i]
         left_entries = m - int(indptr[r0])
         mine = int(indptr[r1] - indptr[r0])
-        return int((cap - made) * mine // max(1, left_entries))
+        shares.append(int((cap - used) * mine // max(1, left_entries)))
+        return shares[-1]
     return share
+
+
+class _Now:
+    """A finished job's result, as a future gives it (one worker: no thread)."""
+
+    def __init__(self, fn, *args):
+        self.value = fn(*args)
+
+    def result(self):
+        return self.value
+
+
+def searched_blocks(blocks: list[tuple[int, int]], start: int, end: int | None, indptr: np.ndarray,
+                    read: Callable[[int, int], np.ndarray], rank: np.ndarray, order: np.ndarray, n: int,
+                    share: Callable[[int, list[int]], int], made_by: list[int], plan: StreamPlan, min_share: int,
+                    max_depth: int, room: int, workers: int = 1) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]]:
+    """Search ``blocks[start:end]`` (``end`` None: to the end of the list, which may grow while this
+    runs) and yield, in block order, (i, lengths, rows, inputs, levels, seconds) as
+    :func:`block_search` gives them, aggregation node j of block i numbered n + (what the blocks
+    before it made) + j, and the seconds its search took;
+    ``made_by`` (the counts of the blocks before ``start``) gets each block's count as it is yielded.
+    Up to ``workers`` blocks are searched at once, each on its own thread with its own buffers and its
+    share (:func:`block_caps`) set when it starts; a block's aggregation ids are shifted into place
+    when it is yielded, so the HAG is the one a single worker finds."""
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    for j in range(start):    # (a block's share depends on the shares before it)
+        share(j, made_by)
+    spare: list[dict] = [{} for _ in range(workers)]   # each running block's buffers, kept across blocks
+
+    def job(i: int, cap_i: int, work: dict):
+        t0 = time.perf_counter()
+        r0, r1 = blocks[i]
+        p0, p1 = int(indptr[r0]), int(indptr[r1])
+        rp = (indptr[r0:r1 + 1] - p0).astype(np.int64)
+        found = block_search(read(p0, p1), rp, rank, n, n, cap_i, plan.window, min_share, max_depth, room,
+                             plan.stride, order, work)
+        return found, time.perf_counter() - t0, work
+
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hag-search") if workers > 1 else None
+    pending: deque = deque()
+    nxt = start
+    try:
+        while True:
+            while len(pending) < workers and nxt < (len(blocks) if end is None else end):
+                cap_i = share(nxt, made_by)
+                pending.append((nxt, _Now(job, nxt, cap_i, spare.pop()) if pool is None
+                                else pool.submit(job, nxt, cap_i, spare.pop())))
+                nxt += 1
+            if not pending:
+                return
+            i, future = pending.popleft()
+            (lengths, rows, inputs, levels), seconds, work = future.result()
+            spare.append(work)
+            before = sum(made_by)
+            if before:
+                rows = _shift_aggregates(rows, n, before)
+                inputs = _shift_aggregates(inputs, n, before)
+            made_by.append(len(inputs))
+            yield i, lengths, rows, inputs, levels, seconds
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _shift_aggregates(ids: np.ndarray, n: int, by: int) -> np.ndarray:
+    """``ids`` with every aggregation id (≥ n) moved up by ``by`` (in a wider dtype where it must)."""
+    if ids.dtype.itemsize < 8 and int(ids.max(initial=0)) + by >= np.iinfo(ids.dtype).max:
+        ids = ids.astype(np.int64)
+    ids[ids >= n] += by
+    return ids
 
 
 def renumber(n: int, inputs: np.ndarray, levels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -361,9 +476,10 @@ def _check_csr(indptr: np.ndarray, indices: np.ndarray) -> None:
 
 
 def search_arrays(indptr: np.ndarray, indices: np.ndarray, capacity: int | None = None, window: int | None = None,
-                  max_depth: int = 16, min_share: int = 2, block_entries: int | None = None) -> Hag:
-    """The streamed search on in-memory arrays (one block unless ``block_entries``): for tests and
-    the Python API. The arrays are checked first (the kernels index with the ids unchecked)."""
+                  max_depth: int = 16, min_share: int = 2, block_entries: int | None = None, workers: int = 1) -> Hag:
+    """The streamed search on in-memory arrays (one block unless ``block_entries``; up to ``workers``
+    blocks at once, the same HAG): for tests and the Python API. The arrays are checked first (the
+    kernels index with the ids unchecked)."""
     _check_csr(indptr, indices)
     n = len(indptr) - 1
     m = int(indptr[-1])
@@ -373,20 +489,15 @@ def search_arrays(indptr: np.ndarray, indices: np.ndarray, capacity: int | None 
 
     blocks = row_blocks(indptr, 0, n, block_entries or max(1, m))
     rank, order = frequency_rank(indptr, lambda lo, hi: indices[lo:hi], n)
-    share = block_caps(indptr, blocks, cap)
-    work: dict = {}
     lens, ids, ins, levs = [], [], [], []
-    made = 0
-    for i, (r0, r1) in enumerate(blocks):
-        p0, p1 = int(indptr[r0]), int(indptr[r1])
-        rp = (indptr[r0:r1 + 1] - p0).astype(np.int64)
-        ln, out, inp, lev = block_search(np.asarray(indices[p0:p1]), rp, rank, n, n + made, share(i, made),
-                                         plan.window, min_share, max_depth, 1 << 26, plan.stride, order, work)
+    read = lambda lo, hi: np.asarray(indices[lo:hi])  # noqa: E731
+    for _, ln, out, inp, lev, _ in searched_blocks(blocks, 0, None, indptr, read, rank, order, n,
+                                                   block_caps(indptr, blocks, cap), [], plan, min_share, max_depth,
+                                                   1 << 26, max(1, min(int(workers), SEARCH_LAG))):
         lens.append(ln)
         ids.append(out)
         ins.append(inp)
         levs.append(lev)
-        made += len(inp)
     lengths = np.concatenate(lens) if lens else np.zeros(n, np.int64)
     inputs = np.concatenate(ins) if ins else np.empty((0, 2), np.int64)
     levels = np.concatenate(levs).astype(np.int64) if levs else np.empty(0, np.int64)
@@ -400,7 +511,8 @@ def search_arrays(indptr: np.ndarray, indices: np.ndarray, capacity: int | None 
 def build_streamed(store, output, input_path, cap: int, budget: int | None, window: int | None, max_depth: int,
                    min_share: int, aggregate: str, provenance, progress=None,
                    scale: float = 1.0, max_block: int | None = None,
-                   on_plan: Callable[[StreamPlan, StreamPlan], None] | None = None) -> tuple[dict, StreamPlan, bool, dict | None]:
+                   on_plan: Callable[[StreamPlan, StreamPlan], None] | None = None,
+                   threads: int | None = None) -> tuple[dict, StreamPlan, bool, dict | None]:
     """Search ``store`` (an open :class:`gnnprep.graph.store.GraphStore`) block by block and write
     ``hag.h5`` to ``output``. The blocks' results go to ``<output>.partial`` as each finishes
     (:class:`gnnprep.core.output.ResumableOutput`): an interrupted search run again with the same
@@ -409,8 +521,11 @@ def build_streamed(store, output, input_path, cap: int, budget: int | None, wind
     pilot's figures or None). ``provenance()`` gives the provenance to write (called once the search
     is done, so it can hold the search's time); ``scale`` and ``max_block``: the plan's
     (:func:`search_plan`); ``on_plan(plan, in the budget's blocks)`` is told the plan before the search
-    starts — with a pilot block (:func:`pilot_end`), after it, the rest's plan as its time corrects it."""
+    starts — with a pilot block (:func:`pilot_end`), after it, the rest's plan as its time corrects it.
+    ``threads``: the most blocks searched at once (None: numba's threads; the plan's ``workers``)."""
     import json
+
+    import numba
 
     from gnnprep.core.output import ResumableOutput
     from gnnprep.hag.file import SearchWork, write_hag_rows
@@ -421,19 +536,24 @@ def build_streamed(store, output, input_path, cap: int, budget: int | None, wind
     indptr = store.indptr()
     m = int(indptr[-1])
     sizes = search_sizes(indptr, window)
-    plan, widest = search_plan(sizes, cap, budget, scale, max_block)
+    threads = numba.get_num_threads() if threads is None else max(1, int(threads))
+    plan, widest = search_plan(sizes, cap, budget, scale, max_block, threads)
     pilot = pilot_end(indptr, plan, max_block)
     if on_plan is not None and pilot is None:
         on_plan(plan, widest)
     blocks = row_blocks(indptr, 0, n, plan.block_entries) if pilot is None else [(0, pilot)]
     told: dict = {}
+    workers = [plan.workers]   # (the rest's, after a pilot)
 
     def rest_after_pilot(seconds: float | None) -> None:   # the blocks after the pilot's, cut by its time
         if seconds is None:   # (resumed after it: as cut then)
-            blocks.extend(row_blocks(indptr, pilot, n, int(out.state["rest_block_entries"])))
+            rest_entries = int(out.state["rest_block_entries"])
+            blocks.extend(row_blocks(indptr, pilot, n, rest_entries))
+            workers[0] = search_plan(sizes, cap, budget, scale, rest_entries, threads)[0].workers
             return
-        rest, wide, k = after_pilot(sizes, cap, budget, scale, plan, int(indptr[pilot]), seconds)
+        rest, wide, k = after_pilot(sizes, cap, budget, scale, plan, int(indptr[pilot]), seconds, threads)
         blocks.extend(row_blocks(indptr, pilot, n, rest.block_entries))
+        workers[0] = rest.workers
         out.state["rest_block_entries"] = rest.block_entries
         told.update(entries=int(indptr[pilot]), seconds=round(seconds, 3), measured_over_predicted=round(k, 3),
                     rest_block_entries=rest.block_entries)
@@ -442,7 +562,7 @@ def build_streamed(store, output, input_path, cap: int, budget: int | None, wind
 
     key = json.dumps({"graph": store.fingerprint, "capacity": cap, "window": plan.window, "max_depth": max_depth,
                       "min_share": min_share, "block_entries": plan.block_entries, "aggregate": aggregate,
-                      "stride": plan.stride, "pilot": pilot},
+                      "stride": plan.stride, "pilot": pilot, "lag": SEARCH_LAG},
                      sort_keys=True)
     out = ResumableOutput(output, key, [input_path])
     ids_dtype = np.int32 if n + cap < 2**31 else np.int64
@@ -450,36 +570,31 @@ def build_streamed(store, output, input_path, cap: int, budget: int | None, wind
     out.check_room(needed)
     with out.writing(needed):
         with SearchWork(out.partial, n, m, cap, ids_dtype, fresh=not out.resumed) as work:
-            made = int(out.state.get("made", 0)) if out.resumed else 0
+            made_by = [int(c) for c in out.state.get("made_by", [])] if out.resumed else []
             rank, order = frequency_rank(indptr, lambda lo, hi: store.read_indices(lo, hi), n, progress)
-            share = block_caps(indptr, blocks, cap)
-            done = {u[0] for u in out.done}
-            if pilot is not None and 0 in done:
+            if pilot is not None and made_by:
                 rest_after_pilot(None)
-            buffers: dict = {}  # the counting's scatter buffers, kept across blocks
-            room = COUNT_ENTRY_BYTES * plan.block_entries
-            i = -1
-            while i + 1 < len(blocks):   # (the pilot's block adds the rest's)
-                i += 1
-                r0, r1 = blocks[i]
-                p0, p1 = int(indptr[r0]), int(indptr[r1])
-                if i in done:
-                    continue
-                t0 = time.perf_counter()
-                ids = store.read_indices(p0, p1)
-                rp = (indptr[r0:r1 + 1] - p0).astype(np.int64)
-                lengths, rows, ins, levels = block_search(ids, rp, rank, n, n + made, share(i, made), plan.window,
-                                                          min_share, max_depth, room, plan.stride, order, buffers)
-                del ids
-                work.put(r0, r1, p0, lengths, rows, made, ins, levels)
-                made += len(ins)
-                del rows, ins, levels, lengths
-                if pilot is not None and i == 0:
-                    rest_after_pilot(time.perf_counter() - t0)
-                out.state["made"] = made
-                out.mark((i,), work.f)
-                progress("hag search", p1, m)
-            del rank, order, buffers
+            share = block_caps(indptr, blocks, cap)
+
+            def search(start: int, end: int | None, workers: int, rank: np.ndarray, order: np.ndarray) -> None:
+                # (blocks are marked in order: the finished ones are the first len(made_by))
+                for i, lengths, rows, ins, levels, seconds in searched_blocks(
+                        blocks, start, end, indptr, store.read_indices, rank, order, n, share, made_by, plan,
+                        min_share, max_depth, COUNT_ENTRY_BYTES * plan.block_entries, workers):
+                    r0, r1 = blocks[i]
+                    work.put(r0, r1, int(indptr[r0]), lengths, rows, sum(made_by[:i]), ins, levels)
+                    del rows, ins, levels, lengths
+                    if pilot is not None and i == 0:
+                        rest_after_pilot(seconds)
+                    out.state["made_by"] = made_by
+                    out.mark((i,), work.f)
+                    progress("hag search", int(indptr[r1]), m)
+
+            if pilot is not None and not made_by:
+                search(0, 1, 1, rank, order)   # the pilot's block alone: its time is one thread's, as predicted
+            search(len(made_by), None, workers[0], rank, order)
+            made = sum(made_by)
+            del rank, order
             inputs, levels = work.aggregation_nodes(made)
             new, inputs, level_ptr = renumber(n, inputs, levels)
             del levels
@@ -499,6 +614,6 @@ def build_streamed(store, output, input_path, cap: int, budget: int | None, wind
     out.close(keep=False)
     if pilot is not None:
         told = told or {"entries": int(indptr[pilot]), "resumed_after": True}
-        rest = search_plan(sizes, cap, budget, scale, int(out.state["rest_block_entries"]))[0]
+        rest = search_plan(sizes, cap, budget, scale, int(out.state["rest_block_entries"]), threads)[0]
         plan = replace(rest, blocks=len(blocks), seconds=plan.seconds)   # (the prediction made before the pilot)
     return summary, plan, resumed, told or None

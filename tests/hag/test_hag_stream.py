@@ -759,3 +759,113 @@ def test_the_search_kernels_are_compiled_before_the_search_and_reported_apart(tm
     r = build(path, tmp_path / "hag.h5", HagConfig())
     assert r.compile_seconds is not None and 0 <= r.compile_seconds < 5   # cached by now: loaded, not compiled
     assert r.to_dict()["compile_seconds"] == r.compile_seconds            # in --json beside search_seconds
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_blocks_searched_at_once_give_the_hag_one_worker_finds(seed):
+    """Up to SEARCH_LAG blocks search at once, each with its share set when it starts (block_caps): the
+    same HAG byte for byte for 1, 2, 3 and 4 workers — a binding capacity, duplicate edges, self-loops,
+    isolated nodes, blocks of a few rows — and an exact one (cover(v) = N(v), the dense product)."""
+    import gnnprep.hag.stream as S
+
+    rng = np.random.default_rng(seed)
+    indptr, indices = _random_csr(rng, 300, 5000)
+    m = int(indptr[-1])
+    for cap, k in ((8, m // 7), (None, m // 5), (40, 64)):
+        one = search_arrays(indptr, indices, capacity=cap, block_entries=k)
+        assert one.num_agg > 0
+        for w in (2, 3, S.SEARCH_LAG):
+            many = search_arrays(indptr, indices, capacity=cap, block_entries=k, workers=w)
+            for a in ("inputs", "level_ptr", "indptr", "indices"):
+                np.testing.assert_array_equal(getattr(many, a), getattr(one, a), err_msg=f"{a}, {w} workers")
+        _check_exact(one, indptr, indices, rng)
+        assert one.num_agg <= (len(indptr) - 1) // 4 if cap is None else one.num_agg <= cap
+
+
+def test_the_capacity_shares_never_sum_past_the_capacity_and_match_the_sequential_rule_at_lag_one():
+    """block_caps: with lag 1 the capacity left × the block's entries / the entries left; with lag L the
+    blocks still searching count at their whole share, so every share is at most what is left after
+    them and the shares made in full never sum past the capacity."""
+    import gnnprep.hag.stream as S
+    from gnnprep.sparse.order import row_blocks
+
+    indptr = np.concatenate([[0], np.cumsum(np.random.default_rng(3).integers(0, 9, 500))])
+    blocks = row_blocks(indptr, 0, 500, 97)
+    cap, m = 120, int(indptr[-1])
+    seq, made = S.block_caps(indptr, blocks, cap, lag=1), []
+    for i, (r0, r1) in enumerate(blocks):
+        s = seq(i, made)
+        assert s == (cap - sum(made)) * int(indptr[r1] - indptr[r0]) // (m - int(indptr[r0]))
+        made.append(s // 2)
+    share, made = S.block_caps(indptr, blocks, cap, lag=4), []
+    for i in range(len(blocks)):
+        made.append(share(i, made))   # every block uses all of its share
+        assert sum(made) <= cap
+    assert share(1, made) == made[1]  # (asked again: as given)
+
+
+def test_the_command_searches_blocks_side_by_side_where_the_budget_holds_them(store, tmp_path, monkeypatch):
+    """With blocks smaller than the budget holds (--block-entries), as many blocks as numba's threads
+    (at most SEARCH_LAG, and as the budget holds) search at once: said in --json and --dry-run, the
+    same file as the library's search on one worker; a budget that holds one block searches one."""
+    import numba
+
+    import gnnprep.hag.stream as S
+    from gnnprep.graph.store import GraphStore
+
+    monkeypatch.setattr(S, "MIN_BLOCK_ENTRIES", 16)
+    monkeypatch.setattr(numba, "get_num_threads", lambda: 3)
+    with GraphStore(store) as g:
+        indptr, indices = g.indptr(), g.indices()
+    m, n = int(indptr[-1]), len(indptr) - 1
+    k = m // 6
+    rep = run_json(["hag", store, "-o", tmp_path / "h.h5", "--block-entries", str(k)])
+    assert rep["stream"]["workers"] == 3 and rep["stream"]["blocks"] >= 6
+    assert run_json(["hag", store, "-o", tmp_path / "d.h5", "--dry-run", "--block-entries", str(k)])["workers"] == 3
+    want = S.search_arrays(indptr, indices, block_entries=k)
+    got = _arrays(tmp_path / "h.h5")
+    np.testing.assert_array_equal(got["adj/indptr"], want.indptr)
+    np.testing.assert_array_equal(got["adj/indices"], want.indices)
+    np.testing.assert_array_equal(got["agg/inputs"], want.inputs)
+    np.testing.assert_array_equal(got["agg/level_ptr"], want.level_ptr)
+    longest = int(np.diff(indptr).max())
+    one = S.fixed_bytes(n, n // 4) + S.BLOCK_ENTRY_BYTES * (k + longest)
+    rep = run_json(["hag", store, "-o", tmp_path / "o.h5", "--block-entries", str(k), "--memory-budget", str(one)])
+    assert rep["stream"]["workers"] == 1
+    np.testing.assert_array_equal(_arrays(tmp_path / "o.h5")["adj/indices"], want.indices)
+
+
+def test_a_search_interrupted_with_blocks_side_by_side_resumes_to_the_same_file(store, tmp_path, monkeypatch):
+    """Two blocks at once, interrupted as the third starts: the two finished are kept (blocks are
+    marked in order), the rerun searches the rest only and writes the uninterrupted run's file."""
+    import numba
+
+    import gnnprep.hag.builder as B
+    import gnnprep.hag.stream as S
+    from gnnprep.graph.store import GraphStore
+    from gnnprep.hag.builder import HagConfig, build
+
+    monkeypatch.setattr(S, "MIN_BLOCK_ENTRIES", 16)
+    monkeypatch.setattr(B, "warm_up", lambda index_dtype: None)
+    monkeypatch.setattr(numba, "get_num_threads", lambda: 2)
+    with GraphStore(store) as g:
+        config = HagConfig(block_entries=g.num_edges // 6)
+    real, calls = S.block_search, []
+    whole = build(store, tmp_path / "whole.h5", config)
+    assert whole.stream["workers"] == 2
+    monkeypatch.setattr(S, "block_search", _stopping_after(2, real, calls))
+    with pytest.raises(KeyboardInterrupt):
+        build(store, tmp_path / "h.h5", config)
+    assert not (tmp_path / "h.h5").exists()
+    done = []
+
+    def count(*a, **k):
+        done.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(S, "block_search", count)
+    rep = build(store, tmp_path / "h.h5", config)
+    assert rep.stream["resumed"] and len(done) == whole.stream["blocks"] - 2
+    a, b = _arrays(tmp_path / "whole.h5"), _arrays(tmp_path / "h.h5")
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key])
