@@ -869,3 +869,16 @@ def test_a_search_interrupted_with_blocks_side_by_side_resumes_to_the_same_file(
     a, b = _arrays(tmp_path / "whole.h5"), _arrays(tmp_path / "h.h5")
     for key in a:
         np.testing.assert_array_equal(a[key], b[key])
+
+
+def test_the_search_kernels_are_serial_so_blocks_can_run_on_several_threads():
+    """Blocks search on several Python threads at once (searched_blocks); a numba kernel with
+    ``parallel=True`` launched from two threads at once aborts under numba's default (workqueue)
+    threading layer, so the block search's kernels stay serial."""
+    import gnnprep.hag.greedy as G
+    import gnnprep.hag.stream as S
+    from numba.core.registry import CPUDispatcher
+
+    kernels = [f for mod in (G, S) for f in vars(mod).values() if isinstance(f, CPUDispatcher)]
+    assert len(kernels) > 10
+    assert not [f.__name__ for f in kernels if f.targetoptions.get("parallel")]

@@ -142,11 +142,13 @@ def test_close_spills_after_an_error_leaves_no_writer(tmp_path, rng):
 
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("n,lo,rows", [(700, 0, 700), (700, 300, 11), (3_037_000_499, 3_037_000_399, 100),
-                                       (2**31 + 11, 5, 40)])
+                                       (2**31 + 11, 5, 40), (60_000, 1_000, 9_001), (5_000, 0, 4_096),
+                                       (3_037_000_499, 3_037_000_499 - 4_097, 4_097)])
 def test_sort_keys_equals_numpy_sort(rng, threads, n, lo, rows):
     """The counting sort by row gives numpy's sorted keys: power-law rows (a hub, empty rows,
     duplicates, rows longer and shorter than the insertion limit), ids near the largest node count
-    the int64 keys allow (where the float quotient needs its correction), 1 and 2 threads."""
+    the int64 keys allow (where the float quotient needs its correction), rows in one bucket each
+    and more rows than RADIX_BUCKETS (buckets of several rows, the last one partial), 1 and 2 threads."""
     from gnnprep.sparse import csr_kernels
 
     m = 20 * rows
@@ -158,8 +160,9 @@ def test_sort_keys_equals_numpy_sort(rng, threads, n, lo, rows):
     keys = (row.astype(np.int64) * n + col).astype(np.int64)
     keys[-5:] = keys[:5]
     out = np.full_like(keys, -1)
-    csr_kernels.sort_keys(keys, lo, rows, n, out, threads)
-    np.testing.assert_array_equal(out, np.sort(keys))
+    want = np.sort(keys)
+    csr_kernels.sort_keys(keys, lo, rows, n, out, threads)   # (keys: its scratch)
+    np.testing.assert_array_equal(out, want)
     empty = np.empty(0, dtype=np.int64)
     csr_kernels.sort_keys(empty, lo, rows, n, empty, threads)
 
