@@ -875,9 +875,10 @@ def test_the_search_kernels_are_serial_so_blocks_can_run_on_several_threads():
     """Blocks search on several Python threads at once (searched_blocks); a numba kernel with
     ``parallel=True`` launched from two threads at once aborts under numba's default (workqueue)
     threading layer, so the block search's kernels stay serial."""
+    from numba.core.registry import CPUDispatcher
+
     import gnnprep.hag.greedy as G
     import gnnprep.hag.stream as S
-    from numba.core.registry import CPUDispatcher
 
     kernels = [f for mod in (G, S) for f in vars(mod).values() if isinstance(f, CPUDispatcher)]
     assert len(kernels) > 10
