@@ -373,11 +373,12 @@ class _Now:
 def searched_blocks(blocks: list[tuple[int, int]], start: int, end: int | None, indptr: np.ndarray,
                     read: Callable[[int, int], np.ndarray], rank: np.ndarray, order: np.ndarray, n: int,
                     share: Callable[[int, list[int]], int], made_by: list[int], plan: StreamPlan, min_share: int,
-                    max_depth: int, room: int, workers: int = 1) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]]:
+                    max_depth: int, room: int,
+                    workers: int = 1) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]]:
     """Search ``blocks[start:end]`` (``end`` None: to the end of the list, which may grow while this
-    runs) and yield, in block order, (i, lengths, rows, inputs, levels, seconds) as
-    :func:`block_search` gives them, aggregation node j of block i numbered n + (what the blocks
-    before it made) + j, and the seconds its search took;
+    runs) and yield, in block order, (i, what the blocks before i made, lengths, rows, inputs, levels,
+    seconds): :func:`block_search`'s results, aggregation node j of block i numbered n + (what the
+    blocks before it made) + j, and the seconds its search took;
     ``made_by`` (the counts of the blocks before ``start``) gets each block's count as it is yielded.
     Up to ``workers`` blocks are searched at once, each on its own thread with its own buffers and its
     share (:func:`block_caps`) set when it starts; a block's aggregation ids are shifted into place
@@ -418,7 +419,7 @@ def searched_blocks(blocks: list[tuple[int, int]], start: int, end: int | None, 
                 rows = _shift_aggregates(rows, n, before)
                 inputs = _shift_aggregates(inputs, n, before)
             made_by.append(len(inputs))
-            yield i, lengths, rows, inputs, levels, seconds
+            yield i, before, lengths, rows, inputs, levels, seconds
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
@@ -491,7 +492,7 @@ def search_arrays(indptr: np.ndarray, indices: np.ndarray, capacity: int | None 
     rank, order = frequency_rank(indptr, lambda lo, hi: indices[lo:hi], n)
     lens, ids, ins, levs = [], [], [], []
     read = lambda lo, hi: np.asarray(indices[lo:hi])  # noqa: E731
-    for _, ln, out, inp, lev, _ in searched_blocks(blocks, 0, None, indptr, read, rank, order, n,
+    for _, _, ln, out, inp, lev, _ in searched_blocks(blocks, 0, None, indptr, read, rank, order, n,
                                                    block_caps(indptr, blocks, cap), [], plan, min_share, max_depth,
                                                    1 << 26, max(1, min(int(workers), SEARCH_LAG))):
         lens.append(ln)
@@ -578,11 +579,11 @@ def build_streamed(store, output, input_path, cap: int, budget: int | None, wind
 
             def search(start: int, end: int | None, workers: int, rank: np.ndarray, order: np.ndarray) -> None:
                 # (blocks are marked in order: the finished ones are the first len(made_by))
-                for i, lengths, rows, ins, levels, seconds in searched_blocks(
+                for i, made, lengths, rows, ins, levels, seconds in searched_blocks(
                         blocks, start, end, indptr, store.read_indices, rank, order, n, share, made_by, plan,
                         min_share, max_depth, COUNT_ENTRY_BYTES * plan.block_entries, workers):
                     r0, r1 = blocks[i]
-                    work.put(r0, r1, int(indptr[r0]), lengths, rows, sum(made_by[:i]), ins, levels)
+                    work.put(r0, r1, int(indptr[r0]), lengths, rows, made, ins, levels)
                     del rows, ins, levels, lengths
                     if pilot is not None and i == 0:
                         rest_after_pilot(seconds)

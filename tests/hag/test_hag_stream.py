@@ -465,20 +465,11 @@ def test_an_interrupted_command_says_where_the_finished_part_is_kept(store, tmp_
     with GraphStore(store) as g:
         budget = S.fixed_bytes(g.num_nodes, g.num_nodes // 4) + S.BLOCK_ENTRY_BYTES * (g.num_edges // 6)
     real, calls = S.block_search, []
-
-    def stop_after(n):
-        def search(*a, **k):
-            if len(calls) == n:
-                raise KeyboardInterrupt
-            calls.append(1)
-            return real(*a, **k)
-        return search
-
     out = tmp_path / "h.h5"
-    monkeypatch.setattr(S, "block_search", stop_after(0))
+    monkeypatch.setattr(S, "block_search", _stopping_after(0, real, calls))
     r = run(["hag", store, "-o", out, "--memory-budget", budget])
     assert_one_error(r, 130, r"^Error: interrupted; no output was written$")
-    monkeypatch.setattr(S, "block_search", stop_after(2))
+    monkeypatch.setattr(S, "block_search", _stopping_after(2, real, calls))
     r = run(["hag", store, "-o", out, "--memory-budget", budget])
     assert_one_error(r, 130, r"^Error: interrupted; no output was written \(the finished part is kept in .*h\.h5\.partial: "
                              r"run the same command again to resume\)$")
