@@ -332,9 +332,18 @@ def least_memory_of_fastest(plans: list[Plan]) -> Plan:
     (pages freed by the process and reused: 11-15 GB/s), so the larger plan's first touches cost
     more than predicted. Measured (2026-11-27, ``benchmarks/bench_column_blocks.py``, medians of 3,
     8 GiB, with the rotated width table of docs/internals.md): R-MAT at 1/40, d = 128, c = 1 predicted 12.504 s
-    against c = 2 12.515 s, measured 9.71 against 8.41 s wall (peak 3.31 against 1.92 GiB)."""
+    against c = 2 12.515 s, measured 9.71 against 8.41 s wall (peak 3.31 against 1.92 GiB).
+
+    On a CUDA device the tie goes to the fewest column blocks instead: no host pages are faulted per
+    block there, and S's move to the device overlaps only the first column block's read of X (a
+    narrower block leaves it on hop 1's path). Measured (2026-11-28, one H100, ``benchmarks/
+    bench_precompute_gpu.py``, 2M nodes, 38.7M entries, d = 128, X in 32-column chunks, where c = 1,
+    2, 4 are predicted within 0.8%): c = 1 3.52 / 3.66 s wall against c = 4 3.90 / 4.24 s, hop 1's
+    kernel 0.03–0.20 against 0.64–0.85 s, peak GPU memory 2.62 against 1.01 GiB."""
     fastest = min(p.predicted_seconds for p in plans)
     near = [p for p in plans if p.predicted_seconds <= fastest * (1 + TIE_SHARE)]
+    if all(p.device.startswith("cuda") for p in near):
+        return min(near, key=lambda p: (p.c, p.predicted_peak))
     return min(near, key=lambda p: (p.predicted_peak, p.c))
 
 

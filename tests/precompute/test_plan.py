@@ -121,3 +121,21 @@ def test_plans_predicted_within_one_percent_are_a_tie_taken_by_the_smaller_peak(
     assert least_memory_of_fastest([slow, half]) is half
     same = replace(half, c=3, width=43)   # equal peaks: the fewer column blocks
     assert least_memory_of_fastest([same, half]) is half
+
+
+def test_on_a_cuda_device_a_tie_goes_to_the_fewest_column_blocks():
+    """The GPU's tie rule: within TIE_SHARE, the fewest column blocks (S's move to the device
+    overlaps only the first block's read of X); a plan clearly faster still wins."""
+    from gnnprep.precompute.plan import TIE_SHARE, Plan, choose_plan, least_memory_of_fastest
+
+    base = Plan(a=1, b=1, c=1, width=128, s_resident=True, device="cuda", budget=1 << 33, predicted_peak=3 << 30,
+                predicted_seconds=10.0, baseline_rss=0, source="auto")
+    four = replace(base, c=4, width=32, predicted_peak=1 << 30, predicted_seconds=10.0 * (1 + TIE_SHARE / 2))
+    assert least_memory_of_fastest([four, base]) is base
+    quick = replace(four, predicted_seconds=10.0 * (1 - 2 * TIE_SHARE))
+    assert least_memory_of_fastest([base, quick]) is quick
+    # the H100 run's shape: X in 32-column chunks, c = 1, 2, 4 predicted within 1%
+    p = Problem(num_nodes=2_000_000, num_entries=38_697_584, num_features=128, hops=3, out_rows=2_000_000,
+                device="cuda", x_tile=32)
+    assert choose_plan(p, 70 << 30, load_profile("cuda")).c == 1
+    assert choose_plan(replace(p, device="cpu"), 70 << 30, load_profile("cpu")).c > 1
