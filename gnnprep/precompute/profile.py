@@ -25,20 +25,32 @@ class Profile:
     prefetching row kernel of :mod:`gnnprep.sparse.row_kernels` on huge-page buffers, as a run
     uses them, ``calibrate(nodes=1_000_000)``; I/O figures 2026-11-22, kept conservative).
 
-    Kept on purpose (2026-11-27): re-measured in rotated rounds, the same VM priced a 64-column pass
-    at 1.21-1.47x a 32-column one, not the table's 1.79x, and first touches of fresh memory ran at
-    0.45-0.8 GB/s after idle, not ``fault_bytes_per_s``. The two errors offset each other on the
-    plans measured: with both corrected (8 → 4.0, 16 → 6.1, 32 → 5.8, 64 → 8.2, 128 → 13.8 ns; 1 GB/s)
-    most plans stayed, but the three-operator run at 300 MiB planned 12 column blocks of 11 (the
-    table's 8-column entry is of a block that fits the last-level cache on its 1M-node graph, so
-    widths under 16 interpolate too cheap) and measured 19.5 s against 13.1-13.8 s. The fix is a model
-    of the cache fit and of the fresh-memory pool, not new constants (docs/internals.md, the
-    column-block choice)."""
+    The table's steps between widths, 2026-11-28 (the entries at 8, 16 and 64 as measured; 32, 128
+    and 256 set from the passes of whole runs): as timed, a 64-column pass cost 1.79x a 32-column one
+    and a 128-column pass 1.82x a 64-column one, so a run of d = 64 columns was planned in two blocks
+    and one of d = 128 in one. In the kernels of ``precompute --rows all`` runs (a 2-core Xeon VM,
+    ``--blocks 1,1,c``, two rounds) a 64-column pass cost 1.30-1.46x a 32-column one on four 8M-entry
+    graphs of 125k-500k nodes (cliques, ego-like, citation-like, cliques64: one block 1.35-1.6x
+    faster than two) and 1.60-1.64x on a 1M-node power-law and the 2.8M-node R-MAT graph; a
+    128-column pass 2.06-2.11x a 64-column one there (one block and two alike). So 32 → 7.0 (64 /
+    32 = 1.43), 128 → 20.0 (128 / 64 = 2.0), 256 kept at 1.76x 128. What it changed, old table
+    against new, the planner's own plans, rotated rounds: cliques c = 2 → 1, walls 3.33-3.65 against
+    2.97-3.12 s; ego c = 2 → 1, 2.37-2.65 against 2.28-2.47 s; the power-law graph c = 4 → 2, kernels
+    2.41-2.50 against 1.79-1.83 s; the papers100M shape at 1/40 (``--rows labeled``, 4 GiB) c = 4 → 2,
+    9.85-11.44 against 8.59-10.46 s back to back, 9.15-9.54 against 9.05-9.13 s after 8 s idle, peak
+    1.43 → 2.06 GiB (its R-MAT twin 13.47-14.23 against 12.27-14.00 s).
+
+    Still open: first touches of fresh memory ran at 0.45-0.8 GB/s after idle, not
+    ``fault_bytes_per_s``, and the table's 8-column entry is of a block that fits the last-level cache
+    on its 1M-node graph (widths under 16 interpolate too cheap for larger graphs: with both that rate
+    and a flatter table, the three-operator run at 300 MiB planned 12 column blocks of 11 and measured
+    19.5 s against 13.1-13.8 s). The fix there is a model of the cache fit and of the fresh-memory
+    pool (docs/internals.md, the column-block choice)."""
 
     device: str = "cpu"
     # kernel seconds per stored nonzero, by column-block width (interpolated in between)
-    spmm_ns_per_nnz: dict = field(default_factory=lambda: {8: 3.4, 16: 4.8, 32: 5.6, 64: 10.0, 128: 18.2,
-                                                           256: 32.1})
+    spmm_ns_per_nnz: dict = field(default_factory=lambda: {8: 3.4, 16: 4.8, 32: 7.0, 64: 10.0, 128: 20.0,
+                                                           256: 35.2})
     row_ns_per_col: float = 0.4        # self term, scaling, output write per row·column
     read_bytes_per_s: float = 1.5e9    # HDF5 read (page cache warm-ish)
     # S read again within a run (streamed: once per hop and column block), from the page cache:
