@@ -7,7 +7,7 @@ at a time and write its rows; (4) copy features and labels in row chunks; (5) wr
 metadata. The output appears at its path only when complete (:func:`gnnprep.core.output.atomic_output`),
 and never replaces a file the source reads.
 
-While features, labels and splits stream through, a sha256 of their stored bytes is taken and written
+While features, labels and splits stream through, a hash of their stored bytes (xxh3-128) is taken and written
 as the root attributes ``features_fingerprint``, ``labels_fingerprint``, ``splits_fingerprint``
 (:mod:`gnnprep.graph.sources.graphstore`), so later stages can tell when node data changed. A graph store
 given as the source is validated block-wise and copied as is (fingerprints added when it lacks them).
@@ -188,7 +188,7 @@ def _write_rows(f: h5py.File, name: str, chunks, n: int, width: int | None, dtyp
     """Copy row chunks into a new dataset of n rows (checked); return the content fingerprint of
     what was stored. ``on_block(block)`` sees every block as stored.
 
-    The hash of a block runs in a worker thread while HDF5 stores it (hashlib releases the GIL);
+    The hash of a block runs in a worker thread while HDF5 stores it (xxhash releases the GIL);
     it is waited for before the next block is asked for, since sources may reuse a block's memory.
     The dataset (:func:`gnnprep.graph.store.create_node_rows`) has no chunk cache: blocks are written
     once, in order, so caching chunks only adds a copy of every byte. Each block's writeback to disk
