@@ -141,6 +141,7 @@ class HopRun:
         self._inputs = None  # rows hop K-1 computes for --rows labeled (_last_hop_inputs)
         self._new_rows = None  # the stored rows' ids in the computation's order (_computation_rows)
         self._spare_buffer = None  # a diffusion operator's third column-block buffer
+        self._free = None  # the last column block's other buffer: the next block's X is read into it
         self.graph = HopGraph(store, self.plan, job.order_kind, force=job.order_force,
                               spare=(self.n, min(self.d, self.plan.width)) if self.plan.reorder else None,
                               copy=job.copy, copy_room=job.copy_room, reserve=job.reserve_bytes, warn=job.warn,
@@ -176,6 +177,7 @@ class HopRun:
             try:
                 for name in config.operators:  # operator-outer: a resident S is built once per operator
                     self._operator(name)
+                self._free = None
                 if self.job.hdg is not None:
                     with self.timer("hdg"):
                         self.writer.wait()
@@ -321,7 +323,9 @@ class HopRun:
             cur, nxt = nxt, cur
         be.end_block()
         # the last hop's writes (and unit) are settled by the caller after the next block's X is read;
-        # its buffer then becomes the next block's output buffer
+        # its buffer then becomes the next block's output buffer, and the other one (its rows
+        # written: hop K-1's unit is finished) takes the next block's X
+        self._free = nxt if isinstance(nxt, np.ndarray) else None
         del nxt
         return pending, cur
 
@@ -464,13 +468,26 @@ class HopRun:
         self._parts = row_parts, write_parts
         return self._parts
 
+    def _x_buffer(self, shape: tuple) -> np.ndarray:
+        """The buffer X's column block is read into: the one the last column block finished with,
+        where the shape matches (with a HAG, one that has its aggregation rows' room), else a new one.
+        Faulting fresh pages in is slow on VMs that return free pages to the host (0.45-0.8 GB/s
+        measured): on the papers100M shape at 1/40 (c = 2, 711 MB a block) the second block's read
+        took 1.0-1.2 s into fresh pages."""
+        buf, self._free = self._free, None
+        if buf is not None and buf.shape == tuple(shape) and (not self.graph.extra_rows
+                                                              or self.graph.extended(buf) is not None):
+            return buf
+        del buf
+        return self.graph.buffer(shape)
+
     def _load_x(self, c0: int, c1: int) -> np.ndarray:
         """X[:, c0:c1], row-normalised with ``normalize_features="row"`` (X_i / Σ_j |X_ij|, the
         row sums over all d columns found once; zero rows stay zero), as GCN (Kipf & Welling 2017),
         SGC (Wu et al. 2019) and PyG's NormalizeFeatures do before propagating (PyG also clamps the
         sum to at least 1; here no row is scaled up or down by anything but its own L1 norm)."""
         t0, r0 = time.perf_counter(), disk_read_bytes()
-        xb = self.store.feature_columns(c0, c1, out=self.graph.buffer((self.n, c1 - c0)))
+        xb = self.store.feature_columns(c0, c1, out=self._x_buffer((self.n, c1 - c0)))
         if self.config.normalize_features == "row":
             if self._row_l1 is None:
                 l1 = self.store.feature_row_l1()
