@@ -544,17 +544,16 @@ def build_streamed(store, output, input_path, cap: int, budget: int | None, wind
         on_plan(plan, widest)
     blocks = row_blocks(indptr, 0, n, plan.block_entries) if pilot is None else [(0, pilot)]
     told: dict = {}
-    workers = [plan.workers]   # (the rest's, after a pilot)
+    rest_plan = [plan]   # the plan of the blocks after a pilot's (its blocks, workers and peak)
 
     def rest_after_pilot(seconds: float | None) -> None:   # the blocks after the pilot's, cut by its time
         if seconds is None:   # (resumed after it: as cut then)
-            rest_entries = int(out.state["rest_block_entries"])
-            blocks.extend(row_blocks(indptr, pilot, n, rest_entries))
-            workers[0] = search_plan(sizes, cap, budget, scale, rest_entries, threads)[0].workers
+            rest_plan[0] = search_plan(sizes, cap, budget, scale, int(out.state["rest_block_entries"]), threads)[0]
+            blocks.extend(row_blocks(indptr, pilot, n, rest_plan[0].block_entries))
             return
         rest, wide, k = after_pilot(sizes, cap, budget, scale, plan, int(indptr[pilot]), seconds, threads)
         blocks.extend(row_blocks(indptr, pilot, n, rest.block_entries))
-        workers[0] = rest.workers
+        rest_plan[0] = rest
         out.state["rest_block_entries"] = rest.block_entries
         told.update(entries=int(indptr[pilot]), seconds=round(seconds, 3), measured_over_predicted=round(k, 3),
                     rest_block_entries=rest.block_entries)
@@ -593,7 +592,7 @@ def build_streamed(store, output, input_path, cap: int, budget: int | None, wind
 
             if pilot is not None and not made_by:
                 search(0, 1, 1, rank, order)   # the pilot's block alone: its time is one thread's, as predicted
-            search(len(made_by), None, workers[0], rank, order)
+            search(len(made_by), None, rest_plan[0].workers, rank, order)
             made = sum(made_by)
             del rank, order
             inputs, levels = work.aggregation_nodes(made)
@@ -615,6 +614,5 @@ def build_streamed(store, output, input_path, cap: int, budget: int | None, wind
     out.close(keep=False)
     if pilot is not None:
         told = told or {"entries": int(indptr[pilot]), "resumed_after": True}
-        rest = search_plan(sizes, cap, budget, scale, int(out.state["rest_block_entries"]), threads)[0]
-        plan = replace(rest, blocks=len(blocks), seconds=plan.seconds)   # (the prediction made before the pilot)
+        plan = replace(rest_plan[0], blocks=len(blocks), seconds=plan.seconds)   # (the prediction made before the pilot)
     return summary, plan, resumed, told or None

@@ -185,12 +185,8 @@ def sort_keys(keys, lo, rows, n, out, threads):
             out[s:e] = keys[s:e]
             a = s
             for r in range(nr):   # (at[r] is now the end of row r)
-                z = s + at[r]
-                if z - a > SMALL_ROW:
-                    out[a:z].sort()
-                else:
-                    insertion_sort(out, a, z)
-                a = z
+                _sort_span(out, a, s + at[r])
+                a = s + at[r]
 
 
 @njit(nogil=True, cache=True)
@@ -211,15 +207,19 @@ def row_shares(starts, rows, threads):
 
 
 @njit(inline="always", nogil=True, cache=True)
+def _sort_span(keys, a, b):
+    """keys[a:b] (one row's keys) sorted in place: insertion for short rows, quicksort for long ones."""
+    if b - a > SMALL_ROW:
+        keys[a:b].sort()
+    else:
+        insertion_sort(keys, a, b)
+
+
+@njit(inline="always", nogil=True, cache=True)
 def _sort_each_row(keys, starts, r0, r1):
-    """Each row's keys keys[starts[r]:starts[r+1]] sorted in place, for r in r0..r1-1: insertion
-    for short rows, quicksort for long ones."""
+    """Each row's keys keys[starts[r]:starts[r+1]] sorted in place, for r in r0..r1-1."""
     for r in range(r0, r1):
-        a, b = starts[r], starts[r + 1]
-        if b - a > SMALL_ROW:
-            keys[a:b].sort()
-        else:
-            insertion_sort(keys, a, b)
+        _sort_span(keys, starts[r], starts[r + 1])
 
 
 @njit(parallel=True, nogil=True, cache=True)
