@@ -359,18 +359,21 @@ class GraphStore(Artifact):
 
     def _read_columns(self, feats, n: int, c0: int, c1: int, xb: np.ndarray, raw: bool, step: int) -> None:
         hints = _TileHints(self, feats, n, c0, c1, step) if raw else None
+        tiles = _RawTiles(feats, c0, c1) if raw else None
         for s in range(0, n, step):
             e = min(n, s + step)
             if raw:
                 hints.ahead_of(s)
-                raw = self._raw_chunk_columns(feats, s, e, c0, c1, xb)
+                finite = tiles.read_into(self, s, xb[s:e])
+                raw = finite is not None
             if not raw:
                 self.feature_bytes_read += _stored_bytes(feats, s, e, c0, c1)
                 if feats.dtype == np.float32:
                     feats.read_direct(xb, np.s_[s:e, c0:c1], np.s_[s:e])
                 else:
                     xb[s:e] = feats[s:e, c0:c1]
-            if not np.isfinite(xb[s:e]).all():
+                finite = bool(np.isfinite(xb[s:e]).all())
+            if not finite:
                 raise GnnprepError(f"{self.path}: /nodes/features has non-finite values in rows {s}..{e - 1}")
 
     def feature_row_l1(self) -> np.ndarray:
@@ -382,23 +385,6 @@ class GraphStore(Artifact):
             self.feature_bytes_read += _stored_bytes(feats, s, min(n, s + step), 0, feats.shape[1])
             out[s:s + step] = np.abs(feats[s:s + step]).sum(axis=1, dtype=np.float64)
         return out
-
-    def _raw_chunk_columns(self, feats, s: int, e: int, c0: int, c1: int, xb: np.ndarray) -> bool:
-        """xb[s:e] = columns c0:c1 of the raw chunks starting at row s (only the column tiles that
-        overlap c0:c1 are read); False (nothing more read) when a chunk is not stored as plain bytes
-        of its full shape (then the caller reads the rows through HDF5)."""
-        ch, cw = feats.chunks
-        for t0 in range(c0 - c0 % cw, c1, cw):
-            try:
-                mask, data = feats.id.read_direct_chunk((s, t0))
-            except (KeyError, ValueError, OSError, RuntimeError):
-                return False
-            self.feature_bytes_read += len(data)
-            if mask != 0 or len(data) != ch * cw * 4:
-                return False
-            a, b = max(c0, t0), min(c1, t0 + cw)
-            xb[s:e, a - c0:b - c0] = np.frombuffer(data, dtype=np.float32).reshape(ch, cw)[:e - s, a - t0:b - t0]
-        return True
 
     def labels(self) -> np.ndarray | None:
         """``/nodes/labels`` [n] (−1 unknown), or None."""
@@ -661,6 +647,39 @@ def _node_order(f: h5py.File) -> dict | None:
 
 
 register_format(FORMAT, reader=GraphStore, describer=describe)
+
+
+class _RawTiles:
+    """The column tiles of X that overlap ``c0:c1`` read raw, one row block at a time, into one buffer
+    reused for every block (no allocation per chunk), then assembled into the rows of the column
+    block with the finite check in the same pass (:func:`gnnprep.sparse.kernels.tiles_into_finite`,
+    numba: imported here, where precompute reads X)."""
+
+    def __init__(self, feats, c0: int, c1: int):
+        from gnnprep.sparse.kernels import tiles_into_finite
+
+        self.feats, self.assemble = feats, tiles_into_finite
+        self.ch, self.cw = feats.chunks
+        self.first = c0 - c0 % self.cw
+        self.starts = range(self.first, c1, self.cw)
+        self.lo = c0 - self.first
+        self.bytes = self.ch * self.cw * 4
+        self.buf = np.empty((len(self.starts), self.bytes), dtype=np.uint8)
+
+    def read_into(self, store: GraphStore, s: int, out: np.ndarray) -> bool | None:
+        """out = the column block's rows s .. s + len(out) − 1 from the raw chunks starting at row s:
+        whether every value is finite, or None (nothing more read) when a chunk is not stored as
+        plain bytes of its full shape (the caller then reads the rows through HDF5)."""
+        for i, t0 in enumerate(self.starts):
+            try:
+                mask, data = self.feats.id.read_direct_chunk((s, t0), out=self.buf[i])
+            except (KeyError, ValueError, OSError, RuntimeError):
+                return None
+            if mask != 0 or len(data) != self.bytes:
+                return None
+            store.feature_bytes_read += self.bytes
+        tiles = self.buf.view(np.float32).reshape(len(self.starts), self.ch, self.cw)
+        return bool(self.assemble(tiles, self.lo, out))
 
 
 class _TileHints:

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from fixtures import make_store
 
+from gnnprep.core.errors import GnnprepError
 from gnnprep.graph.store import FEATURE_TILE_COLUMNS, GraphStore, feature_chunk_shape
 
 
@@ -53,8 +54,8 @@ class _Counting:
         outer = self
 
         class _Id:
-            def read_direct_chunk(self, offsets):
-                mask, data = ds.id.read_direct_chunk(offsets)
+            def read_direct_chunk(self, offsets, out=None):
+                mask, data = ds.id.read_direct_chunk(offsets, out=out)
                 outer.read.append(len(data))
                 return mask, data
 
@@ -77,3 +78,38 @@ def test_a_column_block_reads_only_its_tiles(tmp_path, rng, monkeypatch):
         got = g.feature_columns(32, 64)
         np.testing.assert_array_equal(got, ds[()][:, 32:64])
     assert sum(read) == n * 128 * 4 // 4      # a quarter of the columns: a quarter of X, read once
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("col", [0, 17, 47, 69])
+def test_a_non_finite_value_is_found_in_its_column_block_only(tmp_path, rng, bad, col):
+    """The tile assembly's check (folded into the copy) finds a NaN or ±inf in any column of the
+    block read, in the row block that holds it, and nothing in the blocks without it."""
+    path, *_ = make_store(tmp_path, rng, n=5000, d=70)
+    row = 4321    # in the last, partial row block of 16-column tiles at d = 70
+    with h5py.File(path, "r+") as f:
+        f["nodes/features"][row, col] = bad
+        step = f["nodes/features"].chunks[0]
+    lo = row - row % step
+    with GraphStore(path) as g:
+        for c0, c1 in [(0, 70), (col - col % 16, col - col % 16 + 16), (max(0, col - 3), col + 1), (col, 70)]:
+            with pytest.raises(GnnprepError, match=rf"non-finite values in rows {lo}\.\.{min(5000, lo + step) - 1}"):
+                g.feature_columns(c0, c1)
+        other = (col + 1, 70) if col < 69 else (0, col)
+        assert np.isfinite(g.feature_columns(*other)).all()
+
+
+def test_tile_assembly_equals_numpy_slicing(rng):
+    """tiles_into_finite against numpy on random tile spans, offsets and row counts."""
+    from gnnprep.sparse.kernels import tiles_into_finite
+
+    for _ in range(50):
+        k, ch, cw = int(rng.integers(1, 5)), int(rng.integers(1, 40)), int(rng.integers(1, 17))
+        tiles = rng.standard_normal((k, ch, cw)).astype(np.float32)
+        lo = int(rng.integers(0, cw))
+        w = int(rng.integers(1, k * cw - lo + 1))
+        rows = int(rng.integers(0, ch + 1))
+        out = np.full((rows, w), -7.0, dtype=np.float32)
+        assert tiles_into_finite(tiles, lo, out)
+        side = np.concatenate(list(tiles), axis=1)    # the span's columns side by side
+        np.testing.assert_array_equal(out, side[:rows, lo:lo + w])

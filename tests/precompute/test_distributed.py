@@ -405,8 +405,8 @@ def test_the_x_reader_asks_the_disk_for_exactly_the_tiles_it_reads_ahead_of_read
     with GraphStore(store) as g:
         feats = g.features
         rows, cols = feats.chunks
-        raw = g._raw_chunk_columns
-        g._raw_chunk_columns = lambda f, s, e, c0, c1, xb: reads.append(s) or raw(f, s, e, c0, c1, xb)
+        raw = G._RawTiles.read_into
+        monkeypatch.setattr(G._RawTiles, "read_into", lambda self, st, s, out: reads.append(s) or raw(self, st, s, out))
         x = g.feature_columns(16, 40)
         np.testing.assert_array_equal(x, feats[:, 16:40])
         want = []
