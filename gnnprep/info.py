@@ -24,6 +24,7 @@ import gnnprep.precompute.features
 import gnnprep.train.loader  # noqa: F401 - imported for its registration (the names above bind `gnnprep` too)
 from gnnprep.core.artifact import attr_value, describer_of, open_artifact, reader_of, registered_readers, root_format
 from gnnprep.core.errors import GnnprepError
+from gnnprep.core.output import json_safe
 
 # the caches runs keep beside artifacts (their format: each owner's FORMAT constant, tests/test_info_caches.py)
 ORDERED_COPY = "gnnprep.ordered-csr"   # gnnprep.precompute.ordered: <store>.ordered-<kind>.h5
@@ -83,4 +84,4 @@ def open(path: str | Path):  # gnnprep.open, as h5py.File and anndata.read_h5ad 
 
 
 def to_json(d: dict) -> str:
-    return json.dumps(d, sort_keys=False)
+    return json.dumps(json_safe(d), sort_keys=False)

@@ -9,6 +9,7 @@ import threading
 import click
 
 from gnnprep.core.errors import GnnprepError, Interrupted, OptionError, check_interrupted
+from gnnprep.core.output import json_safe
 from gnnprep.core.sizes import format_size, parse_size
 
 
@@ -88,7 +89,7 @@ def warn(quiet: bool, message: str) -> None:
 
 
 def emit(as_json: bool, payload: dict, lines: list[str]) -> None:
-    """Print a command's result (JSON with ``--json``), unless a signal arrived whose interrupt was
+    """Print a command's result (JSON with ``--json``: non-finite numbers as null), unless a signal arrived whose interrupt was
     dropped on its way (:func:`gnnprep.core.errors.check_interrupted`): then the command ends with
     status 130 instead, printing nothing."""
     try:
@@ -97,7 +98,7 @@ def emit(as_json: bool, payload: dict, lines: list[str]) -> None:
         e.as_finished = True  # its outputs are in place by now: gnnprep.cli._interrupted_line
         raise
     if as_json:
-        click.echo(json.dumps(payload))
+        click.echo(json.dumps(json_safe(payload)))   # one standard JSON object: NaN / inf as null
     else:
         click.echo("\n".join(lines))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import math
 import os
 import shutil
 import stat
@@ -358,8 +359,24 @@ def _json_default(v):
     return float(v)
 
 
+def json_safe(v):
+    """``v`` with every non-finite number (NaN, ±inf: a diverged loss) as None, arrays as lists:
+    standard JSON (RFC 8259 has no NaN; Python's ``json`` writes a bare ``NaN`` that strict parsers
+    refuse). Dicts, lists and tuples are walked; other values are left to the encoder."""
+    if isinstance(v, dict):
+        return {k: json_safe(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [json_safe(x) for x in v]
+    if hasattr(v, "tolist") and getattr(v, "ndim", 0) > 0:
+        return json_safe(v.tolist())
+    if isinstance(v, float) or getattr(getattr(v, "dtype", None), "kind", "") == "f":
+        f = float(v)
+        return f if math.isfinite(f) else None
+    return v
+
+
 def write_json(obj, path: str | os.PathLike) -> None:
     """Write ``obj`` as indented JSON to ``path`` atomically (:func:`atomic_output`): the one JSON
-    writer of run and tune folders."""
+    writer of run and tune folders (non-finite numbers as null, :func:`json_safe`)."""
     with atomic_output(path) as tmp:
-        tmp.write_text(json.dumps(obj, indent=1, default=_json_default))
+        tmp.write_text(json.dumps(json_safe(obj), indent=1, default=_json_default))

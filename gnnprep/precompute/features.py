@@ -277,7 +277,8 @@ class FeatureStore(Artifact):
         return labels
 
     def split_positions(self, rows: np.ndarray) -> dict[str, np.ndarray]:
-        """Each split's positions in ``rows`` (sorted); train and valid must exist and not be empty."""
+        """Each split's positions in ``rows`` (sorted); train and valid must exist and not be empty; an
+        empty test split is left out (as a missing one: no test accuracy)."""
         f = self.f
         if "splits" not in f or "train" not in f["splits"] or "valid" not in f["splits"]:
             raise GnnprepError(f"{self.path}: has no /splits/train and /splits/valid; "
@@ -296,6 +297,8 @@ class FeatureStore(Artifact):
             positions[name] = np.sort(pos)
         if len(positions["train"]) == 0 or len(positions["valid"]) == 0:
             raise GnnprepError(f"{self.path}: /splits/train and /splits/valid must not be empty")
+        if "test" in positions and len(positions["test"]) == 0:
+            del positions["test"]   # an empty test split is no test split: test accuracy null, as without one
         return positions
 
     # -- the Python API (gnnprep.open): numpy reads by original node id or split name --------------------

@@ -491,8 +491,18 @@ class HopRun:
         if self.config.normalize_features == "row":
             if self._row_l1 is None:
                 l1 = self.store.feature_row_l1()
-                self._row_l1 = np.where(l1 > 0, l1, 1.0).astype(np.float32)
-            np.divide(xb, self._row_l1[:, None], out=xb)
+                l1 = np.where(l1 > 0, l1, 1.0)
+                with np.errstate(over="ignore"):
+                    l1_32 = l1.astype(np.float32)
+                # rows whose L1 norm exceeds float32 (features near 3e38) are divided in float64:
+                # by the norm cast to float32 (inf) they would come out all zero
+                wide = np.flatnonzero(~np.isfinite(l1_32))
+                self._row_l1 = (l1_32, wide, l1[wide])
+            l1_32, wide, l1_wide = self._row_l1
+            exact = (xb[wide] / l1_wide[:, None]).astype(np.float32) if len(wide) else None
+            np.divide(xb, l1_32[:, None], out=xb)
+            if exact is not None:
+                xb[wide] = exact
         self.hop_parts[0]["reads"] += time.perf_counter() - t0
         self._spent(0, t0, r0)
         return xb

@@ -34,6 +34,7 @@ import numpy as np
 
 from gnnprep.core.errors import ArgumentError, GnnprepError, OptionError
 from gnnprep.core.memory import machine_memory as memory_of_this_machine
+from gnnprep.core.output import json_safe
 from gnnprep.core.sizes import format_size
 from gnnprep.graph.store import FEATURE_TILE_COLUMNS
 from gnnprep.precompute.plan import (
@@ -289,7 +290,7 @@ def main(argv=None) -> None:
                          warn=lambda m: print(f"Warning: {m}", file=sys.stderr), **sizes)
     if res["plan"] is None:
         ap.exit(1, f"Error: {res['error']}\n")
-    print(json.dumps(res) if a.json else "\n".join(summary_lines(res)))
+    print(json.dumps(json_safe(res)) if a.json else "\n".join(summary_lines(res)))
 
 
 def default_budget(device: str, given: int | None) -> int:

@@ -1,0 +1,65 @@
+"""Edge values a user's data can hold, found by a sweep of the commands on tiny inputs: an empty
+test split, features whose row sums overflow float32, a diverged loss in ``--json``."""
+
+import json
+
+import h5py
+import numpy as np
+from fixtures import make_store, run
+
+from gnnprep.core.output import json_safe, write_json
+from gnnprep.precompute.config import PrecomputeConfig
+from gnnprep.precompute.run import precompute
+
+
+def test_an_empty_test_split_trains_as_one_without_a_test_split(tmp_path, rng):
+    path, *_ = make_store(tmp_path, rng, n=60, m=240, d=4)
+    feats = tmp_path / "f.h5"
+    precompute(path, feats, PrecomputeConfig(hops=2, device="cpu"))
+    with h5py.File(feats, "r+") as f:
+        train = f["splits/train"][:]
+        del f["splits/test"]
+        f.create_dataset("splits/test", data=np.empty(0, dtype=train.dtype))
+        if "valid" not in f["splits"]:
+            f.create_dataset("splits/valid", data=np.setdiff1d(f["rows"][:], train)[:5])
+    r = run(["train", "sgc", str(feats), "-o", str(tmp_path / "run"), "--epochs", "2", "--device", "cpu",
+             "--json", "--quiet"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["test_acc"] is None
+
+
+def test_row_normalisation_of_rows_summing_past_float32(tmp_path, rng):
+    """--normalize-features row: a row whose L1 norm overflows float32 is divided in float64 (by the
+    norm cast to float32, inf, it came out all zero); other rows are divided as before, bit for bit."""
+    path, *_ = make_store(tmp_path, rng, n=60, m=240, d=4)
+    with h5py.File(path, "r+") as f:
+        x = f["nodes/features"][:]
+        x[[3, 17]] = np.float32(3e38)
+        x[17, 1] = np.float32(-1e38)
+        f["nodes/features"][:] = x
+    out = tmp_path / "f.h5"
+    precompute(path, out, PrecomputeConfig(hops=1, device="cpu", normalize_features="row"))
+    with h5py.File(out, "r") as f:
+        hop0, rows = f["hops/0"][:], f["rows"][:]
+    l1 = np.abs(x.astype(np.float64)).sum(1)
+    with np.errstate(over="ignore"):
+        want = x / np.where(l1 > 0, l1, 1.0).astype(np.float32)[:, None]
+    want[[3, 17]] = (x[[3, 17]] / l1[[3, 17], None]).astype(np.float32)
+    np.testing.assert_array_equal(hop0, want[rows])
+    assert np.isfinite(want).all() and (np.abs(want[[3, 17]]).sum(1) > 0.99).all()
+
+
+def test_json_has_no_nan():
+    """Standard JSON (no bare NaN / Infinity): non-finite numbers become null, in --json and in the
+    run folder's files."""
+    payload = {"valid_loss": float("nan"), "per_run": [{"loss": np.float32("inf"), "acc": 0.5}],
+               "curve": np.array([1.0, -np.inf]), "n": 3, "name": "x", "ok": True, "none": None}
+    text = json.dumps(json_safe(payload))
+    back = json.loads(text, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+    assert back == {"valid_loss": None, "per_run": [{"loss": None, "acc": 0.5}], "curve": [1.0, None], "n": 3,
+                    "name": "x", "ok": True, "none": None}
+
+
+def test_the_run_folders_json_files_are_standard(tmp_path):
+    write_json({"loss": float("nan"), "x": [np.float64(1.5)]}, tmp_path / "m.json")
+    assert json.loads((tmp_path / "m.json").read_text()) == {"loss": None, "x": [1.5]}
