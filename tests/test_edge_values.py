@@ -63,3 +63,18 @@ def test_json_has_no_nan():
 def test_the_run_folders_json_files_are_standard(tmp_path):
     write_json({"loss": float("nan"), "x": [np.float64(1.5)]}, tmp_path / "m.json")
     assert json.loads((tmp_path / "m.json").read_text()) == {"loss": None, "x": [1.5]}
+
+
+def test_messages_name_the_missing_split_and_small_budgets_in_their_unit(tmp_path, rng):
+    from fixtures import assert_one_error
+
+    path, *_ = make_store(tmp_path, rng, n=60, m=240, d=4)
+    feats = tmp_path / "f.h5"
+    precompute(path, feats, PrecomputeConfig(hops=1, device="cpu"))
+    with h5py.File(feats, "r+") as f:
+        if "valid" in f["splits"]:
+            del f["splits/valid"]
+    r = run(["train", "sgc", str(feats), "-o", str(tmp_path / "run"), "--epochs", "1", "--device", "cpu", "--quiet"])
+    assert_one_error(r, 1, r"has no /splits/valid; training needs")
+    r = run(["hag", str(path), "-o", str(tmp_path / "h.h5"), "--memory-budget", "4KiB", "--quiet"])
+    assert r.exit_code in (1, 2) and "4.0 KiB is too small" in r.stderr, r.stderr

@@ -20,6 +20,7 @@ from collections import defaultdict
 import numpy as np
 
 from gnnprep.core.errors import OptionError
+from gnnprep.core.sizes import format_size
 from gnnprep.hag.structure import Hag, finish_csr, finish_lists, order_by_rows
 
 
@@ -236,8 +237,8 @@ def _rounds_sizes(m: int, window: int | None, memory_budget: int | None,
     hash partition (key mod parts) of the window's keys, plus a bounded chunk of temporaries."""
     fixed = 64 * m + 256 * 2**20
     if memory_budget is not None and fixed >= memory_budget:
-        raise OptionError("--memory-budget", f"{memory_budget / 2**20:.0f} MiB is too small for rounds over {m:,} "
-                                             f"entries (needs more than {fixed / 2**20:.0f} MiB)")
+        raise OptionError("--memory-budget", f"{format_size(memory_budget)} is too small for rounds over {m:,} "
+                                             f"entries (needs more than {format_size(fixed)})")
     room = (memory_budget - fixed) if memory_budget is not None else None
     if window is None:  # 16 recovers >= 95% of exact's savings on Cora; narrower when memory is short
         window = 16 if room is None else int(min(16, max(2, 2 * room // max(1, 26 * m))))

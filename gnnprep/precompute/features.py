@@ -280,8 +280,9 @@ class FeatureStore(Artifact):
         """Each split's positions in ``rows`` (sorted); train and valid must exist and not be empty; an
         empty test split is left out (as a missing one: no test accuracy)."""
         f = self.f
-        if "splits" not in f or "train" not in f["splits"] or "valid" not in f["splits"]:
-            raise GnnprepError(f"{self.path}: has no /splits/train and /splits/valid; "
+        missing = [f"/splits/{k}" for k in ("train", "valid") if "splits" not in f or k not in f["splits"]]
+        if missing:
+            raise GnnprepError(f"{self.path}: has no {' and no '.join(missing)}; "
                                "training needs a train and a validation split")
         positions = {}
         for name in SPLITS:

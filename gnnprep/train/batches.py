@@ -510,8 +510,8 @@ def _num_classes(store: FeatureStore, labels: np.ndarray) -> int:
     num_classes = declared or top + 1
     bad = int(((labels < 0) | (labels >= num_classes)).sum())
     if bad:
-        raise GnnprepError(f"{path}: /labels has {bad} split rows without a class in 0..{num_classes - 1} "
-                           "(unlabeled rows in a split)")
+        classes = f"a class in 0..{num_classes - 1}" if num_classes else "a class (no row has a label)"
+        raise GnnprepError(f"{path}: /labels has {bad} split rows without {classes} (unlabeled rows in a split)")
     return num_classes
 
 
