@@ -89,16 +89,16 @@ def warn(quiet: bool, message: str) -> None:
 
 
 def emit(as_json: bool, payload: dict, lines: list[str]) -> None:
-    """Print a command's result (JSON with ``--json``: non-finite numbers as null), unless a signal arrived whose interrupt was
-    dropped on its way (:func:`gnnprep.core.errors.check_interrupted`): then the command ends with
-    status 130 instead, printing nothing."""
+    """Print a command's result (JSON with ``--json``, non-finite numbers as null), unless a signal
+    arrived whose interrupt was dropped on its way (:func:`gnnprep.core.errors.check_interrupted`):
+    then the command ends with status 130 instead, printing nothing."""
     try:
         check_interrupted()
     except (KeyboardInterrupt, Interrupted) as e:
         e.as_finished = True  # its outputs are in place by now: gnnprep.cli._interrupted_line
         raise
     if as_json:
-        click.echo(json.dumps(json_safe(payload)))   # one standard JSON object: NaN / inf as null
+        click.echo(json.dumps(json_safe(payload)))
     else:
         click.echo("\n".join(lines))
 

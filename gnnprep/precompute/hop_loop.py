@@ -115,7 +115,9 @@ class HopRun:
         self.shard = shard
         self.command, self.t_start = command, t_start
         self.config, self.plan = job.config, job.plan
-        self._row_l1 = None   # row sums of |X| (normalize_features="row"), found on first use
+        # row sums of |X| (normalize_features="row"), found on first use: (as float32, the rows whose
+        # sum float32 cannot hold, their float64 sums)
+        self._row_l1 = None
         self.n, self.d = store.features.shape
         self.r = self.n if job.out_rows is None else len(job.out_rows)
         self.timer = Timer()
