@@ -5,6 +5,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
+# test workers (pytest-xdist): one per core; TEST_JOBS=0 runs the suite in this process alone
+TEST_JOBS ?= auto
 BIN := $(VENV)/bin
 OUT ?= out
 
@@ -47,7 +49,7 @@ demo: install
 		--patience 30 --hidden 64 --normalize-features row
 
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS)
 
 docs: install
 	$(BIN)/python -m gnnprep.cli.reference

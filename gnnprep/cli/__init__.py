@@ -59,11 +59,27 @@ class _Group(click.Group):
         except (KeyboardInterrupt, Interrupted) as e:
             _end_interrupted(ctx, e)
         except Exception as e:
+            if not interrupt_noted() and _no_room(e):
+                click.echo(f"Error: {_no_room(e)}", err=True)
+                ctx.exit(1)
             # a signal's interrupt that code on its way replaced with another exception (numba's
             # compiled import turns it into an ImportError): the signal is what ended the command
             if not interrupt_noted() or isinstance(e, click.exceptions.Exit):
                 raise
             _end_interrupted(ctx, e)
+
+
+def _no_room(e: BaseException) -> str:
+    """The one line for a write the disk had no room for that reached the command line without one
+    (the writers' own say which output: :func:`gnnprep.core.output.disk_full_error`); '' for others."""
+    from pathlib import Path
+
+    from gnnprep.core.output import disk_full_error, is_disk_full
+
+    if not is_disk_full(e):
+        return ""
+    where = getattr(e, "filename", None)
+    return str(disk_full_error(Path(where) if where else Path.cwd() / "(a file being written)", e=e))
 
 
 def _end_interrupted(ctx, e: BaseException):
@@ -239,6 +255,9 @@ def main() -> None:
     _late.clear()
     _waiting.clear()
     sys.unraisablehook = _interrupts_recorded(sys.unraisablehook)
+    from gnnprep.core.h5file import record_dealloc_failures
+
+    record_dealloc_failures()   # h5py's failed flushes while it frees objects: the writer reports them
     signal.signal(signal.SIGTERM, _on_signal)
     # SIGINT: not when started with it ignored; the entry point's start-up handler (gnnprep.__main__,
     # which covers the imports) is replaced like Python's own
@@ -293,10 +312,14 @@ def _exit_past_threads(code) -> None:
     user code's (a thread an ``--operator-file`` started at import, or a worker still inside a user
     function that hangs): the command's outputs are settled (renamed into place or removed), so
     only the standard streams are flushed and the ``atexit`` handlers run, as a normal exit would,
-    and the thread is not waited for (issue 23, item 5). Returns when there is none."""
+    and the thread is not waited for (issue 23, item 5). Likewise after a failed HDF5 write that left
+    an object HDF5 could not close: its library's exit handler would crash on it
+    (:func:`gnnprep.core.h5file.left_broken`). Returns when there is neither."""
     import threading
 
-    if not isinstance(code, int) or not any(
+    from gnnprep.core.h5file import left_broken
+
+    if not isinstance(code, int) or not left_broken() and not any(
             t is not threading.main_thread() and not t.daemon and t.is_alive() for t in threading.enumerate()):
         return
     import atexit

@@ -166,17 +166,43 @@ def refuse_input_as_output(output: str | os.PathLike, inputs) -> None:
             raise GnnprepError(f"{output}: is also an input of this command ({given}); write the output elsewhere")
 
 
+# the failed writes a disk without room makes, and what each says
+_NO_ROOM = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
+            errno.EFBIG: "file too large"}
+
+
 def is_disk_full(e: BaseException) -> bool:
-    if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+    """Whether ``e`` is a write the disk had no room for: no space (ENOSPC), a quota (EDQUOT), or the
+    file-size limit (EFBIG: ``ulimit -f``), from a plain write or HDF5's (whose close reports it as a
+    RuntimeError with ``errno = N`` in its text: :func:`gnnprep.core.h5file.write_errno`)."""
+    from gnnprep.core.h5file import write_errno
+
+    if write_errno(e) in _NO_ROOM:
         return True
-    # HDF5 reports its own write failures as OSError without errno, the system message inside
     return isinstance(e, OSError) and "No space left on device" in str(e)
 
 
-def disk_full_error(path: Path, needed: int | None = None) -> GnnprepError:
+def says_no_room(e: BaseException) -> bool:
+    """Whether ``e`` is the one-line error :func:`disk_full_error` made (here, or in a worker)."""
+    return isinstance(e, GnnprepError) and any(f": {words}" in str(e) for words in _NO_ROOM.values())
+
+
+def disk_full_error(path: Path, needed: int | None = None, e: BaseException | None = None) -> GnnprepError:
+    """The one line for a write to ``path`` the disk had no room for (``e``: the failed write, whose
+    errno picks the words; a full disk when None), with the free space and ``needed`` where known."""
+    from gnnprep.core.h5file import write_errno
+
+    code = write_errno(e) if e is not None else None
+    if code == errno.EFBIG:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        why = (f"the file-size limit of this process (ulimit -f) is {format_size(limit)}"
+               if limit != resource.RLIM_INFINITY else "larger than its file system allows")
+        return GnnprepError(f"{path}: file too large: {why}")
     free = shutil.disk_usage(path.parent if path.parent.is_dir() else Path.cwd()).free
     need = f"needed ~{format_size(needed)}, " if needed else ""
-    return GnnprepError(f"{path}: no space left on device ({need}free {format_size(free)})")
+    return GnnprepError(f"{path}: {_NO_ROOM.get(code, _NO_ROOM[errno.ENOSPC])} ({need}free {format_size(free)})")
 
 
 def check_free_space(path: str | os.PathLike, needed: int) -> None:
@@ -210,7 +236,7 @@ def atomic_output(path: str | os.PathLike, inputs=()) -> Iterator[Path]:
     except BaseException as e:
         _remove(tmp)
         if is_disk_full(e):
-            raise disk_full_error(path) from None
+            raise disk_full_error(path, e=e) from None
         raise
 
 
@@ -304,15 +330,12 @@ class ResumableOutput:
         except GnnprepError:
             self.close(keep=False)
             raise
-        except OSError as e:
-            if not is_disk_full(e):
-                self.close(keep=bool(self.done))
-                raise
-            self.close(keep=False)
-            raise disk_full_error(self.path, needed) from None
         except BaseException as e:
+            if is_disk_full(e):
+                self.close(keep=False)
+                raise disk_full_error(self.path, needed, e) from None
             self.close(keep=bool(self.done))
-            if self.done:  # said in the interrupted run's one line (gnnprep.cli), so it is not a surprise
+            if self.done and not isinstance(e, OSError):  # said in the interrupted run's one line (gnnprep.cli), so it is not a surprise
                 try:
                     e.kept_partial = str(self.partial)
                 except AttributeError:

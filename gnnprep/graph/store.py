@@ -7,10 +7,8 @@ sources v aggregates from, sorted, no duplicates, no self-loops), ``/nodes/featu
 
 from __future__ import annotations
 
-import errno
 import json
 import os
-from contextlib import contextmanager
 from pathlib import Path
 
 import h5py
@@ -456,41 +454,16 @@ def order_path(kind: str) -> str:
     return f"{ORDER_GROUP}/{kind}"
 
 
-def _no_space(e: BaseException) -> bool:
-    return "No space left on device" in str(e) or "errno = 28" in str(e)
-
-
-def _discard(f: h5py.File, tmp: Path) -> None:
-    """Close a file being abandoned. HDF5 flushes its caches on close, which fails again on a full
-    disk (and a failure while h5py frees an object is printed as an unraisable error): empty the
-    file first, so the flush finds room; the caller removes the file."""
-    try:
-        os.truncate(tmp, 0)
-    except OSError:
-        pass
-    try:
-        f.close()
-    except (RuntimeError, OSError):
-        pass
-
-
-@contextmanager
 def writing(tmp: Path, mode: str = "w"):
-    """The graph store being written at ``tmp`` (``mode`` ``w``, or ``r+`` to add to a copy), as
-    ``h5py.File(tmp, mode)`` whose failures (a write, a flush, the flush at close) close it cleanly
-    and surface a full disk as OSError(ENOSPC), which :func:`gnnprep.core.output.atomic_output`
-    reports in one line. Writers flush each chunked dataset before dropping it: h5py closes a dataset
-    when the object is freed, and an error there (its chunk cache failing to reach the disk) would
-    only be printed."""
-    f = h5py.File(tmp, mode)
-    try:
-        yield f
-        f.close()
-    except BaseException as e:
-        _discard(f, tmp)
-        if isinstance(e, (RuntimeError, OSError)) and _no_space(e):
-            raise OSError(errno.ENOSPC, f"No space left on device (writing {tmp.name})") from None
-        raise
+    """The graph store being written at ``tmp`` (``mode`` ``w``, or ``r+`` to add to a copy): a file
+    whose failed writes (a write, a flush, the flush at close) close it cleanly and come out as an
+    OSError with their errno (:func:`gnnprep.core.h5file.writing`), which
+    :func:`gnnprep.core.output.atomic_output` reports in one line. Writers flush each chunked dataset
+    before dropping it: h5py closes a dataset when the object is freed, and a failure there (its chunk
+    cache failing to reach the disk) is only remembered until the file is closed."""
+    from gnnprep.core import h5file
+
+    return h5file.writing(tmp, mode)
 
 
 def create_adjacency(f: h5py.File) -> h5py.Group:

@@ -28,8 +28,7 @@ def write_hag(h: Hag, path, provenance: dict, aggregate: str, capacity: int, gra
               indptr: np.ndarray, inputs=()) -> dict:
     """Write ``hag.h5`` atomically; return the summary written into its root attributes. ``inputs``:
     the files the HAG was built from, which ``path`` must not be (refused, never overwritten)."""
-    import h5py
-
+    from gnnprep.core import h5file
     from gnnprep.core.artifact import write_root_attrs
     from gnnprep.core.output import atomic_output
 
@@ -42,7 +41,7 @@ def write_hag(h: Hag, path, provenance: dict, aggregate: str, capacity: int, gra
     }
     idx_dtype = np.int32 if h.num_nodes + h.num_agg < 2**31 else np.int64
     with atomic_output(path, inputs=inputs) as tmp:
-        with h5py.File(tmp, "w") as f:
+        with h5file.writing(tmp) as f:
             f.create_dataset("agg/inputs", data=h.inputs.astype(idx_dtype).reshape(-1, 2))
             f.create_dataset("agg/level_ptr", data=h.level_ptr.astype(np.int64))
             f.create_dataset("adj/indptr", data=h.indptr.astype(np.int64))
@@ -57,8 +56,7 @@ def write_hag_rows(path, num_nodes: int, inputs: np.ndarray, level_ptr: np.ndarr
     """:func:`write_hag` for in-lists too large to hold: ``lengths`` [n] of the in-lists and
     ``rows`` an iterable of (first entry, ids) pieces in order, written as they come. Returns the
     summary written into the root attributes."""
-    import h5py
-
+    from gnnprep.core import h5file
     from gnnprep.core.artifact import write_root_attrs
     from gnnprep.core.output import atomic_output
 
@@ -75,7 +73,7 @@ def write_hag_rows(path, num_nodes: int, inputs: np.ndarray, level_ptr: np.ndarr
     }
     idx_dtype = np.int32 if num_nodes + na < 2**31 else np.int64
     with atomic_output(path, inputs=inputs_files) as tmp:
-        with h5py.File(tmp, "w") as f:
+        with h5file.writing(tmp) as f:
             f.create_dataset("agg/inputs", data=np.asarray(inputs).astype(idx_dtype).reshape(-1, 2))
             f.create_dataset("agg/level_ptr", data=np.asarray(level_ptr, dtype=np.int64))
             f.create_dataset("adj/indptr", data=indptr)
@@ -112,8 +110,13 @@ class SearchWork:
     def __enter__(self) -> "SearchWork":
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.f.close()
+    def __exit__(self, kind, *exc) -> None:
+        from gnnprep.core import h5file
+
+        if kind is None:
+            h5file.close(self.f)   # a failed flush raises its write's error
+        else:
+            h5file.close_after_failure(self.f)
 
     def put(self, r0: int, r1: int, p0: int, lengths: np.ndarray, rows: np.ndarray, made: int,
             inputs: np.ndarray, levels: np.ndarray) -> None:
@@ -202,12 +205,11 @@ def read_hag(path) -> tuple[Hag, dict]:
 def write_relabelled(path, h: Hag, attrs: dict, inputs=()) -> None:
     """``h`` (relabelled to a node order: int32 ids where they fit, as :func:`gnnprep.hag.order.in_order`
     makes them) at ``path`` atomically, ``attrs`` at its root, in the HAG's own layout."""
-    import h5py
-
+    from gnnprep.core import h5file
     from gnnprep.core.output import atomic_output
 
     with atomic_output(path, inputs=inputs) as tmp:
-        with h5py.File(tmp, "w") as f:
+        with h5file.writing(tmp) as f:
             f.create_dataset("agg/inputs", data=h.inputs)
             f.create_dataset("agg/level_ptr", data=h.level_ptr)
             f.create_dataset("adj/indptr", data=h.indptr)
@@ -220,11 +222,10 @@ def write_relabelled_rows(path, inputs: np.ndarray, level_ptr: np.ndarray, indpt
                           ids_dtype, pieces, attrs: dict, inputs_files=()) -> None:
     """:func:`write_relabelled` for in-lists too large to hold: ``pieces`` yields (first entry, ids)
     in order, each written as it comes (:func:`gnnprep.hag.order.write_in_order`)."""
-    import h5py
-
+    from gnnprep.core import h5file
     from gnnprep.core.output import atomic_output
 
-    with atomic_output(path, inputs=inputs_files) as tmp, h5py.File(tmp, "w") as f:
+    with atomic_output(path, inputs=inputs_files) as tmp, h5file.writing(tmp) as f:
         f.create_dataset("agg/inputs", data=inputs)
         f.create_dataset("agg/level_ptr", data=level_ptr)
         f.create_dataset("adj/indptr", data=indptr)

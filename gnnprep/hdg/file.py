@@ -34,13 +34,12 @@ def write_hdg(h: Hdg, path, provenance: dict, selector: str, spec: str, seed: in
     ``inputs``: the files it was built from, which ``path`` must not be (refused, never overwritten).
     The HDG is in memory here; ``gnnprep hdg`` writes level by level in node blocks
     (:class:`LevelStream`, :mod:`gnnprep.hdg.stream`), the same datasets with the same values."""
-    import h5py
-
+    from gnnprep.core import h5file
     from gnnprep.core.output import atomic_output
 
     idx_dtype = id_dtype(h.num_nodes)
     with atomic_output(path, inputs=inputs) as tmp:
-        with h5py.File(tmp, "w") as f:
+        with h5file.writing(tmp) as f:
             parent = "node"
             for r in h.roots:
                 parent = "node"
@@ -63,10 +62,11 @@ def write_hdg(h: Hdg, path, provenance: dict, selector: str, spec: str, seed: in
 
 def open_for_writing(tmp):
     """A new HDF5 file at ``tmp`` (the temporary path of :func:`gnnprep.core.output.atomic_output`)
-    for :class:`LevelStream` and :func:`finish_hdg`."""
-    import h5py
+    for :class:`LevelStream` and :func:`finish_hdg`, as a context whose failed writes close it cleanly
+    (:func:`gnnprep.core.h5file.writing`)."""
+    from gnnprep.core import h5file
 
-    return h5py.File(tmp, "w")
+    return h5file.writing(tmp)
 
 
 def id_dtype(n: int) -> np.dtype:

@@ -63,8 +63,20 @@ def open_output(path, resume: bool = False, direct: bool = False) -> h5py.File:
     """An artifact or shard being written: ``r+`` to continue a partial file, else a new one.
     ``direct``: every dataset 4 KiB-aligned, since hop rows are written to the file with O_DIRECT
     (:mod:`gnnprep.core.directio`)."""
+    from gnnprep.core import h5file
+
+    h5file.record_dealloc_failures()   # close it with h5file.close: a failed flush is raised there
     aligned = {"alignment_threshold": ALIGN, "alignment_interval": ALIGN} if direct else {}
     return h5py.File(path, "r+" if resume else "w", **aligned)
+
+
+def writing_output(path, resume: bool = False, direct: bool = False):
+    """:func:`open_output` as a context: closed at its end, and a failed write (a full disk) closes the
+    file cleanly and comes out as an OSError with its errno (:func:`gnnprep.core.h5file.writing`)."""
+    from gnnprep.core import h5file
+
+    aligned = {"alignment_threshold": ALIGN, "alignment_interval": ALIGN} if direct else {}
+    return h5file.writing(path, "r+" if resume else "w", **aligned)
 
 
 def open_shard(path) -> h5py.File:
@@ -528,7 +540,9 @@ def write_scratch(path, data: np.ndarray) -> None:
     """``data`` as the one dataset of a scratch HDF5 file at ``path``: no artifact, the stand-in
     whose write and read (:func:`read_scratch`) ``gnnprep calibrate`` times for the profile's HDF5
     bandwidths, which price this module's hop writes and reads (so the h5py handle is opened here)."""
-    with h5py.File(path, "w") as f:
+    from gnnprep.core import h5file
+
+    with h5file.writing(path) as f:
         f.create_dataset("a", data=data)
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from gnnprep.core import h5file
 from gnnprep.core.artifact import Timer
 from gnnprep.core.memory import disk_read_bytes
 from gnnprep.core.output import ResumableOutput
@@ -187,8 +188,12 @@ class HopRun:
             finally:
                 self.writer.close()
             self._write_root()
+        except BaseException:
+            h5file.close_after_failure(self.f)   # flushed for a rerun where it can be; never a second error
+            raise
+        else:
+            h5file.close(self.f)   # a failed flush raises its write's error
         finally:
-            self.f.close()
             self.graph.close()
         self.out.commit()
         return self._report()

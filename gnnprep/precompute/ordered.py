@@ -482,6 +482,7 @@ def write_copy(store: GraphStore, kind: str, order: np.ndarray, info: dict, room
     if free < nbytes + reserve + (64 << 20):
         return {"written": False, "reason": f"{path.parent} has {free / 2**30:.1f} GiB free; the copy needs "
                                                   f"{nbytes / 2**30:.1f} GiB beside the output's {reserve / 2**30:.1f} GiB"}
+    from gnnprep.core import h5file
     from gnnprep.core.output import atomic_output
 
     per = idx_dtype.itemsize + (4 if weighted else 0)
@@ -490,7 +491,7 @@ def write_copy(store: GraphStore, kind: str, order: np.ndarray, info: dict, room
     passes = 0
     try:
         with atomic_output(path, inputs=[store.path]) as tmp:
-            with h5py.File(tmp, "w") as f:
+            with h5file.writing(tmp) as f:
                 for k, v in _expected_attrs(store, kind).items():
                     f.attrs[k] = v
                 for k in ("near_share_before", "near_share_after", "seconds"):

@@ -182,7 +182,7 @@ def _hdg_shard(store: GraphStore, job, hop_shard: Path, path: Path, shard: dict,
     hdg = job.hdg if job.hdg_weight is None else job.hdg_weight[1]
     resumed, total = len(out.done), len(cols) * (cfg.hops + 1)
     with out.writing(needed):
-        with fa.open_output(out.partial, resume=out.resumed) as f, fa.open_shard(hop_shard) as hops:
+        with fa.writing_output(out.partial, resume=out.resumed) as f, fa.open_shard(hop_shard) as hops:
             if not out.resumed:
                 fa.create_hdg_shard_layout(f, channels, cfg.hops, n, s1 - s0, cfg.dtype, len(cols), width)
                 f.flush()
@@ -381,7 +381,7 @@ class _RankRun:
         provenance = self._provenance()
         ops = tuple(cfg.operators)
         with atomic_output(output, [self.graph_path]) as tmp:
-            with fa.open_output(tmp) as f:
+            with fa.writing_output(tmp) as f:
                 if merge:
                     fa.merge_shards(f, store, job.out_rows, cfg.hops, ops, cfg.dtype, self.c, self.width,
                                     output.parent, self.shards)

@@ -30,7 +30,7 @@ import torch
 from gnnprep.core import device as devices
 from gnnprep.core.errors import GnnprepError
 from gnnprep.core.memory import keep_freed_memory
-from gnnprep.core.output import write_json
+from gnnprep.core.output import says_no_room, write_json
 from gnnprep.train.batches import Data, global_batches, normalize_rows, open_data, rank_slice, take_rows  # noqa: F401 (re-exported)
 from gnnprep.train.config import NORMALIZE, RESUMABLE_CHANGES, TrainConfig  # noqa: F401 (re-exported)
 from gnnprep.train.ddp import evaluate_shared, rank_rng, rank_seed, set_rank_rng, train_epoch_shared
@@ -214,10 +214,10 @@ def train(features, run_dir, config: TrainConfig, progress=None, resume: bool = 
     make_run_dir(run_dir)
     try:
         return _train_runs(run_dir, data, config, ck, progress, t_start)
-    except GnnprepError:
+    except GnnprepError as e:
         if created and not any(run_dir.iterdir()):
             run_dir.rmdir()  # nothing was written (a full disk, say): leave no empty folder behind
-        raise
+        raise _checkpoint_kept(e, run_dir) from None
 
 
 def _train_shared(features, run_dir, config: TrainConfig, progress, resume: bool, dist) -> TrainReport:
@@ -253,10 +253,19 @@ def _train_shared(features, run_dir, config: TrainConfig, progress, resume: bool
     created = dist.step(lambda: (not run_dir.exists(), make_run_dir(run_dir))[0] if dist.is_root else None)
     try:
         return _train_runs(run_dir, data, config, ck, progress, t_start, dist, device)
-    except GnnprepError:
+    except GnnprepError as e:
         if dist.is_root and created and run_dir.is_dir() and not any(run_dir.iterdir()):
             run_dir.rmdir()
-        raise
+        raise _checkpoint_kept(e, run_dir) from None
+
+
+def _checkpoint_kept(e: GnnprepError, run_dir: Path) -> GnnprepError:
+    """``e``, saying where a full disk (or a file-size limit) stopped a run that has a checkpoint: it
+    is kept, and ``--resume`` continues from it once there is room."""
+    if not says_no_room(e) or not (run_dir / "checkpoint.pt").is_file():
+        return e
+    return GnnprepError(f"{e}; the checkpoint in {run_dir} is kept: with room again, run the same command "
+                        "with --resume")
 
 
 def _train_runs(run_dir: Path, data, config: TrainConfig, ck, progress, t_start: float, dist=None,

@@ -38,7 +38,7 @@ from typing import Iterator
 from gnnprep import __version__
 from gnnprep.core.errors import GnnprepError
 from gnnprep.core.files import NotRegularFile, TooLarge, read_regular
-from gnnprep.core.output import disk_full_error, is_disk_full, write_json
+from gnnprep.core.output import disk_full_error, is_disk_full, says_no_room, write_json
 from gnnprep.train.tune.artifact import ArtifactFacts, same_features
 from gnnprep.train.tune.config import TuneConfig
 from gnnprep.train.tune.trials import Trial, TuneReport
@@ -263,7 +263,7 @@ def record_trial(tune_dir: Path, trial: Trial, model: str, facts: ArtifactFacts,
 def disk_full(e: BaseException) -> bool:
     """Whether a tune failed for a full disk: an ENOSPC OSError, or the one-line error that
     :func:`gnnprep.core.output.disk_full_error` makes of one (here, or in a trial's worker)."""
-    return is_disk_full(e) or (isinstance(e, GnnprepError) and ": no space left on device" in str(e))
+    return is_disk_full(e) or says_no_room(e)
 
 
 class Undo:
