@@ -78,3 +78,26 @@ def test_messages_name_the_missing_split_and_small_budgets_in_their_unit(tmp_pat
     assert_one_error(r, 1, r"has no /splits/valid; training needs")
     r = run(["hag", str(path), "-o", str(tmp_path / "h.h5"), "--memory-budget", "4KiB", "--quiet"])
     assert r.exit_code in (1, 2) and "4.0 KiB is too small" in r.stderr, r.stderr
+
+
+def test_train_and_tune_refuse_an_empty_or_repeated_channel_list(tmp_path, rng):
+    # as precompute's --operator does (they trained on the default channels, or one channel twice)
+    path, *_ = make_store(tmp_path, rng, n=60, m=240, d=4)
+    feats = tmp_path / "f.h5"
+    precompute(path, feats, PrecomputeConfig(hops=1, device="cpu", operators=("sym", "rw")))
+    for value, said in (("", "empty"), ("rw,sym,rw", "named twice"), (" , ", "empty")):
+        for cmd in (["train", "sign", str(feats), "-o", str(tmp_path / "run")],
+                    ["tune", "sign", str(feats), "-o", str(tmp_path / "tune"), "--grid", "lr=0.01"]):
+            r = run([*cmd, "--operator", value, "--epochs", "1", "--quiet"])
+            assert r.exit_code == 2 and said in r.stderr, (cmd[0], value, r.output)
+            assert not (tmp_path / "run").exists() and not (tmp_path / "tune").exists()
+
+
+def test_a_gzip_cut_before_its_first_block_ends_says_no_line_was_read(tmp_path):
+    import gzip
+
+    data = gzip.compress(b"".join(b"%d,%d\n" % (i, i + 1) for i in range(20000)))
+    (tmp_path / "e.csv.gz").write_bytes(data[:len(data) // 2])
+    r = run(["ingest", str(tmp_path / "e.csv.gz"), "-o", str(tmp_path / "g.h5")])
+    assert r.exit_code == 1
+    assert "truncated or corrupt gzip data within its first" in r.stderr and "line 0" not in r.stderr, r.stderr

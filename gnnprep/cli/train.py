@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from gnnprep.core.errors import GnnprepError, OptionError
-from gnnprep.precompute.operators import split_operators
+from gnnprep.precompute.operators import parse_channels
 from gnnprep.train.config import CHECKS, MAX_LAYERS, NORMALIZE, TrainConfig, int_check
 
 from . import ranks
@@ -36,7 +36,7 @@ def _fresh_run_dir(model: str) -> str:
               help="Run folder for metrics.json, model.pt, checkpoint.pt, curves.png (default: runs/<model>-<time>).")
 @click.option("--hops", type=click.IntRange(min=0), default=None,
               help="K (default: small regime the model's paper K, at most FEATURES'; large regime every hop).")
-@click.option("--operator", "operators", default=None, help="Channels to read, comma-separated (default: the first; sign: all).")
+@click.option("--operator", "operators", default=None, callback=parsed_by(parse_channels), help="Channels to read, comma-separated (default: the first; sign: all).")
 @click.option("--hidden", type=int, default=None, callback=parsed_by(CHECKS["hidden"]),
               help="Hidden width (default: 64 small regime, 256 large; at most 2^20; a model that cannot fit the "
                    "device's free memory is refused).")
@@ -90,7 +90,7 @@ def train(model, features, run_dir, hops, operators, hidden, layers, dropout, in
           weight_decay, batch_size, eval_batch_size, epochs, patience, select, normalize_features, recompute,
           memory_budget, device, seed, runs, eval_every, checkpoint_every, evaluator, threads, resume, as_json, quiet):
     """Train MODEL (sgc, lc-gcn, lc-jknet, lc-gprgnn, sign, mlp) on a features artifact."""
-    config = TrainConfig(model=model, hops=hops, operators=tuple(split_operators(operators)) if operators else None,
+    config = TrainConfig(model=model, hops=hops, operators=operators,
                          hidden=hidden, layers=layers, dropout=dropout, input_dropout=input_dropout, alpha=alpha,
                          dprate=dprate, pool=pool, lr=lr, weight_decay=weight_decay, batch_size=batch_size,
                          eval_batch_size=eval_batch_size, epochs=epochs, patience=patience, select=select,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from gnnprep.core.errors import OptionError
-from gnnprep.precompute.operators import split_operators
+from gnnprep.precompute.operators import parse_channels
 from gnnprep.train.config import CHECKS, MAX_LAYERS, NORMALIZE, int_check
 from gnnprep.train.tune import TuneConfig, format_value, parse_grid
 from gnnprep.train.tune import tune as run_tune
@@ -15,7 +15,7 @@ from .common import Progress, budget_option, device_option, emit, json_option, p
 # fixed train options (None: not given, so the trial keeps TrainConfig's default); names as in train
 FIXED_OPTIONS = [
     click.option("--hops", type=click.IntRange(min=0), help="K (default: the artifact's regime, as in train)."),
-    click.option("--operator", "operators", callback=lambda c, p, v: tuple(split_operators(v)) if v else None,
+    click.option("--operator", "operators", callback=parsed_by(parse_channels),
                  help="Channels to read, comma-separated."),
     click.option("--hidden", type=int, callback=parsed_by(CHECKS["hidden"])),
     click.option("--layers", type=int, callback=parsed_by(int_check("--layers", 1, MAX_LAYERS))),

@@ -151,6 +151,18 @@ def parse_operators(text: str) -> tuple[str, ...]:
     return tuple(names)
 
 
+def parse_channels(text: str) -> tuple[str, ...]:
+    """Channel names from ``train``'s and ``tune``'s ``--operator`` (:func:`split_operators`): at least
+    one, none twice (whether the features file holds them is checked when it is opened)."""
+    names = split_operators(text)
+    if not names:
+        raise OptionError("--operator", "empty; expected channel names of the features file, comma-separated",
+                          sep=": ")
+    if len(set(names)) != len(names):
+        raise OptionError("--operator", f"{text!r}: a channel is named twice")
+    return tuple(names)
+
+
 def _inv_pow(x: np.ndarray, p: float) -> np.ndarray:
     out = np.zeros_like(x, dtype=np.float64)
     nz = x > 0

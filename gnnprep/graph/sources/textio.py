@@ -79,7 +79,9 @@ def _blocks(path: Path, block_bytes: int) -> Iterator[tuple[int, bytes]]:
                 yield line_no, block
                 line_no += block.count(b"\n")
     except (EOFError, zlib.error, gzip.BadGzipFile) as e:
-        raise GnnprepError(f"{path}: truncated or corrupt gzip data after line {line_no - 1} ({e})") from None
+        where = (f"after line {line_no - 1:,}" if line_no > 1 else
+                 f"within its first {max(1, block_bytes >> 20):,} MiB of text, before any line was read")
+        raise GnnprepError(f"{path}: truncated or corrupt gzip data {where} ({e})") from None
     if rest:
         _refuse_long_line(path, line_no, rest)
         yield line_no, rest + b"\n"
