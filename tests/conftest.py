@@ -31,23 +31,3 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
-
-
-def pytest_configure(config):
-    """With test workers (pytest-xdist's ``-n``), fill numba's kernel cache once before they start
-    (tests/warm_kernels.py: two halves side by side), so the workers and the processes tests start
-    load the kernels instead of each compiling them. Quick when the cache is warm already."""
-    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
-        return
-    import subprocess
-
-    here = os.path.dirname(os.path.abspath(__file__))
-    folder = tempfile.mkdtemp(prefix="gnnprep-warm-")
-    try:
-        procs = [subprocess.Popen([sys.executable, os.path.join(here, "warm_kernels.py"), half, folder],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=folder)
-                 for half in ("precompute", "graphs")]
-        for p in procs:
-            p.wait(timeout=900)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
