@@ -101,3 +101,13 @@ def test_a_gzip_cut_before_its_first_block_ends_says_no_line_was_read(tmp_path):
     r = run(["ingest", str(tmp_path / "e.csv.gz"), "-o", str(tmp_path / "g.h5")])
     assert r.exit_code == 1
     assert "truncated or corrupt gzip data within its first" in r.stderr and "line 0" not in r.stderr, r.stderr
+
+
+def test_plan_takes_a_graph_without_edges_and_bounds_entries_by_n_times_n_minus_1():
+    # ingest stores a graph without edges (and a one-node graph, which has none); a store holds no
+    # self-loops, so n(n - 1) entries at most (n^2 was said)
+    for nodes, entries in (("1", "0"), ("10", "0"), ("10", "90")):
+        r = run(["plan", "--nodes", nodes, "--entries", entries, "--features", "8", "--json"])
+        assert r.exit_code == 0 and json.loads(r.stdout)["plan"] is not None, (nodes, entries, r.output)
+    r = run(["plan", "--nodes", "10", "--entries", "91", "--features", "8"])
+    assert r.exit_code == 2 and "at most 90 entries" in r.stderr, r.output

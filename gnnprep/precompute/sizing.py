@@ -54,7 +54,7 @@ SAMPLE = 1 << 20   # nodes drawn to estimate the pruned hops' entries
 # high); rows and entries are also bounded by the nodes (rows <= nodes, entries <= nodes**2).
 LIMITS = {
     "nodes": (1, 2**40),              # 1.1e12 nodes
-    "entries": (1, 2**44),            # 1.8e13 stored entries
+    "entries": (0, 2**44),            # 1.8e13 stored entries (0: a graph without edges, which ingest stores)
     "features": (1, 2**16),           # 65,536 feature columns (2**20 took 7 s to plan on a loaded machine)
     "hops": (0, 1024),
     "rows": (1, 2**40),
@@ -92,7 +92,7 @@ def parse_count(text: str | int, option: str = "--nodes") -> int:
 def check_sizes(*, option_names: bool = False, **values) -> None:
     """Raise naming the first value that is not an integer within :data:`LIMITS` (rows and
     machine_memory may be None), a ``device`` not in cpu, cuda, an ``order`` not in known, copy,
-    none, ``dtype_bytes`` not 2 or 4, more rows than nodes, or more entries than nodes**2. Floats and
+    none, ``dtype_bytes`` not 2 or 4, more rows than nodes, or more entries than n(n − 1) (a store holds no self-loops). Floats and
     bools are refused, never truncated. The error names the Python argument (:class:`ArgumentError`,
     also a ValueError and a TypeError), or with ``option_names`` the command-line option
     (:class:`OptionError`)."""
@@ -117,8 +117,9 @@ def check_sizes(*, option_names: bool = False, **values) -> None:
     n = values.get("nodes")
     if n is not None and values.get("rows") is not None and values["rows"] > n:
         raise bad("rows", f"{values['rows']:,} stored rows; expected at most the {n:,} nodes")
-    if n is not None and values.get("entries") is not None and values["entries"] > n * n:
-        raise bad("entries", f"{values['entries']:,}; a graph of {n:,} nodes has at most {n * n:,} entries")
+    if n is not None and values.get("entries") is not None and values["entries"] > n * (n - 1):
+        raise bad("entries", f"{values['entries']:,}; a graph store of {n:,} nodes holds at most {n * (n - 1):,} "
+                             "entries (self-loops are dropped at ingest)")
 
 
 def least_budget(p: Problem, prof, baseline_rss: int, floor: int) -> int | None:
