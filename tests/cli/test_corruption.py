@@ -139,24 +139,17 @@ def test_random_corruption_never_crashes(tmp_path):
     build(base)
     here, tests = Path(__file__).parent, Path(__file__).parents[1]  # this file; conftest.py and fixtures.py
     env = {**os.environ, "NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-
-    def child(c: int, first: int, step: int, total: int) -> subprocess.Popen:
+    procs = []
+    for c in range(CHILDREN):
         work = tmp_path / f"work{c}"
         work.mkdir()
         code = (f"import sys; sys.path[:0] = [{str(here)!r}, {str(tests)!r}]; import conftest, test_corruption as t; "
-                f"t.child_main({str(base)!r}, {str(work)!r}, {first}, {step}, {total})")
-        return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env=env, cwd=tmp_path)
-
-    # one trial of each target first, alone: on a fresh clone it compiles the kernels once, into
-    # numba's cache, which the children then load (four children each compiling them all took 121 s
-    # of this test's run against 31 s with the cache warm)
-    first = child(0, 0, 1, len(TARGETS))
-    ran = [(first, *first.communicate(timeout=600))]
-    procs = [child(1 + c, len(TARGETS) + c, CHILDREN, TRIALS) for c in range(CHILDREN)]
-    ran += [(p, *p.communicate(timeout=600)) for p in procs]
+                f"t.child_main({str(base)!r}, {str(work)!r}, {c}, {CHILDREN}, {TRIALS})")
+        procs.append(subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, env=env, cwd=tmp_path))
     problems, done = [], 0
-    for c, (p, out, err) in enumerate(ran):
+    for c, p in enumerate(procs):
+        out, err = p.communicate(timeout=600)
         lines = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
         started = [x["start"] for x in lines if "start" in x]
         for t in (x for x in lines if "trial" in x):

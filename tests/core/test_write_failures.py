@@ -28,12 +28,13 @@ def files(tmp_path_factory):
     return d
 
 
-COMMANDS = {   # name: (arguments before -o, the output's name, limits in KiB)
-    "ingest": (["ingest", "sample"], "o.h5", (16, 200)),
-    "hag": (["hag", "{g}"], "o.h5", (16, 64)),
-    "precompute": (["precompute", "{g}", "--hops", "2"], "o.h5", (16, 400)),
-    "hdg-shells": (["hdg", "{g}", "--select", "hop-shells:2"], "o.h5", (16, 400)),
-    "hdg-walks": (["hdg", "{g}", "--select", "random-walk:walks=10,length=3,topk=8"], "o.h5", (16, 400)),
+COMMANDS = {   # name: (arguments before -o, the output's name, limits in KiB: where each crashed or printed
+    # tracebacks before, early (metadata) or part way through the data)
+    "ingest": (["ingest", "sample"], "o.h5", (200,)),
+    "hag": (["hag", "{g}"], "o.h5", (16,)),
+    "precompute": (["precompute", "{g}", "--hops", "2"], "o.h5", (400,)),
+    "hdg-shells": (["hdg", "{g}", "--select", "hop-shells:2"], "o.h5", (400,)),
+    "hdg-walks": (["hdg", "{g}", "--select", "random-walk:walks=10,length=3,topk=8"], "o.h5", (16,)),
     "hdg-anchors": (["hdg", "{g}", "--select", "anchors:sets=4,size=8"], "o.h5", (16,)),
     "train": (["train", "sgc", "{f}", "--epochs", "2"], "run", (16,)),
 }
@@ -104,15 +105,14 @@ def _mount_tmpfs(where, size: str) -> bool:
                           capture_output=True).returncode == 0
 
 
-@pytest.mark.parametrize("left_kib", [100, 600, 1500])
-def test_a_disk_with_a_little_room_left_is_one_error_line_for_every_writer(tmp_path, files, left_kib):
+def test_a_disk_with_a_little_room_left_is_one_error_line_for_every_writer(tmp_path, files, left_kib=100):
     # the case that crashed: hdg on a disk that fills part way through its levels (full disks, where
     # the first write fails, are tests/precompute/test_faults_precompute.py's)
     small = tmp_path / "small"
     if not _mount_tmpfs(small, "3m"):
         pytest.skip("needs root and a mountable tmpfs to fill a disk")
     try:
-        for name in ("hdg-shells", "hdg-walks", "hdg-anchors", "precompute", "ingest", "hag"):
+        for name in ("hdg-shells", "hdg-walks", "hdg-anchors", "precompute"):
             args, output, _ = COMMANDS[name]
             for p in small.iterdir():
                 shutil.rmtree(p) if p.is_dir() else p.unlink()
