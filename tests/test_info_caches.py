@@ -16,8 +16,11 @@ from gnnprep.sparse.order import community_order
 
 
 def test_the_cache_formats_are_their_owners():
+    from gnnprep.core.artifact import CACHES
+
     assert info.ORDERED_COPY == ordered.FORMAT
     assert info.HAG_COPY == ordered_copy.COPY_FORMAT
+    assert set(CACHES) == {info.ORDERED_COPY, info.HAG_COPY}
 
 
 def _info(path):
@@ -60,6 +63,9 @@ def test_a_kept_hag_copy_is_described_and_goes_stale_with_its_hag(tmp_path, rng)
     d = _info(kept)
     assert not d["current"] and "written again" in d["stale_because"]
     assert "stale" in run(["info", str(kept)]).output
+    r = run(["precompute", str(path), "--hops", "1", "--hag", str(kept), "-o", str(tmp_path / "f.h5")])
+    assert r.exit_code == 1 and "a HAG relabelled to a run's node order" in r.stderr, r.output
+    assert "expected a gnnprep.hag artifact (pass the file it was made from)" in r.stderr, r.output
     hag.unlink()
     d = _info(kept)
     assert not d["current"] and "no such file" in d["stale_because"]

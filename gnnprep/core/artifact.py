@@ -18,6 +18,9 @@ from gnnprep.core.version import __version__
 # every artifact format and the newest format_version this gnnprep reads (and writes)
 FORMAT_VERSIONS = {"gnnprep.graph": 1, "gnnprep.hag": 1, "gnnprep.hdg": 1, "gnnprep.features": 1}
 FORMATS = tuple(FORMAT_VERSIONS)
+# the caches runs keep beside artifacts (gnnprep.info describes them), as a user given one is told
+CACHES = {"gnnprep.hag-ordered": "a HAG relabelled to a run's node order, which precompute --hag keeps beside the HAG",
+          "gnnprep.ordered-csr": "a graph store's S in a node order, which precompute keeps beside the store"}
 
 
 def write_root_attrs(f: h5py.File, fmt: str, format_version: int, provenance: dict, **attrs) -> None:
@@ -101,6 +104,11 @@ def open_artifact(path: str | os.PathLike, expect: str | None = None) -> h5py.Fi
         raise
     if isinstance(fmt, bytes):
         fmt = fmt.decode(errors="backslashreplace")
+    if isinstance(fmt, str) and fmt in CACHES:   # a file a run keeps beside an artifact, given as one
+        f.close()
+        raise GnnprepError(f"{path}: {CACHES[fmt]}, not an artifact; expected " +
+                           (f"a {expect} artifact" if expect else f"one of {', '.join(FORMATS)}") +
+                           " (pass the file it was made from)")
     if not isinstance(fmt, str) or fmt not in FORMATS:   # an array, a number, a compound, Empty: refused
         f.close()
         raise GnnprepError(f"{path}: root attribute 'format' is {_described(fmt)}; expected one of "
