@@ -111,3 +111,17 @@ def test_plan_takes_a_graph_without_edges_and_bounds_entries_by_n_times_n_minus_
         assert r.exit_code == 0 and json.loads(r.stdout)["plan"] is not None, (nodes, entries, r.output)
     r = run(["plan", "--nodes", "10", "--entries", "91", "--features", "8"])
     assert r.exit_code == 2 and "at most 90 entries" in r.stderr, r.output
+
+
+def test_a_split_file_listing_an_id_twice_is_said(tmp_path, rng):
+    # they were deduplicated silently: a split file listing ids twice is often the wrong file
+    np.save(tmp_path / "e.npy", np.array([[0, 1, 2, 3], [1, 2, 3, 4]]))
+    splits = tmp_path / "splits"
+    splits.mkdir()
+    np.save(splits / "train.npy", np.array([0, 1, 1, 2, 2]))
+    np.save(splits / "valid.npy", np.array([3]))
+    r = run(["ingest", str(tmp_path / "e.npy"), "--splits", str(splits), "-o", str(tmp_path / "g.h5")])
+    assert r.exit_code == 0, r.output
+    assert "train.npy: 2 node ids listed more than once; each is kept once" in r.stderr, r.stderr
+    with h5py.File(tmp_path / "g.h5", "r") as f:
+        assert f["splits/train"][:].tolist() == [0, 1, 2]

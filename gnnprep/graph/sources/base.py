@@ -218,8 +218,9 @@ def split_file(folder: Path, name: str) -> Path | None:
     return None
 
 
-def read_id_file(path: Path, n: int, nodes_from: str, offset: int = 0) -> np.ndarray:
-    """Node ids from a one-column text file or a .npy array, validated, sorted and unique."""
+def read_id_file(path: Path, n: int, nodes_from: str, offset: int = 0, warn=None) -> np.ndarray:
+    """Node ids from a one-column text file or a .npy array, validated, sorted and unique; ``warn``
+    (a callable taking one line) is told how many ids were listed more than once."""
     from gnnprep.graph.sources.textio import TableReader
 
     if path.suffix == ".npy":
@@ -241,4 +242,8 @@ def read_id_file(path: Path, n: int, nodes_from: str, offset: int = 0) -> np.nda
             check_ids(ids, n, nodes_from, lambda i, c=chunk: f"{path} line {c.line(i)}")
             parts.append(ids)
         ids = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
-    return np.unique(ids + offset)
+    unique = np.unique(ids + offset)
+    if warn is not None and len(unique) < len(ids):
+        k = len(ids) - len(unique)
+        warn(f"{path}: {k:,} node id{'s' if k > 1 else ''} listed more than once; each is kept once")
+    return unique

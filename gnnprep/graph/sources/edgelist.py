@@ -249,7 +249,7 @@ class EdgeListSource(GraphSource):
         for name in SPLIT_NAMES:
             p = split_file(Path(self._splits_dir), name)
             if p is not None:
-                out[name] = read_id_file(p, self.num_nodes, self.nodes_from)
+                out[name] = read_id_file(p, self.num_nodes, self.nodes_from, warn=self.warnings.append)
         if not out:
             raise OptionError("--splits", f"{self._splits_dir}: no train/valid/test files found "
                                           "(expected e.g. train.csv.gz, valid.txt or test.npy)")

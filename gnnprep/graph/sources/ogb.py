@@ -172,7 +172,7 @@ class _OgbBase(GraphSource):
         for name in SPLIT_NAMES:
             p = split_file(folder, name)
             if p is not None:
-                out[name] = read_id_file(p, n, nodes_from, offset)
+                out[name] = read_id_file(p, n, nodes_from, offset, self.warnings.append)
         return out
 
     def _csv_features(self, path: Path | None, rows_expected: int, rows_from: str) -> Iterator[np.ndarray]:
