@@ -125,3 +125,11 @@ def test_a_split_file_listing_an_id_twice_is_said(tmp_path, rng):
     assert "train.npy: 2 node ids listed more than once; each is kept once" in r.stderr, r.stderr
     with h5py.File(tmp_path / "g.h5", "r") as f:
         assert f["splits/train"][:].tolist() == [0, 1, 2]
+
+
+def test_a_two_by_two_edge_array_says_which_layout_it_was_read_in(tmp_path):
+    np.save(tmp_path / "e.npy", np.array([[0, 1], [2, 3]]))
+    r = run(["ingest", str(tmp_path / "e.npy"), "-o", str(tmp_path / "g.h5")])
+    assert r.exit_code == 0 and "taken as [2, m]" in r.stderr, r.output
+    with h5py.File(tmp_path / "g.h5", "r") as f:   # edges 0-2 and 1-3, both ways
+        assert f["adj/indptr"][:].tolist() == [0, 1, 2, 3, 4] and f["adj/indices"][:].tolist() == [2, 3, 0, 1]

@@ -195,6 +195,9 @@ class EdgeListSource(GraphSource):
         if len(shape) != 2 or 2 not in shape:
             raise GnnprepError(f"{self.path}: edge array of shape {shape}; expected [2, m] or [m, 2]")
         self.expected_edges = shape[1] if shape[0] == 2 else shape[0]
+        if tuple(shape) == (2, 2):   # either layout fits: say which one was taken
+            self.warnings.append(f"{self.path}: a 2 x 2 edge array reads either way; taken as [2, m] (row 0 the "
+                                 "sources, row 1 the destinations, as OGB and PyG store edges)")
 
     def edges(self, chunk_edges: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         base, n = self.index_base, self.num_nodes
