@@ -22,7 +22,8 @@ import h5py
 import numpy as np
 
 TRIALS = 221           # at least 200, spread over the targets below
-CHILDREN = 4           # processes, each running every CHILDREN-th trial
+CHILDREN = 2           # processes, each running every CHILDREN-th trial (2 cores; each child of a fresh
+                       # clone compiles every kernel it runs: 4 children took 121 s of a cold run)
 TARGETS = [            # (artifact, dataset)
     ("g.h5", "adj/indptr"), ("g.h5", "adj/indices"), ("mag.h5", "nodes/type"), ("mag.h5", "adj/indices"),
     ("hag.h5", "agg/inputs"), ("hag.h5", "agg/level_ptr"), ("hag.h5", "adj/indptr"), ("hag.h5", "adj/indices"),
