@@ -133,3 +133,11 @@ def test_a_two_by_two_edge_array_says_which_layout_it_was_read_in(tmp_path):
     assert r.exit_code == 0 and "taken as [2, m]" in r.stderr, r.output
     with h5py.File(tmp_path / "g.h5", "r") as f:   # edges 0-2 and 1-3, both ways
         assert f["adj/indptr"][:].tolist() == [0, 1, 2, 3, 4] and f["adj/indices"][:].tolist() == [2, 3, 0, 1]
+
+
+def test_plan_warns_when_the_predicted_peak_passes_the_machines_memory():
+    args = ["plan", "--nodes", "100M", "--entries", "3G", "--features", "128", "--memory-budget", "64GiB"]
+    r = run([*args, "--machine-memory", "16GiB"])
+    assert r.exit_code == 0 and "is more than the machine's 16.0 GiB of memory" in r.stderr, r.output
+    r = run([*args, "--machine-memory", "512GiB"])
+    assert r.exit_code == 0 and "Warning" not in r.stderr, r.output
