@@ -141,3 +141,15 @@ def test_plan_warns_when_the_predicted_peak_passes_the_machines_memory():
     assert r.exit_code == 0 and "is more than the machine's 16.0 GiB of memory" in r.stderr, r.output
     r = run([*args, "--machine-memory", "512GiB"])
     assert r.exit_code == 0 and "Warning" not in r.stderr, r.output
+
+
+def test_a_run_folder_holding_other_files_is_said(tmp_path):
+    feats = tmp_path / "f.h5"   # the sample has train and valid splits
+    assert run(["precompute", "sample", "--cache-dir", str(tmp_path), "-o", str(feats), "--hops", "1"]).exit_code == 0
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine\n")
+    r = run(["train", "sgc", str(feats), "-o", str(folder), "--epochs", "1"])
+    assert r.exit_code == 0 and "already holds other files (notes.txt)" in r.stderr, r.output
+    r = run(["train", "sgc", str(feats), "-o", str(tmp_path / "fresh"), "--epochs", "1"])
+    assert r.exit_code == 0 and "Warning" not in r.stderr, r.output

@@ -14,9 +14,22 @@ from gnnprep.precompute.operators import parse_channels
 from gnnprep.train.config import CHECKS, MAX_LAYERS, NORMALIZE, TrainConfig, int_check
 
 from . import ranks
-from .common import Progress, budget_option, device_option, emit, json_option, parsed_by, quiet_option
+from .common import Progress, budget_option, device_option, emit, json_option, parsed_by, quiet_option, warn
 
 _D = TrainConfig()
+
+
+def _say_other_files(run_dir: Path, quiet: bool) -> None:
+    """A warning when the run folder already holds files that are not a run's: its files go beside them."""
+    from gnnprep.train.run_folder import RUN_FILES
+
+    try:
+        others = sorted(p.name for p in run_dir.iterdir() if p.name not in RUN_FILES) if run_dir.is_dir() else []
+    except OSError:
+        return
+    if others:
+        shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        warn(quiet, f"{run_dir}: already holds other files ({shown}); the run's files are written beside them")
 
 
 def _fresh_run_dir(model: str) -> str:
@@ -118,6 +131,8 @@ def train(model, features, run_dir, hops, operators, hidden, layers, dropout, in
         with ranks.rank_job(dist):
             from gnnprep.train.trainer import train as run_train  # torch: imported only when training
 
+            if run_dir is not None and not resume:
+                _say_other_files(Path(run_dir), quiet or ranks.silent(dist))
             report = run_train(features, run_dir or _fresh_run_dir(model), config, progress, resume=resume, dist=dist)
     finally:
         progress.close()
