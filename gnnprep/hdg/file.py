@@ -186,6 +186,11 @@ class LevelStream:
             if len(ds) != total or self.children != total:
                 raise RuntimeError(f"level {self.name}: {self.children} children written; expected {total}")
         self.g.attrs.update(kind=self.kind, parent=self.parent, fanout=self.fanout, num_parents=p, num_children=int(total))
+        # each dataset's cache reaches the file here, where a failed write (a full disk) is an exception
+        # the writer sees: flushed only as h5py freed the dataset, the failure left its id half closed
+        # (gnnprep.core.h5file)
+        for ds in self.g.values():
+            ds.flush()
         return int(total)
 
 
