@@ -99,6 +99,9 @@ class SearchWork:
     def __init__(self, path, n: int, m: int, cap: int, ids_dtype, fresh: bool):
         import h5py
 
+        from gnnprep.core import h5file
+
+        h5file.record_dealloc_failures()
         self.f = h5py.File(path, "a")
         if fresh:
             self.f.create_dataset("work/lengths", shape=(n,), dtype=np.int64)
@@ -120,13 +123,20 @@ class SearchWork:
 
     def put(self, r0: int, r1: int, p0: int, lengths: np.ndarray, rows: np.ndarray, made: int,
             inputs: np.ndarray, levels: np.ndarray) -> None:
-        """Rows r0..r1−1 (first stored entry p0) and the aggregation nodes made + 0..k−1 of a block."""
-        self.f["work/lengths"][r0:r1] = lengths
+        """Rows r0..r1−1 (first stored entry p0) and the aggregation nodes made + 0..k−1 of a block.
+        Each dataset is flushed before it is dropped: a failed write (a full disk) is then an exception
+        here, not a failure as h5py frees the dataset, which left its id half closed
+        (:mod:`gnnprep.core.h5file`)."""
+        writes = [("work/lengths", slice(r0, r1), lengths)]
         if len(rows):
-            self.f["work/ids"][p0:p0 + len(rows)] = rows.astype(self.ids_dtype)
+            writes.append(("work/ids", slice(p0, p0 + len(rows)), rows.astype(self.ids_dtype)))
         if len(inputs):
-            self.f["work/inputs"][made:made + len(inputs)] = inputs
-            self.f["work/levels"][made:made + len(inputs)] = levels
+            writes += [("work/inputs", slice(made, made + len(inputs)), inputs),
+                       ("work/levels", slice(made, made + len(inputs)), levels)]
+        for name, where, values in writes:
+            ds = self.f[name]
+            ds[where] = values
+            ds.flush()
 
     def aggregation_nodes(self, made: int) -> tuple[np.ndarray, np.ndarray]:
         return self.f["work/inputs"][:made], self.f["work/levels"][:made].astype(np.int64)

@@ -156,3 +156,26 @@ def test_a_program_that_catches_the_hdg_builders_failed_write_ends_normally(tmp_
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, (p.returncode, p.stderr[-2000:])
     assert p.stdout.split() == ["GnnprepError", "True", "half-closed", "False"], (p.stdout, p.stderr[-2000:])
+
+
+LIBRARY_HAG = r"""
+import resource, sys
+from gnnprep.core import h5file
+from gnnprep.hag.builder import build
+resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[3]) << 10, int(sys.argv[3]) << 10))
+try:
+    build(sys.argv[1], sys.argv[2])
+except Exception as e:
+    print(type(e).__name__, "file too large" in str(e))
+print("half-closed", bool(h5file._broken_files))
+"""
+
+
+def test_a_program_that_catches_the_hag_searchs_failed_write_ends_normally(tmp_path, files):
+    # the search's partial file flushes each dataset it writes a block into (they were temporaries:
+    # freed unflushed, a failed write left a half-closed id, and the abandoned file's close crashed)
+    p = subprocess.run([sys.executable, "-c", LIBRARY_HAG, str(files / "g.h5"), str(tmp_path / "o.h5"), "16"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, (p.returncode, p.stderr[-2000:])
+    assert p.stdout.split() == ["GnnprepError", "True", "half-closed", "False"], (p.stdout, p.stderr[-2000:])
+    assert p.stderr == "", p.stderr[-2000:]
