@@ -632,14 +632,16 @@ def read_shard_attr(path) -> dict | None:
 def _rows_labels_splits(f: h5py.File, store: GraphStore, out_rows: np.ndarray | None) -> None:
     """``/rows`` (the stored node ids), ``/labels`` of those rows, ``/splits`` as in the store."""
     n = store.features.shape[0]
-    f.create_dataset("rows", data=(np.arange(n) if out_rows is None else out_rows).astype(
-        np.int32 if n < 2**31 else np.int64))
+    made = [f.create_dataset("rows", data=(np.arange(n) if out_rows is None else out_rows).astype(
+        np.int32 if n < 2**31 else np.int64))]
     labels = store.labels()
     if labels is not None:
-        f.create_dataset("labels", data=labels if out_rows is None else labels[out_rows])
+        made.append(f.create_dataset("labels", data=labels if out_rows is None else labels[out_rows]))
     sp = f.create_group("splits")
     for name, ids in store.splits().items():
-        sp.create_dataset(name, data=ids)
+        made.append(sp.create_dataset(name, data=ids))
+    for ds in made:   # flushed while held: a failed write is an exception here, not a half-closed id as
+        ds.flush()    # h5py frees the dataset (gnnprep.core.h5file)
 
 
 def create_virtual_layout(f: h5py.File, store: GraphStore, out_rows: np.ndarray | None, hops: int,
