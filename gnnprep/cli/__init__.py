@@ -59,8 +59,9 @@ class _Group(click.Group):
         except (KeyboardInterrupt, Interrupted) as e:
             _end_interrupted(ctx, e)
         except Exception as e:
-            if not interrupt_noted() and _no_room(e):
-                click.echo(f"Error: {_no_room(e)}", err=True)
+            line = "" if interrupt_noted() else _no_room(e)
+            if line:
+                click.echo(f"Error: {line}", err=True)
                 ctx.exit(1)
             # a signal's interrupt that code on its way replaced with another exception (numba's
             # compiled import turns it into an ImportError): the signal is what ended the command

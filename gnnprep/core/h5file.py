@@ -6,9 +6,10 @@ frees them, so a writer that only re-raised printed an "Exception ignored" trace
 its close raised a RuntimeError without errno, and the interpreter's exit then crashed in h5py's
 deallocation (SIGSEGV, exit 139), its one ``Error:`` line lost among them. Here:
 
-- :func:`writing` opens a file for writing and, when the block fails, :func:`abandon`\\ s it: the
-  file's descriptor is pointed at ``/dev/null`` (``dup2``), so the close's flush is written nowhere
-  and succeeds, and every object of the file is closed with it. The caller removes the file.
+- :func:`writing` opens a file for writing and, when a write in the block fails, :func:`abandon`\\ s
+  it: the file's descriptor is pointed at ``/dev/null`` (``dup2``), so the close's flush is written
+  nowhere and succeeds (a file with a half-closed object is left open instead: see :func:`abandon`).
+  The caller removes the file.
 - :func:`close` closes a file kept open across steps (a resumable partial output): a failed flush
   abandons it and raises the write's error, as an OSError with its errno;
   :func:`close_after_failure` does so while another exception is on its way, raising nothing.
@@ -86,7 +87,7 @@ def abandon(f) -> None:
     try:
         f.close()
     except Exception:  # noqa: BLE001 - abandoned: what its close says no longer matters
-        _closed_broken()
+        _mark_left_broken()
 
 
 def close(f) -> None:
@@ -110,7 +111,7 @@ def close(f) -> None:
     try:
         f.close()
     except (OSError, RuntimeError) as e:
-        _closed_broken()   # the handle is not touched again
+        _mark_left_broken()   # the handle is not touched again
         raise as_os_error(e) from None
     failed = _take_failure(name)
     if failed is not None:
@@ -131,7 +132,7 @@ def close_after_failure(f) -> None:
     try:
         f.close()
     except Exception:  # noqa: BLE001 - (after a failed close the handle is not touched again)
-        _closed_broken()
+        _mark_left_broken()
     _take_failure(_name(f))
 
 
@@ -140,7 +141,7 @@ def _broken(name: str) -> bool:
     return "" in _broken_files or bool(name) and os.path.abspath(name) in _broken_files
 
 
-def _closed_broken() -> None:
+def _mark_left_broken() -> None:
     global _left_broken
     _left_broken = True
 
@@ -202,8 +203,7 @@ def record_dealloc_failures() -> None:
     def hook(u) -> None:
         e = u.exc_value
         if write_errno(e) is not None and "write" in str(e) and "h5py" in repr(u.object) + str(u.err_msg or ""):
-            global _left_broken
-            _left_broken = True
+            _mark_left_broken()
             _broken_files.add(_failure_file(str(e)))
             if len(_failures) < 16:
                 _failures.append((write_errno(e), str(e)))

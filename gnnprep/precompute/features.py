@@ -66,8 +66,7 @@ def open_output(path, resume: bool = False, direct: bool = False) -> h5py.File:
     from gnnprep.core import h5file
 
     h5file.record_dealloc_failures()   # close it with h5file.close: a failed flush is raised there
-    aligned = {"alignment_threshold": ALIGN, "alignment_interval": ALIGN} if direct else {}
-    return h5py.File(path, "r+" if resume else "w", **aligned)
+    return h5py.File(path, "r+" if resume else "w", **_aligned(direct))
 
 
 def writing_output(path, resume: bool = False, direct: bool = False):
@@ -75,8 +74,12 @@ def writing_output(path, resume: bool = False, direct: bool = False):
     file cleanly and comes out as an OSError with its errno (:func:`gnnprep.core.h5file.writing`)."""
     from gnnprep.core import h5file
 
-    aligned = {"alignment_threshold": ALIGN, "alignment_interval": ALIGN} if direct else {}
-    return h5file.writing(path, "r+" if resume else "w", **aligned)
+    return h5file.writing(path, "r+" if resume else "w", **_aligned(direct))
+
+
+def _aligned(direct: bool) -> dict:
+    """The file options of an output whose hop rows are written with O_DIRECT: every dataset 4 KiB-aligned."""
+    return {"alignment_threshold": ALIGN, "alignment_interval": ALIGN} if direct else {}
 
 
 def open_shard(path) -> h5py.File:

@@ -223,7 +223,9 @@ def plan_for_sizes(nodes: int, entries: int, features: int, hops: int, memory_bu
                    (f", hop {k - 1} ~{p.last_inputs:,} rows (~{100 * p.hop_entries[-2] / m:.0f}%)" if k > 1 else ""))
     else:
         pruning = "not used: " + ("every row is stored" if rows is None or rows >= nodes else "device " + device)
-    machine = problem.get("machine_memory") or _total_memory()
+    from gnnprep.core.memory import machine_memory
+
+    machine = problem.get("machine_memory") or machine_memory()
     if warn is not None and machine and plan.predicted_peak + baseline_rss > machine:
         warn(f"the predicted peak, {format_size(plan.predicted_peak + baseline_rss)} with the process's baseline, "
              f"is more than the machine's {format_size(machine)} of memory: the run would swap or be killed; "
@@ -231,16 +233,6 @@ def plan_for_sizes(nodes: int, entries: int, features: int, hops: int, memory_bu
     return {"plan": plan.to_dict(), "predicted_seconds": plan.predicted_seconds,
             "predicted_peak_bytes": plan.predicted_peak, "hop_entries": list(p.hop_entries),
             "decisions": {"order": why, "pruning": pruning}, "profile": prof.measured}
-
-
-def _total_memory() -> int:
-    """This machine's memory in bytes (0 where it cannot be read)."""
-    try:
-        import psutil
-
-        return int(psutil.virtual_memory().total)
-    except Exception:  # noqa: BLE001 - no figure: nothing to warn against
-        return 0
 
 
 def summary_lines(res: dict) -> list[str]:
