@@ -13,6 +13,8 @@ deallocation (SIGSEGV, exit 139), its one ``Error:`` line lost among them. Here:
 - :func:`close` closes a file kept open across steps (a resumable partial output): a failed flush
   abandons it and raises the write's error, as an OSError with its errno;
   :func:`close_after_failure` does so while another exception is on its way, raising nothing.
+- :func:`put` creates a dataset and flushes it while it is held (every writer's datasets made from
+  an array in one call).
 - :func:`record_dealloc_failures` (the command line and :func:`writing` install it) keeps h5py's failures while it
   frees an object out of the unraisable-error printout and remembers them: :func:`writing` and
   :func:`close` raise a remembered failure of their file, so a cache flush that failed while no
@@ -169,6 +171,19 @@ def writing(path, mode: str = "w", **kwargs) -> Iterator:
             raise
         raise converted from None
     close(f)
+
+
+def put(group, name: str, **kwargs):
+    """``group.create_dataset(name, **kwargs)``, flushed before it is returned. A small dataset's data
+    waits in its own sieve buffer until the dataset is flushed or closed; written as a temporary
+    (``f.create_dataset(name, data=a)`` unassigned), it was flushed only as h5py freed it, where a
+    failed write is no exception but a half-closed id (the module's docstring), on which the
+    abandoned file's close, or HDF5's exit handler, crashed a program that had caught the error.
+    Flushed here, the failure is raised while the caller's frame holds the dataset, so it is freed
+    only after :func:`writing` has pointed the file at /dev/null."""
+    ds = group.create_dataset(name, **kwargs)
+    ds.flush()
+    return ds
 
 
 def _name(f) -> str:

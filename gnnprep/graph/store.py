@@ -14,6 +14,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from gnnprep.core import h5file
 from gnnprep.core.artifact import (
     FORMAT_VERSIONS,
     Artifact,
@@ -461,8 +462,6 @@ def writing(tmp: Path, mode: str = "w"):
     :func:`gnnprep.core.output.atomic_output` reports in one line. Writers flush each chunked dataset
     before dropping it: h5py closes a dataset when the object is freed, and a failure there (its chunk
     cache failing to reach the disk) is only remembered until the file is closed."""
-    from gnnprep.core import h5file
-
     return h5file.writing(tmp, mode)
 
 
@@ -501,7 +500,7 @@ def write_splits(f: h5py.File, splits: dict[str, np.ndarray]) -> None:
     """``/splits/<name>`` for each split (sorted node ids, stored in the dtype given)."""
     grp = f.create_group(SPLITS_GROUP)
     for name, ids in splits.items():
-        grp.create_dataset(name, data=ids)
+        h5file.put(grp, name, data=ids)
 
 
 def read_provenance(path: str | os.PathLike):

@@ -42,10 +42,10 @@ def write_hag(h: Hag, path, provenance: dict, aggregate: str, capacity: int, gra
     idx_dtype = np.int32 if h.num_nodes + h.num_agg < 2**31 else np.int64
     with atomic_output(path, inputs=inputs) as tmp:
         with h5file.writing(tmp) as f:
-            f.create_dataset("agg/inputs", data=h.inputs.astype(idx_dtype).reshape(-1, 2))
-            f.create_dataset("agg/level_ptr", data=h.level_ptr.astype(np.int64))
-            f.create_dataset("adj/indptr", data=h.indptr.astype(np.int64))
-            f.create_dataset("adj/indices", data=h.indices.astype(idx_dtype))
+            h5file.put(f, "agg/inputs", data=h.inputs.astype(idx_dtype).reshape(-1, 2))
+            h5file.put(f, "agg/level_ptr", data=h.level_ptr.astype(np.int64))
+            h5file.put(f, "adj/indptr", data=h.indptr.astype(np.int64))
+            h5file.put(f, "adj/indices", data=h.indices.astype(idx_dtype))
             write_root_attrs(f, FORMAT, FORMAT_VERSION, provenance, graph_fingerprint=graph_fingerprint, **summary)
     return summary
 
@@ -74,9 +74,9 @@ def write_hag_rows(path, num_nodes: int, inputs: np.ndarray, level_ptr: np.ndarr
     idx_dtype = np.int32 if num_nodes + na < 2**31 else np.int64
     with atomic_output(path, inputs=inputs_files) as tmp:
         with h5file.writing(tmp) as f:
-            f.create_dataset("agg/inputs", data=np.asarray(inputs).astype(idx_dtype).reshape(-1, 2))
-            f.create_dataset("agg/level_ptr", data=np.asarray(level_ptr, dtype=np.int64))
-            f.create_dataset("adj/indptr", data=indptr)
+            h5file.put(f, "agg/inputs", data=np.asarray(inputs).astype(idx_dtype).reshape(-1, 2))
+            h5file.put(f, "agg/level_ptr", data=np.asarray(level_ptr, dtype=np.int64))
+            h5file.put(f, "adj/indptr", data=indptr)
             ds = f.create_dataset("adj/indices", shape=(total,), dtype=idx_dtype,
                                   chunks=(min(max(1, total), 1 << 20),) if total else None)
             for start, ids in rows:
@@ -220,10 +220,10 @@ def write_relabelled(path, h: Hag, attrs: dict, inputs=()) -> None:
 
     with atomic_output(path, inputs=inputs) as tmp:
         with h5file.writing(tmp) as f:
-            f.create_dataset("agg/inputs", data=h.inputs)
-            f.create_dataset("agg/level_ptr", data=h.level_ptr)
-            f.create_dataset("adj/indptr", data=h.indptr)
-            f.create_dataset("adj/indices", data=h.indices)
+            h5file.put(f, "agg/inputs", data=h.inputs)
+            h5file.put(f, "agg/level_ptr", data=h.level_ptr)
+            h5file.put(f, "adj/indptr", data=h.indptr)
+            h5file.put(f, "adj/indices", data=h.indices)
             for k, v in attrs.items():
                 f.attrs[k] = v
 
@@ -236,9 +236,9 @@ def write_relabelled_rows(path, inputs: np.ndarray, level_ptr: np.ndarray, indpt
     from gnnprep.core.output import atomic_output
 
     with atomic_output(path, inputs=inputs_files) as tmp, h5file.writing(tmp) as f:
-        f.create_dataset("agg/inputs", data=inputs)
-        f.create_dataset("agg/level_ptr", data=level_ptr)
-        f.create_dataset("adj/indptr", data=indptr)
+        h5file.put(f, "agg/inputs", data=inputs)
+        h5file.put(f, "agg/level_ptr", data=level_ptr)
+        h5file.put(f, "adj/indptr", data=indptr)
         out = f.create_dataset("adj/indices", shape=(num_entries,), dtype=ids_dtype)
         for q0, ids in pieces:
             if len(ids):

@@ -47,11 +47,11 @@ def write_hdg(h: Hdg, path, provenance: dict, selector: str, spec: str, seed: in
                     g = f.create_group(f"levels/{lvl.name}")
                     if lvl.offsets is not None and not lvl.fanout:
                         narrow = np.int32 if lvl.offsets[-1] < 2**31 else np.int64
-                        g.create_dataset("offsets", data=lvl.offsets.astype(narrow))
+                        h5file.put(g, "offsets", data=lvl.offsets.astype(narrow))
                     if lvl.ids is not None:
-                        g.create_dataset("ids", data=lvl.ids.astype(idx_dtype))
+                        h5file.put(g, "ids", data=lvl.ids.astype(idx_dtype))
                     if lvl.weights is not None:
-                        g.create_dataset("weights", data=lvl.weights.astype(np.float32))
+                        h5file.put(g, "weights", data=lvl.weights.astype(np.float32))
                     g.attrs.update(kind=lvl.kind, parent=parent, fanout=int(lvl.fanout),
                                    num_parents=int(lvl.num_parents), num_children=int(lvl.num_children))
                     parent = lvl.name

@@ -26,6 +26,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from gnnprep.core import h5file
 from gnnprep.core.artifact import (
     FORMAT_VERSIONS,
     Artifact,
@@ -63,8 +64,6 @@ def open_output(path, resume: bool = False, direct: bool = False) -> h5py.File:
     """An artifact or shard being written: ``r+`` to continue a partial file, else a new one.
     ``direct``: every dataset 4 KiB-aligned, since hop rows are written to the file with O_DIRECT
     (:mod:`gnnprep.core.directio`)."""
-    from gnnprep.core import h5file
-
     h5file.record_dealloc_failures()   # close it with h5file.close: a failed flush is raised there
     return h5py.File(path, "r+" if resume else "w", **_aligned(direct))
 
@@ -72,8 +71,6 @@ def open_output(path, resume: bool = False, direct: bool = False) -> h5py.File:
 def writing_output(path, resume: bool = False, direct: bool = False):
     """:func:`open_output` as a context: closed at its end, and a failed write (a full disk) closes the
     file cleanly and comes out as an OSError with its errno (:func:`gnnprep.core.h5file.writing`)."""
-    from gnnprep.core import h5file
-
     return h5file.writing(path, "r+" if resume else "w", **_aligned(direct))
 
 
@@ -543,10 +540,8 @@ def write_scratch(path, data: np.ndarray) -> None:
     """``data`` as the one dataset of a scratch HDF5 file at ``path``: no artifact, the stand-in
     whose write and read (:func:`read_scratch`) ``gnnprep calibrate`` times for the profile's HDF5
     bandwidths, which price this module's hop writes and reads (so the h5py handle is opened here)."""
-    from gnnprep.core import h5file
-
     with h5file.writing(path) as f:
-        f.create_dataset("a", data=data)
+        h5file.put(f, "a", data=data)
 
 
 def read_scratch(path) -> np.ndarray:
@@ -635,16 +630,15 @@ def read_shard_attr(path) -> dict | None:
 def _rows_labels_splits(f: h5py.File, store: GraphStore, out_rows: np.ndarray | None) -> None:
     """``/rows`` (the stored node ids), ``/labels`` of those rows, ``/splits`` as in the store."""
     n = store.features.shape[0]
-    made = [f.create_dataset("rows", data=(np.arange(n) if out_rows is None else out_rows).astype(
-        np.int32 if n < 2**31 else np.int64))]
+    # (h5file.put: flushed while held, a failed write is an exception, not a half-closed id)
+    h5file.put(f, "rows", data=(np.arange(n) if out_rows is None else out_rows).astype(
+        np.int32 if n < 2**31 else np.int64))
     labels = store.labels()
     if labels is not None:
-        made.append(f.create_dataset("labels", data=labels if out_rows is None else labels[out_rows]))
+        h5file.put(f, "labels", data=labels if out_rows is None else labels[out_rows])
     sp = f.create_group("splits")
     for name, ids in store.splits().items():
-        made.append(sp.create_dataset(name, data=ids))
-    for ds in made:   # flushed while held: a failed write is an exception here, not a half-closed id as
-        ds.flush()    # h5py frees the dataset (gnnprep.core.h5file)
+        h5file.put(sp, name, data=ids)
 
 
 def create_virtual_layout(f: h5py.File, store: GraphStore, out_rows: np.ndarray | None, hops: int,

@@ -512,7 +512,7 @@ def write_copy(store: GraphStore, kind: str, order: np.ndarray, info: dict, room
                 np.cumsum(new_indptr, out=new_indptr)
                 sums = _Prefix(f, "indices", n, SALT_INDICES, new_indptr)
                 sums_w = _Prefix(f, "weights", n, SALT_WEIGHTS, new_indptr) if weighted else None
-                f.create_dataset("indptr", data=new_indptr)
+                h5file.put(f, "indptr", data=new_indptr)
                 ds_idx = f.create_dataset("indices", (m,), dtype=idx_dtype)
                 ds_w = f.create_dataset("weights", (m,), dtype=np.float32) if weighted else None
                 from gnnprep.sparse.order import row_blocks
