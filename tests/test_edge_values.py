@@ -2,9 +2,14 @@
 test split, features whose row sums overflow float32, a diverged loss in ``--json``."""
 
 import json
+import os
+import shlex
+import subprocess
+import sys
 
 import h5py
 import numpy as np
+import pytest
 from fixtures import make_store, run
 
 from gnnprep.core.output import json_safe, write_json
@@ -153,3 +158,21 @@ def test_a_run_folder_holding_other_files_is_said(tmp_path):
     assert r.exit_code == 0 and "already holds other files (notes.txt)" in r.stderr, r.output
     r = run(["train", "sgc", str(feats), "-o", str(tmp_path / "fresh"), "--epochs", "1"])
     assert r.exit_code == 0 and "Warning" not in r.stderr, r.output
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_result_that_cannot_be_printed_is_one_error_line_and_a_closed_stdout_no_traceback(tmp_path, rng):
+    # `> /dev/full` (a redirect onto a full disk) was blamed on "(a file being written)" with the disk's
+    # free space; `>&-` ended in a traceback from the final flush of a standard output that is None
+    g = make_store(tmp_path, rng, n=40, m=120, d=4)[0]
+    cmd = f"{shlex.quote(sys.executable)} -m gnnprep"
+    full = subprocess.run(["bash", "-c", f"{cmd} info {g} --json > /dev/full"], capture_output=True, text=True,
+                          timeout=120)
+    assert full.returncode == 1
+    assert full.stderr == "Error: could not print the result to standard output: no space left on device\n"
+    out = tmp_path / "f.h5"
+    full = subprocess.run(["bash", "-c", f"{cmd} precompute {g} --hops 1 -o {out} > /dev/full"],
+                          capture_output=True, text=True, timeout=120)
+    assert full.returncode == 1 and full.stderr.endswith("standard output: no space left on device\n"), full.stderr
+    closed = subprocess.run(["bash", "-c", f"{cmd} info {g} >&-"], capture_output=True, text=True, timeout=120)
+    assert (closed.returncode, closed.stderr) == (0, "")

@@ -7,6 +7,7 @@ the user can fix, 2 for usage errors.
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sys
@@ -59,7 +60,7 @@ class _Group(click.Group):
         except (KeyboardInterrupt, Interrupted) as e:
             _end_interrupted(ctx, e)
         except Exception as e:
-            line = "" if interrupt_noted() else _no_room(e)
+            line = "" if interrupt_noted() else (_stdout_failed(e) or _no_room(e))
             if line:
                 click.echo(f"Error: {line}", err=True)
                 ctx.exit(1)
@@ -68,6 +69,33 @@ class _Group(click.Group):
             if not interrupt_noted() or isinstance(e, click.exceptions.Exit):
                 raise
             _end_interrupted(ctx, e)
+
+
+def _stdout_failed(e: BaseException) -> str:
+    """The one line for a result that could not be printed: click's ``echo`` failed writing to
+    standard output (``> /dev/full``, a full disk or a quota under a redirect); '' for any other
+    failure, and for a closed pipe (``| head``: exit 1 in silence, as click does). Standard output is
+    then pointed at /dev/null, so no later flush (the interpreter's at exit) can fail again."""
+    if not isinstance(e, OSError) or not e.errno or e.errno == errno.EPIPE or getattr(e, "filename", None):
+        return ""
+    tb, out = e.__traceback__, None
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_name == "echo" and "click" in frame.f_code.co_filename:
+            out = frame.f_locals.get("file")
+        tb = tb.tb_next
+    try:
+        if out is None or out.fileno() != 1:
+            return ""
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, 1)
+        finally:
+            os.close(null)
+    except Exception:  # noqa: BLE001 - a stand-in for standard output (tests): no descriptor
+        return ""
+    text = os.strerror(e.errno)
+    return f"could not print the result to standard output: {text[:1].lower()}{text[1:]}"
 
 
 def _no_room(e: BaseException) -> str:
@@ -280,7 +308,11 @@ def main() -> None:
         arrived = _ignore_from_now()
     if code == 0 and arrived:
         code, late = 130, True
-    sys.stdout.flush()
+    if sys.stdout is not None:   # (None where the shell closed it: `gnnprep ... >&-`)
+        try:
+            sys.stdout.flush()
+        except OSError:
+            pass   # the command's own write said it (_stdout_failed), or click's closed-pipe exit
     if late and speaks():
         click.echo("Error: interrupted as the command finished (its output, if any, is complete)", err=True)
     from gnnprep.core.distributed import exit_now
