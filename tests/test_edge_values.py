@@ -10,7 +10,7 @@ import sys
 import h5py
 import numpy as np
 import pytest
-from fixtures import make_store, run
+from fixtures import assert_one_error, make_store, run
 
 from gnnprep.core.output import json_safe, write_json
 from gnnprep.precompute.config import PrecomputeConfig
@@ -176,3 +176,22 @@ def test_a_result_that_cannot_be_printed_is_one_error_line_and_a_closed_stdout_n
     assert full.returncode == 1 and full.stderr.endswith("standard output: no space left on device\n"), full.stderr
     closed = subprocess.run(["bash", "-c", f"{cmd} info {g} >&-"], capture_output=True, text=True, timeout=120)
     assert (closed.returncode, closed.stderr) == (0, "")
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "two", ""])
+def test_numba_num_threads_below_one_or_not_a_number_is_one_error_line(tmp_path, value):
+    # 0 or below: numba's ValueError as it was imported, a traceback from the first command that
+    # computed; anything else not a number: numba's warning, with a traceback's text in it
+    r = run(["precompute", tmp_path / "g.h5", "-o", tmp_path / "f.h5"], env={"NUMBA_NUM_THREADS": value})
+    assert_one_error(r, 1, rf"the environment variable NUMBA_NUM_THREADS is '{value}'; expected a positive number")
+
+
+@pytest.mark.parametrize("args", [["ingest", "{p}", "-o", "{o}"], ["precompute", "{p}", "-o", "{o}"], ["info", "{p}"],
+                                  ["hag", "{p}", "-o", "{o}"], ["train", "sgc", "{p}", "-o", "{o}"]])
+@pytest.mark.parametrize("name", ["edges.csv", "g.h5"])
+def test_a_named_pipe_as_the_input_is_said_to_be_one(tmp_path, args, name):
+    # a named pipe with an edge list's name was "empty file", with an HDF5 name "not an HDF5 file"
+    pipe = tmp_path / name
+    os.mkfifo(pipe)
+    r = run([a.format(p=pipe, o=tmp_path / "out") for a in args])
+    assert_one_error(r, 1, "is a named pipe; expected a")

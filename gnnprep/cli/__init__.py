@@ -133,8 +133,9 @@ def _interrupted_line(e: BaseException) -> str:
 @click.version_option(__version__, prog_name="gnnprep")
 def cli() -> None:
     """Prepare graphs for GNN training: ingest, HAG, HDG, precompute, train."""
-    from gnnprep.core.memory import check_address_space
+    from gnnprep.core.memory import check_address_space, check_thread_count_env
 
+    check_thread_count_env()
     check_address_space()   # before any library starts threads it could not create
 
 

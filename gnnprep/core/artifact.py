@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -13,6 +14,7 @@ import h5py
 import numpy as np
 
 from gnnprep.core.errors import GnnprepError
+from gnnprep.core.files import kind_of
 from gnnprep.core.version import __version__
 
 # every artifact format and the newest format_version this gnnprep reads (and writes)
@@ -89,8 +91,9 @@ def open_artifact(path: str | os.PathLike, expect: str | None = None) -> h5py.Fi
     path = Path(path)
     if not path.exists():
         raise GnnprepError(f"{path}: no such file")
-    if path.is_dir():
-        raise GnnprepError(f"{path}: is a folder; expected a gnnprep HDF5 file")
+    mode = path.stat().st_mode
+    if not stat.S_ISREG(mode):
+        raise GnnprepError(f"{path}: is {kind_of(mode)}; expected a gnnprep HDF5 file")
     if not h5py.is_hdf5(path):
         raise GnnprepError(f"{path}: not an HDF5 file (corrupt or another format)")
     try:

@@ -21,6 +21,16 @@ class TooLarge(ValueError):
         self.size = size
 
 
+_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a named pipe"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
+
+
+def kind_of(mode: int) -> str:
+    """What a file of ``st_mode`` ``mode`` that is not a regular file is, for a message: "a named
+    pipe", "a character device", ...; "not a regular file" for anything else."""
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
 def open_regular(path, max_bytes: int):
     """``path`` opened for binary reading, checked before a byte is read: FileNotFoundError when
     absent, :class:`NotRegularFile` for anything but a regular file (a named pipe is opened without

@@ -174,6 +174,27 @@ def keep_freed_memory() -> None:
         pass
 
 
+def check_thread_count_env() -> None:
+    """GnnprepError when ``NUMBA_NUM_THREADS`` is set to anything but a positive integer: numba
+    refuses a number below 1 with a ValueError as it is imported (a traceback from the first command
+    that computes anything), and warns of any other value with the text of a traceback before it
+    takes its default."""
+    import os
+
+    text = os.environ.get("NUMBA_NUM_THREADS")
+    if text is None:
+        return
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        from gnnprep.core.errors import GnnprepError
+
+        raise GnnprepError(f"the environment variable NUMBA_NUM_THREADS is {text!r}; expected a positive number "
+                           "of threads (or unset it for one per core)")
+
+
 MIN_ADDRESS_SPACE = 1 << 30   # bytes of virtual address space a command needs at the least
 
 

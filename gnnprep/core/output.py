@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 from gnnprep.core.errors import GnnprepError, OptionError, check_interrupted
+from gnnprep.core.files import kind_of
 from gnnprep.core.sizes import format_size
 
 NAME_MAX = 255   # bytes of one file name on Linux and macOS file systems
@@ -123,10 +124,6 @@ def start_writeback(path: str | os.PathLike) -> None:
         os.close(fd)
 
 
-_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a named pipe"),
-          (stat.S_ISSOCK, "a socket"))
-
-
 def check_output_path(path: Path) -> None:
     """GnnprepError unless ``path`` can take an output: its folder exists and is writable, and the
     path is new or a regular file (through symlinks). An output replaces what is there, so a device,
@@ -141,8 +138,7 @@ def check_output_path(path: Path) -> None:
     except OSError:
         mode = None  # a new path (or a dangling symlink, replaced by the file)
     if mode is not None and not stat.S_ISREG(mode):
-        kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
-        raise GnnprepError(f"{path}: is {kind}; expected a regular file or a new path for the output")
+        raise GnnprepError(f"{path}: is {kind_of(mode)}; expected a regular file or a new path for the output")
     if not os.access(folder, os.W_OK):
         raise GnnprepError(f"{path}: output folder {folder} is not writable")
 

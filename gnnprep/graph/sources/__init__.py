@@ -9,12 +9,14 @@ a Matrix Market coordinate file (.mtx[.gz]) | an existing graph store (.h5).
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 import h5py
 
 from gnnprep.core.errors import GnnprepError
+from gnnprep.core.files import kind_of
 from gnnprep.graph.sources.base import GraphSource
 from gnnprep.graph.sources.edgelist import EdgeListSource, is_text_edge_list
 from gnnprep.graph.sources.graphsaint import GraphSaintSource, graphsaint_folder
@@ -104,6 +106,9 @@ def source_kind(path: Path) -> str:
 def open_source(spec: str, opts: SourceOptions = SourceOptions()) -> GraphSource | Path:
     """A :class:`GraphSource` to ingest, or the path of an existing HDF5 store to use as is."""
     path = resolve_spec(spec, opts)
+    mode = path.stat().st_mode
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):   # (a named pipe, read, would block or be consumed)
+        raise GnnprepError(f"{path}: is {kind_of(mode)}; expected a file or an OGB or GraphSAINT folder")
     if path.is_dir():
         if spec != "sample" and graphsaint_folder(path) is not None:
             return GraphSaintSource(path)
