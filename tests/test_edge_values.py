@@ -195,3 +195,9 @@ def test_a_named_pipe_as_the_input_is_said_to_be_one(tmp_path, args, name):
     os.mkfifo(pipe)
     r = run([a.format(p=pipe, o=tmp_path / "out") for a in args])
     assert_one_error(r, 1, "is a named pipe; expected a")
+
+
+def test_naming_an_operator_files_function_in_operator_says_it_is_a_channel_already(tmp_path):
+    r = run(["precompute", tmp_path / "g.h5", "-o", tmp_path / "f.h5", "--operator", "sym,my_op",
+             "--operator-file", "ops.py:my_op"])
+    assert_one_error(r, 2, r"'my_op': unknown; .* \(a function of --operator-file FILE.py:NAME is the channel NAME")

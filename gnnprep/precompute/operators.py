@@ -143,7 +143,11 @@ def parse_operators(text: str) -> tuple[str, ...]:
     names = split_operators(text)
     for s in names:
         if not _family(s) and s not in OPERATORS:
-            raise OptionError("--operator", f"{s!r}: unknown; expected {_EXPECTED}")
+            # (a user's function is named by its --operator-file alone: `--operator f` for it was refused
+            # with no word of why)
+            hint = (" (a function of --operator-file FILE.py:NAME is the channel NAME already: leave it out of "
+                    "--operator)" if s.isidentifier() else "")
+            raise OptionError("--operator", f"{s!r}: unknown; expected {_EXPECTED}{hint}")
     if not names:
         raise OptionError("--operator", f"empty; expected {_EXPECTED}", sep=": ")
     if len(set(names)) != len(names):
