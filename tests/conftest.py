@@ -47,4 +47,8 @@ def pytest_collection_modifyitems(config, items):
     """Tests of :data:`RUN_LAST`'s modules moved to the end, in that list's order (a stable sort:
     each module's own order kept). pytest-xdist hands tests out in this order."""
     rank = {name: i + 1 for i, name in enumerate(RUN_LAST)}
-    items.sort(key=lambda item: rank.get(item.module.__name__.rsplit(".", 1)[-1], 0) if item.module else 0)
+    def key(item) -> int:
+        module = getattr(item, "module", None)
+        return rank.get(module.__name__.rsplit(".", 1)[-1], 0) if module is not None else 0
+
+    items.sort(key=key)
