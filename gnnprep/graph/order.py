@@ -18,6 +18,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from gnnprep.core import h5file
 from gnnprep.core.files import NotRegularFile, TooLarge, open_regular
 from gnnprep.graph.store import INDICES, INDPTR, ORDER_GROUP
 from gnnprep.sparse import order as node_order
@@ -50,8 +51,6 @@ SHARE_KEYS = ("near_share_before", "near_share_after", "prefix_share_before", "p
 def write_to_store(f, kind: str, order: np.ndarray, info: dict) -> None:
     """Keep a node order inside a graph store being written: ``/order/<kind>`` (int32 when n fits)
     with its near shares (and prefix shares, for a degree order) and seconds as attributes."""
-    from gnnprep.core import h5file
-
     ds = h5file.put(f.require_group(ORDER_GROUP), kind, data=order.astype(np.int32 if len(order) < 2**31 else np.int64))
     for k in (*SHARE_KEYS, "seconds"):
         if k in info:

@@ -630,7 +630,6 @@ def read_shard_attr(path) -> dict | None:
 def _rows_labels_splits(f: h5py.File, store: GraphStore, out_rows: np.ndarray | None) -> None:
     """``/rows`` (the stored node ids), ``/labels`` of those rows, ``/splits`` as in the store."""
     n = store.features.shape[0]
-    # (h5file.put: flushed while held, a failed write is an exception, not a half-closed id)
     h5file.put(f, "rows", data=(np.arange(n) if out_rows is None else out_rows).astype(
         np.int32 if n < 2**31 else np.int64))
     labels = store.labels()

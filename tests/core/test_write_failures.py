@@ -133,18 +133,25 @@ def test_a_disk_with_a_little_room_left_is_one_error_line_for_every_writer(tmp_p
         subprocess.run(["umount", "-l", str(small)], capture_output=True)
 
 
-LIBRARY_HDG = r"""
+LIBRARY = r"""
 import resource, sys
 from gnnprep.core import h5file
-from gnnprep.hdg.builder import build
-from gnnprep.hdg.select import parse_select
-resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[3]) << 10, int(sys.argv[3]) << 10))
+{imports}
+args = sys.argv[2:]
+resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]) << 10, int(sys.argv[1]) << 10))
 try:
-    build(sys.argv[1], sys.argv[2], parse_select(sys.argv[4]))
+    {call}
 except Exception as e:
     print(type(e).__name__, "file too large" in str(e))
 print("half-closed", bool(h5file._broken_files))
 """
+
+
+def _library_call(imports: str, call: str, kib: int, *args):
+    """A program that imports ``imports``, runs ``call`` (``args`` its ``args``) under a file-size limit of
+    ``kib`` KiB, catches the error and ends normally: its exit status and output."""
+    return subprocess.run([sys.executable, "-c", LIBRARY.format(imports=imports, call=call), str(kib), *map(str, args)],
+                          capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.parametrize("select", ["hop-shells:2", "random-walk:walks=10,length=3,topk=8"])
@@ -152,77 +159,42 @@ def test_a_program_that_catches_the_hdg_builders_failed_write_ends_normally(tmp_
     # the HDG's levels flush their datasets as they finish: flushed only as h5py freed them, a failed
     # write left a half-closed id, and HDF5's exit handler crashed on it (exit 139) in a program that
     # had caught the error (the command line ends past that handler)
-    p = subprocess.run([sys.executable, "-c", LIBRARY_HDG, str(files / "g.h5"), str(tmp_path / "o.h5"), "400", select],
-                       capture_output=True, text=True, timeout=300)
+    p = _library_call("from gnnprep.hdg.builder import build\nfrom gnnprep.hdg.select import parse_select",
+                      "build(args[0], args[1], parse_select(args[2]))", 400, files / "g.h5", tmp_path / "o.h5", select)
     assert p.returncode == 0, (p.returncode, p.stderr[-2000:])
     assert p.stdout.split() == ["GnnprepError", "True", "half-closed", "False"], (p.stdout, p.stderr[-2000:])
-
-
-LIBRARY_HAG = r"""
-import resource, sys
-from gnnprep.core import h5file
-from gnnprep.hag.builder import build
-resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[3]) << 10, int(sys.argv[3]) << 10))
-try:
-    build(sys.argv[1], sys.argv[2])
-except Exception as e:
-    print(type(e).__name__, "file too large" in str(e))
-print("half-closed", bool(h5file._broken_files))
-"""
 
 
 def test_a_program_that_catches_the_hag_searchs_failed_write_ends_normally(tmp_path, files):
     # the search's partial file flushes each dataset it writes a block into (they were temporaries:
     # freed unflushed, a failed write left a half-closed id, and the abandoned file's close crashed)
-    p = subprocess.run([sys.executable, "-c", LIBRARY_HAG, str(files / "g.h5"), str(tmp_path / "o.h5"), "16"],
-                       capture_output=True, text=True, timeout=300)
+    p = _library_call("from gnnprep.hag.builder import build", "build(args[0], args[1])", 16,
+                      files / "g.h5", tmp_path / "o.h5")
     assert p.returncode == 0, (p.returncode, p.stderr[-2000:])
     assert p.stdout.split() == ["GnnprepError", "True", "half-closed", "False"], (p.stdout, p.stderr[-2000:])
     assert p.stderr == "", p.stderr[-2000:]
 
 
-LIBRARY_PRECOMPUTE = r"""
-import resource, sys
-from gnnprep.core import h5file
-from gnnprep.precompute.config import PrecomputeConfig
-from gnnprep.precompute.run import precompute
-resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[3]) << 10, int(sys.argv[3]) << 10))
-try:
-    precompute(sys.argv[1], sys.argv[2], PrecomputeConfig(hops=2, device="cpu"))
-except Exception as e:
-    print(type(e).__name__, "file too large" in str(e))
-print("half-closed", bool(h5file._broken_files))
-"""
+PRECOMPUTE = "from gnnprep.precompute.config import PrecomputeConfig\nfrom gnnprep.precompute.run import precompute"
 
 
 @pytest.mark.parametrize("kib", [16, 400])
 def test_a_program_that_catches_precomputes_failed_write_ends_normally(tmp_path, files, kib):
     # /rows, /labels and /splits were written through datasets freed unflushed (half-closed ids:
     # HDF5's exit handler crashed the program at its end)
-    p = subprocess.run([sys.executable, "-c", LIBRARY_PRECOMPUTE, str(files / "g.h5"), str(tmp_path / "o.h5"),
-                        str(kib)], capture_output=True, text=True, timeout=300)
+    p = _library_call(PRECOMPUTE, 'precompute(args[0], args[1], PrecomputeConfig(hops=2, device="cpu"))', kib,
+                      files / "g.h5", tmp_path / "o.h5")
     assert p.returncode == 0, (p.returncode, p.stderr[-2000:])
     assert p.stdout.split() == ["GnnprepError", "True", "half-closed", "False"], (p.stdout, p.stderr[-2000:])
 
 
-LIBRARY_SMALL_WRITES = r"""
-import resource, sys
-from gnnprep.core import h5file
-case, g, out, hag, kib = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
-resource.setrlimit(resource.RLIMIT_FSIZE, (kib << 10, kib << 10))
-try:
-    if case == "hag-in-memory":
-        from gnnprep.hag import HagConfig
-        from gnnprep.hag.builder import build
-        build(g, out, HagConfig(method="exact"))
-    else:   # precompute through a HAG it relabels to the node order, keeping the copy beside it
-        from gnnprep.precompute.config import PrecomputeConfig
-        from gnnprep.precompute.run import precompute
-        precompute(g, out, PrecomputeConfig(hops=2, device="cpu", hag=hag, reorder="community"))
-except Exception as e:
-    print(type(e).__name__, "file too large" in str(e))
-print("half-closed", bool(h5file._broken_files))
-"""
+SMALL_WRITES = {   # case: (imports, call)
+    "hag-in-memory": ("from gnnprep.hag import HagConfig\nfrom gnnprep.hag.builder import build",
+                      'build(args[0], args[1], HagConfig(method="exact"))'),
+    # precompute through a HAG it relabels to the node order, keeping the copy beside it
+    "precompute-hag-copy": (PRECOMPUTE, 'precompute(args[0], args[1], PrecomputeConfig(hops=2, device="cpu", '
+                                        'hag=args[2], reorder="community"))'),
+}
 
 
 @pytest.mark.parametrize("case,kib", [("hag-in-memory", 8), ("precompute-hag-copy", 8)])
@@ -236,8 +208,7 @@ def test_a_program_that_catches_a_failed_write_of_small_datasets_ends_normally(t
         assert run(["hag", files / "g.h5", "-o", hag, "--quiet"]).exit_code == 0
         for kept in tmp_path.glob("hag.order-*.h5"):
             kept.unlink()   # the run relabels it again, under the limit
-    p = subprocess.run([sys.executable, "-c", LIBRARY_SMALL_WRITES, case, str(files / "g.h5"), str(tmp_path / "o.h5"),
-                        str(hag), str(kib)], capture_output=True, text=True, timeout=300)
+    p = _library_call(*SMALL_WRITES[case], kib, files / "g.h5", tmp_path / "o.h5", hag)
     assert p.returncode == 0, (p.returncode, p.stderr[-2000:])
     assert p.stdout.split() == ["GnnprepError", "True", "half-closed", "False"], (p.stdout, p.stderr[-2000:])
     assert p.stderr == "", p.stderr[-2000:]
