@@ -167,16 +167,35 @@ def interrupted_precompute(monkeypatch, graph, out, **config):
     assert not out.exists() and out.with_name(out.name + ".partial").exists()
 
 
+_TORCHRUN_TMP: list[str] = []
+
+
+def torchrun_tmpdir() -> str:
+    """The TMPDIR of the suite's torchrun jobs: one folder for the session, removed at its end.
+    torchrun's elastic agent makes a ``torchelastic_*`` folder in the temporary folder for every job
+    and leaves it (some 60 a suite run in /tmp otherwise)."""
+    import atexit
+    import shutil
+    import tempfile
+
+    if not _TORCHRUN_TMP:
+        _TORCHRUN_TMP.append(tempfile.mkdtemp(prefix="gnnprep-test-torchrun-"))
+        atexit.register(shutil.rmtree, _TORCHRUN_TMP[0], ignore_errors=True)
+    return _TORCHRUN_TMP[0]
+
+
 def torchrun(args, env=None, popen=False):
     """``torchrun --standalone --nproc-per-node 2 -m gnnprep ARGS`` (torchrun's own module, which
-    every torch install has), one thread per rank; a finished CompletedProcess, or the Popen."""
+    every torch install has), one thread per rank, temporary files in :func:`torchrun_tmpdir`; a
+    finished CompletedProcess, or the Popen."""
     import os
     import subprocess
     import sys
 
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
            "-m", "gnnprep", *map(str, args)]
-    environ = {**os.environ, "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1", **(env or {})}
+    environ = {**os.environ, "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1", "TMPDIR": torchrun_tmpdir(),
+               **(env or {})}
     if popen:
         return subprocess.Popen(cmd, env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     return subprocess.run(cmd, env=environ, capture_output=True, text=True, timeout=180)
