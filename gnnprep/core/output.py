@@ -267,7 +267,9 @@ class ResumableOutput:
     raw data only and a killed process leaves a readable file) and finished units to
     ``<name>.partial.json``, replaced atomically after the file is flushed. A rerun with the same
     ``key`` continues from there; a different key starts afresh. ``commit`` renames the partial file
-    onto the final path. A lock stops two processes from writing the same output.
+    onto the final path. A lock stops two processes from writing the same output. A writer whose
+    units are plain files rather than HDF5 datasets keeps them in :meth:`work_dir`
+    (``<name>.partial.d``), which belongs to the partial output: kept, resumed and removed with it.
     """
 
     def __init__(self, path: str | os.PathLike, key: str, inputs=()):
@@ -283,6 +285,7 @@ class ResumableOutput:
         self.partial = self.path.with_name(side_name(self.path, ".partial"))
         self.progress_file = self.path.with_name(side_name(self.path, ".partial.json"))
         self.lock_file = self.path.with_name(side_name(self.path, ".partial.lock"))
+        self.work = self.path.with_name(side_name(self.path, ".partial.d"))
         self._lock = open(self.lock_file, "w")
         try:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -291,7 +294,7 @@ class ResumableOutput:
             raise GnnprepError(f"{self.path}: another gnnprep process is writing this output") from None
         self.done: list = []
         self.resumed = False
-        if self.partial.exists() and self.progress_file.exists():
+        if (self.partial.exists() or self.work.is_dir()) and self.progress_file.exists():
             try:
                 state = json.loads(self.progress_file.read_text())
             except ValueError:
@@ -333,14 +336,19 @@ class ResumableOutput:
             self.close(keep=bool(self.done))
             if self.done and not isinstance(e, OSError):  # said in the interrupted run's one line (gnnprep.cli), so it is not a surprise
                 try:
-                    e.kept_partial = str(self.partial)
+                    e.kept_partial = str(self.partial if self.partial.exists() or not self.work.is_dir() else self.work)
                 except AttributeError:
                     pass
             raise
 
     def discard_partial(self) -> None:
-        for p in (self.partial, self.progress_file):
+        for p in (self.partial, self.progress_file, self.work):
             _remove(p)
+
+    def work_dir(self) -> Path:
+        """The folder of this output's plain-file units (made when first asked for)."""
+        self.work.mkdir(exist_ok=True)
+        return self.work
 
     def mark(self, unit: tuple, h5file=None) -> None:
         if h5file is not None:

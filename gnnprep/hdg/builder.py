@@ -103,7 +103,10 @@ def build(store_path, output, sel, *, seed: int = 0, memory_budget: int | None =
     return the summary of :func:`gnnprep.hdg.file.finish_hdg` with the selection's seconds (writing
     included), the HDG's size relative to the graph store, the plan and the process's peak memory.
     A budget that cannot hold the graph's CSR and one block is refused before anything is read; a
-    fresh install's first run says so while numba compiles (:func:`gnnprep.core.jit.compiling`)."""
+    fresh install's first run says so while numba compiles (:func:`gnnprep.core.jit.compiling`).
+    Resumable: an interrupted run keeps the blocks it had marked (:class:`gnnprep.hdg.file.StreamMarks`,
+    every ~10 s, in ``<output>.partial.d``), and the same selection on the same graph continues from
+    there, whatever the budget (``resumed`` in the summary)."""
     from gnnprep.core.jit import compiling
 
     with compiling(progress or (lambda *a: None), "the kernels"):
@@ -111,10 +114,13 @@ def build(store_path, output, sel, *, seed: int = 0, memory_budget: int | None =
 
 
 def _build(store_path, output, sel, seed: int, memory_budget: int | None, progress, command: str) -> dict:
+    import json
+
+    from gnnprep.core import h5file
     from gnnprep.core.memory import peak_rss
-    from gnnprep.core.output import atomic_output, check_output_path, refuse_input_as_output, work_folder
+    from gnnprep.core.output import ResumableOutput, check_output_path, refuse_input_as_output
     from gnnprep.hdg import stream
-    from gnnprep.hdg.file import finish_hdg, open_for_writing
+    from gnnprep.hdg.file import FORMAT_VERSION, StreamMarks, finish_hdg
     from gnnprep.hdg.select import select_spec
 
     progress = progress or (lambda *a: None)
@@ -125,28 +131,38 @@ def _build(store_path, output, sel, seed: int, memory_budget: int | None, progre
     g = read_graph(store_path, typed=sel.name == "metapath")
     spec = select_spec(sel)
     t0 = time.perf_counter()
-    timing: dict = {}
-    with atomic_output(output, inputs=[store_path]) as tmp, work_folder(output) as spill:
-        with open_for_writing(tmp) as f:
-            args = (f, g.indptr, g.indices, sel, seed, plan, spill, progress)
-            if sel.name == "random-walk":
-                skeleton, blocks = stream.stream_random_walk(*args)
-            elif sel.name == "hop-shells":
-                skeleton, blocks = stream.stream_hop_shells(*args)
-            elif sel.name == "anchors":
-                skeleton, blocks = stream.stream_anchors(*args, symmetric=g.symmetric)
-            else:
-                skeleton, blocks = stream.stream_metapath(*args, node_type=g.node_type, type_names=g.type_names)
-            seconds = timing["select"] = time.perf_counter() - t0
+    # the selection's blocks change nothing in the output (every node is seeded on its own), so neither
+    # the budget nor the threads are in the key: a rerun with another budget resumes too
+    key = json.dumps({"graph": g.fingerprint, "select": spec, "seed": int(seed), "format": FORMAT_VERSION},
+                     sort_keys=True)
+    out = ResumableOutput(output, key, [store_path])
+    needed = 2 * plan.predicted_hdg_bytes   # the levels' files, then their copy in the HDF5 file
+    with out.writing(needed):
+        marks = StreamMarks(out)
+        args = (g.indptr, g.indices, sel, seed, plan, out.work_dir(), marks, progress)
+        if sel.name == "random-walk":
+            skeleton, levels, blocks = stream.stream_random_walk(*args)
+        elif sel.name == "hop-shells":
+            skeleton, levels, blocks = stream.stream_hop_shells(*args)
+        elif sel.name == "anchors":
+            skeleton, levels, blocks = stream.stream_anchors(*args, symmetric=g.symmetric)
+        else:
+            skeleton, levels, blocks = stream.stream_metapath(*args, node_type=g.node_type, type_names=g.type_names)
+        with h5file.writing(out.partial) as f:
+            for lv in levels:
+                lv.write(f)
+            seconds = time.perf_counter() - t0
             prov = {"command": command or "gnnprep hdg",
                     "parameters": {"select": spec, "seed": seed, "memory_budget": plan.memory_budget},
                     "inputs": [{"path": str(store_path), "graph_fingerprint": g.fingerprint}],
                     "timings": {"select_seconds": round(seconds, 4)}}
             s = finish_hdg(f, skeleton, prov, sel.name, spec, seed, g.fingerprint, store_path.stat().st_size,
                            g.adj_bytes)
-    s.update(output=str(output), select_seconds=round(timing["select"], 3),
+        resumed = out.resumed
+        out.commit()
+    s.update(output=str(output), select_seconds=round(seconds, 3),
              size_vs_graph_store=round(s["hdg_bytes"] / max(1, s["graph_store_bytes"]), 4),
              memory_budget=plan.memory_budget, blocks=blocks, predicted_blocks=plan.blocks, block_nodes=plan.block_nodes,
              predicted_peak_bytes=plan.predicted_peak_bytes, predicted_seconds=plan.predicted_seconds,
-             peak_rss_bytes=peak_rss())
+             peak_rss_bytes=peak_rss(), resumed=resumed)
     return s

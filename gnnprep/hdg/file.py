@@ -5,6 +5,7 @@ storage; see :mod:`gnnprep.hdg.structure`); write, read and check it, and descri
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -90,55 +91,59 @@ def finish_hdg(f, h: Hdg, provenance: dict, selector: str, spec: str, seed: int,
     return summary
 
 
-APPEND_CHUNK = 1 << 18      # elements per HDF5 chunk of an array whose length is known only at the end
-COPY_ENTRIES = 1 << 22      # offsets copied from their spill file this many at a time
+COPY_ENTRIES = 1 << 22      # entries of a level copied from its files into the HDF5 file at a time
+MARK_EVERY_S = 10.0         # seconds between the marks of an HDG written block by block (StreamMarks)
 
 
 class LevelStream:
-    """One level of an HDG written in parent order, block by block (``gnnprep hdg`` under a memory
-    budget): :meth:`append` takes the next parents' child counts (variable fanout) and the next
-    children's ids and weights; :meth:`finish` writes what is known only at the end. The datasets
-    are those of :func:`write_hdg` with the same dtypes and values: offsets are int32 when the
-    child count stays below 2^31 — decided up front from ``max_children`` when that bound is below
-    2^31 (or the count is ``exact``), else the int64 offsets go to a spill file in ``spill_dir`` and are
-    copied narrowed at the end; ids and weights of a known length are allocated at once, others
-    grow in chunks of :data:`APPEND_CHUNK`."""
+    """One level of an HDG made in parent order, block by block (``gnnprep hdg`` under a memory
+    budget). :meth:`append` takes the next parents' child counts (variable fanout) and the next
+    children's ids and weights and appends them to plain files in ``folder`` (``<name>.offsets``:
+    the running ends as int64, ``<name>.ids``, ``<name>.weights``); :meth:`finish` checks the counts;
+    :meth:`write` copies the level into the HDF5 file, the datasets of :func:`write_hdg` with the same
+    dtypes and values (offsets int32 when the child count stays below 2^31, known only then).
 
-    def __init__(self, f, name: str, kind: str, parent: str, fanout: int = 0, num_parents: int | None = None,
-                 ids: bool = False, weighted: bool = False, n: int = 0, max_children: int | None = None,
-                 exact: bool = False, spill_dir=None):
-        self.g = f.create_group(f"levels/{name}")
+    Plain appends are what make a run resumable (:class:`StreamMarks`): after :meth:`sync`, the
+    files up to :meth:`state`'s counts are exactly what was written whatever happens to the process
+    next (a resizable HDF5 dataset caught mid-update is not), and ``resume`` (a state) reopens them
+    cut back to those counts. The price is one copy of the level at the end, and its bytes twice on
+    the disk until the output is committed."""
+
+    def __init__(self, folder, name: str, kind: str, parent: str, fanout: int = 0, num_parents: int | None = None,
+                 ids: bool = False, weighted: bool = False, n: int = 0, resume: dict | None = None):
+        if not fanout and num_parents is None:
+            raise ValueError("a variable-fanout level needs its number of parents")
         self.name, self.kind, self.parent, self.fanout = name, kind, parent, int(fanout)
         self.num_parents = num_parents
-        self.parents = 0       # parents written so far (variable fanout)
-        self.appends = 0       # blocks appended
-        self.children_offsets = 0  # the running end of the offsets
-        self.children = 0      # children (ids) written so far, or counted from the offsets
-        self.spill = None
-        self.offsets_ds = None
-        known = max_children if exact else None
-        if not self.fanout:
-            if num_parents is None:
-                raise ValueError("a variable-fanout level needs its number of parents")
-            if max_children is not None and (max_children < 2**31 or exact):
-                dtype = np.int32 if max_children < 2**31 else np.int64
-                self.offsets_ds = self.g.create_dataset("offsets", shape=(num_parents + 1,), dtype=dtype)
-                self.offsets_ds[0] = 0
-            else:
-                from pathlib import Path
-
-                self.spill = open(Path(spill_dir) / f"{name}.offsets", "w+b")
-                np.zeros(1, np.int64).tofile(self.spill)
-        self.arrays = {}
-        if ids:
-            self.arrays["ids"] = self._array("ids", id_dtype(n), known)
-        if weighted:
-            self.arrays["weights"] = self._array("weights", np.float32, known)
-
-    def _array(self, name, dtype, length):
-        if length is not None:
-            return self.g.create_dataset(name, shape=(int(length),), dtype=dtype)
-        return self.g.create_dataset(name, shape=(0,), maxshape=(None,), dtype=dtype, chunks=(APPEND_CHUNK,))
+        r = resume or {}
+        self.parents = int(r.get("parents", 0))                    # parents written so far (variable fanout)
+        self.appends = int(r.get("appends", 0))                    # blocks appended
+        self.children_offsets = int(r.get("children_offsets", 0))  # the running end of the offsets
+        self.children = int(r.get("children", 0))                  # children (ids) written so far
+        self.total = None                                           # the child count, once finished
+        wanted = ([("offsets", np.dtype(np.int64), self.parents + 1)] if not self.fanout else []) \
+            + ([("ids", id_dtype(n), self.children)] if ids else []) \
+            + ([("weights", np.dtype(np.float32), self.children)] if weighted else [])
+        self.files: dict = {}
+        try:
+            for key, dtype, count in wanted:
+                path = Path(folder) / f"{name}.{key}"
+                if resume is None:
+                    fh = open(path, "w+b")
+                    if key == "offsets":
+                        _append(fh, np.zeros(1, np.int64))
+                else:
+                    keep = count * dtype.itemsize
+                    fh = open(path, "r+b")
+                    if os.fstat(fh.fileno()).st_size < keep:
+                        fh.close()
+                        raise GnnprepError(f"{path}: shorter than its last mark (the partial output was changed)")
+                    fh.truncate(keep)
+                    fh.seek(keep)
+                self.files[key] = (fh, dtype)
+        except BaseException:
+            self.close()
+            raise
 
     def append(self, counts: np.ndarray | None = None, ids: np.ndarray | None = None,
                weights: np.ndarray | None = None) -> None:
@@ -146,52 +151,108 @@ class LevelStream:
         self.appends += 1
         if counts is not None and len(counts):
             offs = self.children_offsets + np.cumsum(counts, dtype=np.int64)
-            if self.offsets_ds is not None:
-                self.offsets_ds[self.parents + 1:self.parents + 1 + len(offs)] = offs
-            else:
-                offs.tofile(self.spill)
+            _append(self.files["offsets"][0], offs)
             self.parents += len(offs)
             self.children_offsets = int(offs[-1])
         written = None
         for key, arr in (("ids", ids), ("weights", weights)):
             if arr is None or not len(arr):
                 continue
-            ds = self.arrays[key]
-            start = self.children
-            if ds.maxshape[0] is None:
-                ds.resize((start + len(arr),))
-            ds[start:start + len(arr)] = arr.astype(ds.dtype, copy=False)
+            fh, dtype = self.files[key]
+            _append(fh, np.ascontiguousarray(arr, dtype=dtype))
             written = len(arr)
         if written:
             self.children += written
 
+    def sync(self) -> None:
+        """Hand what was appended to the operating system (it then outlives this process)."""
+        for fh, _ in self.files.values():
+            fh.flush()
+
+    def state(self) -> dict:
+        """The counts a resumed run continues from (``resume``), as of the last :meth:`sync`."""
+        return {"parents": self.parents, "appends": self.appends, "children_offsets": self.children_offsets,
+                "children": self.children}
+
     def finish(self, num_parents: int | None = None) -> int:
-        """Write the level's attributes (and its offsets, from the spill file); return its child count."""
+        """Check that every parent and child was written; return the level's child count."""
         p = int(self.num_parents if num_parents is None else num_parents)
         if not self.fanout:
             if self.parents != p:
                 raise RuntimeError(f"level {self.name}: {self.parents} parents written; expected {p}")
             total = self.children_offsets
-            if self.spill is not None:
-                self.spill.flush()
-                self.spill.seek(0)
-                ds = self.g.create_dataset("offsets", shape=(p + 1,), dtype=np.int32 if total < 2**31 else np.int64)
-                for i in range(0, p + 1, COPY_ENTRIES):
-                    part = np.fromfile(self.spill, dtype=np.int64, count=min(COPY_ENTRIES, p + 1 - i))
-                    ds[i:i + len(part)] = part.astype(ds.dtype)
-                self.spill.close()
         else:
             total = p * self.fanout
-        for ds in self.arrays.values():
-            if len(ds) != total or self.children != total:
-                raise RuntimeError(f"level {self.name}: {self.children} children written; expected {total}")
-        self.g.attrs.update(kind=self.kind, parent=self.parent, fanout=self.fanout, num_parents=p, num_children=int(total))
-        # each dataset's cache reaches the file here, where a failed write (a full disk) is an exception
-        # the writer sees: flushed only as h5py freed the dataset, the failure left its id half closed
-        # (gnnprep.core.h5file)
-        for ds in self.g.values():
+        if (set(self.files) - {"offsets"}) and self.children != total:
+            raise RuntimeError(f"level {self.name}: {self.children} children written; expected {total}")
+        self.num_parents, self.total = p, int(total)
+        return self.total
+
+    def write(self, f) -> None:
+        """Copy the finished level into ``f`` (group ``levels/<name>``) and close its files."""
+        self.sync()
+        g = f.create_group(f"levels/{self.name}")
+        lengths = {"offsets": self.num_parents + 1, "ids": self.total, "weights": self.total}
+        for key, (fh, dtype) in self.files.items():
+            stored = np.dtype(np.int32 if self.total < 2**31 else np.int64) if key == "offsets" else dtype
+            ds = g.create_dataset(key, shape=(lengths[key],), dtype=stored)
+            fh.seek(0)
+            for i in range(0, lengths[key], COPY_ENTRIES):
+                part = np.fromfile(fh, dtype=dtype, count=min(COPY_ENTRIES, lengths[key] - i))
+                ds[i:i + len(part)] = part.astype(stored, copy=False)
+            # each dataset's cache reaches the file here, where a failed write (a full disk) is an
+            # exception the writer sees: flushed only as h5py freed the dataset, the failure left its
+            # id half closed (gnnprep.core.h5file)
             ds.flush()
-        return int(total)
+        g.attrs.update(kind=self.kind, parent=self.parent, fanout=self.fanout, num_parents=self.num_parents,
+                       num_children=self.total)
+        self.close()
+
+    def close(self) -> None:
+        for fh, _ in self.files.values():
+            fh.close()
+
+
+def _append(fh, a: np.ndarray) -> None:
+    """Write a contiguous array's bytes to ``fh`` (not ``ndarray.tofile``, whose short write is an
+    OSError without the errno that names a full disk or the file-size limit)."""
+    fh.write(memoryview(a).cast("B"))
+
+
+class StreamMarks:
+    """Where an HDG made block by block has got to, recorded in its
+    :class:`gnnprep.core.output.ResumableOutput` (``out``) at most every :data:`MARK_EVERY_S` seconds:
+    the selector's place (``at``, e.g. the next node) and its levels' counts (:meth:`LevelStream.state`),
+    their files synced first. A rerun of the same selection on the same graph reads them back
+    (:meth:`place`, :meth:`level`) and continues from there; the selectors seed every node on its own,
+    so the blocks, and where a run stopped, change nothing in the output."""
+
+    def __init__(self, out, every: float | None = None):
+        import time
+
+        self.out, self.every = out, MARK_EVERY_S if every is None else every
+        self.saved = out.state.get("hdg") if out.resumed else None
+        self.clock = time.monotonic
+        self.last = self.clock()
+
+    def place(self) -> dict:
+        """The selector's place at the last mark ({} for a fresh run)."""
+        return dict(self.saved["at"]) if self.saved else {}
+
+    def level(self, name: str) -> dict | None:
+        """Level ``name``'s counts at the last mark (None: a fresh level)."""
+        return self.saved["levels"].get(name) if self.saved else None
+
+    def block_done(self, at: dict, levels) -> None:
+        """A block is appended to ``levels`` (every level made so far) and the selector is at ``at``:
+        mark it when the last mark is :data:`MARK_EVERY_S` old."""
+        if self.clock() - self.last < self.every:
+            return
+        for lv in levels:
+            lv.sync()
+        self.out.state["hdg"] = {"at": at, "levels": {lv.name: lv.state() for lv in levels}}
+        self.out.mark((len(self.out.done),))
+        self.last = self.clock()
 
 
 MAX_DEPTH = 16  # levels below the root that a reader follows (the selectors make at most 2)

@@ -210,12 +210,13 @@ def _adjacency(indptr: np.ndarray, indices: np.ndarray) -> sp.csr_matrix:
     return sp.csr_matrix((np.ones(len(indices), dtype=np.int8), indices, indptr), shape=(n, n))
 
 
-def in_blocks(total: int, size: int, run, progress=None, stage: str = "", limit: int = WORK_PER_CALL):
-    """Yield ``(i0, i1, result)`` of ``run(i0, i1)`` over consecutive ranges of [0, total): ``run``
+def in_blocks(total: int, size: int, run, progress=None, stage: str = "", limit: int = WORK_PER_CALL,
+              start: int = 0):
+    """Yield ``(i0, i1, result)`` of ``run(i0, i1)`` over consecutive ranges of [start, total): ``run``
     returns (result, peak work) or None when the range would make one call touch more than
     ``limit`` entries; such a range is halved and retried, and the size grows back (up to
     ``size``) after light ranges."""
-    i0, cur = 0, max(1, size)
+    i0, cur = int(start), max(1, size)
     while i0 < total:
         i1 = min(total, i0 + cur)
         got = run(i0, i1)

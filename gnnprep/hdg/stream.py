@@ -1,6 +1,6 @@
 """``gnnprep hdg`` under a memory budget: every selector run in node blocks, the HDG written block by
-block into ``hdg.h5`` (:class:`gnnprep.hdg.file.LevelStream`), and the plan — blocks, peak memory,
-seconds — predicted from sizes alone (:func:`plan_hdg`, ``--dry-run``).
+block (:class:`gnnprep.hdg.file.LevelStream`; resumable, :class:`gnnprep.hdg.file.StreamMarks`), and
+the plan — blocks, peak memory, seconds — predicted from sizes alone (:func:`plan_hdg`, ``--dry-run``).
 
 What is held for the whole run (``fixed``): the interpreter with its libraries and compiled kernels
 (:data:`BASE_BYTES`), the graph's CSR (indptr 8 B a node, indices 4 B an entry below 2^31 nodes:
@@ -230,51 +230,53 @@ def _skeleton_leaf(name: str, parents: int, fanout: int = 0, weighted: bool = Fa
                  ids=empty, weights=empty if weighted else None)
 
 
-def stream_random_walk(f, indptr, indices, sel: RandomWalkSelect, seed: int, plan: HdgPlan, spill,
-                       progress) -> tuple[Hdg, int]:
+def stream_random_walk(indptr, indices, sel: RandomWalkSelect, seed: int, plan: HdgPlan, folder, marks,
+                       progress) -> tuple[Hdg, list, int]:
     """PinSage top-k random-walk neighbours (:func:`gnnprep.hdg.select.select_random_walk`) in node
-    blocks; returns the HDG's schema (arrays empty: they are in ``f``) and the blocks run. The
-    other ``stream_*`` functions do the same for their selector."""
+    blocks, from where ``marks`` (:class:`gnnprep.hdg.file.StreamMarks`) says a run stopped; returns
+    the HDG's schema (arrays empty), its levels (:class:`gnnprep.hdg.file.LevelStream`, files in
+    ``folder``, finished) and the blocks run. The other ``stream_*`` functions do the same for their
+    selector."""
     from gnnprep.hdg.file import LevelStream
     from gnnprep.hdg.walks import walk_topk
 
     n = len(indptr) - 1
-    k = min(sel.topk, sel.walks * sel.length)
-    lv = LevelStream(f, "topk", "vertices", "node", num_parents=n, ids=True, weighted=True, n=n,
-                     max_children=n * k, spill_dir=spill)
-    for v0 in range(0, n, plan.block_nodes):
+    lv = LevelStream(folder, "topk", "vertices", "node", num_parents=n, ids=True, weighted=True, n=n,
+                     resume=marks.level("topk"))
+    for v0 in range(int(marks.place().get("node", 0)), n, plan.block_nodes):
         v1 = min(n, v0 + plan.block_nodes)
         offsets, ids, counts = walk_topk(indptr, indices, sel.walks, sel.length, sel.topk, sel.restart, seed,
                                          starts=np.arange(v0, v1, dtype=np.int64))
         lv.append(np.diff(offsets), ids, counts.astype(np.float32))
         del offsets, ids, counts
+        marks.block_done({"node": v1}, [lv])
         progress("random walks", v1, n)
     lv.finish()
-    return Hdg(n, (_skeleton_leaf("topk", n, weighted=True),)), lv.appends
+    return Hdg(n, (_skeleton_leaf("topk", n, weighted=True),)), [lv], lv.appends
 
 
-def stream_hop_shells(f, indptr, indices, sel: HopShellsSelect, seed: int, plan: HdgPlan, spill,
-                      progress) -> tuple[Hdg, int]:
+def stream_hop_shells(indptr, indices, sel: HopShellsSelect, seed: int, plan: HdgPlan, folder, marks,
+                      progress) -> tuple[Hdg, list, int]:
     """JK-Net hop shells (:func:`gnnprep.hdg.select.select_hop_shells`) in node blocks."""
     from gnnprep.hdg.file import LevelStream
     from gnnprep.hdg.walks import ShellSearch, hop_shell_blocks
 
     n, k = len(indptr) - 1, sel.hops
     slots = tuple(f"hop{i}" for i in range(1, k + 1))
-    top = LevelStream(f, "shell", "instances", "node", fanout=k, num_parents=n)
-    bound = n * k * sel.cap if sel.cap is not None else n * max(n - 1, 0)
-    leaf = LevelStream(f, "shell_members", "vertices", "shell", num_parents=n * k, ids=True, n=n,
-                       max_children=bound, spill_dir=spill)
+    top = LevelStream(folder, "shell", "instances", "node", fanout=k, num_parents=n)
+    leaf = LevelStream(folder, "shell_members", "vertices", "shell", num_parents=n * k, ids=True, n=n,
+                       resume=marks.level("shell_members"))
     search = ShellSearch(indptr, indices, plan.threads)
     for _, v1, counts, ids in hop_shell_blocks(indptr, indices, k, sel.cap, seed, max_starts=max(1, plan.block_nodes),
-                                               room=plan.room, search=search):
+                                               room=plan.room, search=search, start=marks.place().get("node", 0)):
         leaf.append(counts, ids)
+        marks.block_done({"node": v1}, [leaf])
         progress("hop shells", v1, n)
     del search
     leaf.finish()
     top.finish()
     return Hdg(n, (Level("shell", "instances", n, fanout=k, combine="slots", slots=slots,
-                         child=_skeleton_leaf("shell_members", n * k)),)), leaf.appends
+                         child=_skeleton_leaf("shell_members", n * k)),)), [top, leaf], leaf.appends
 
 
 def _out_lists(indptr: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -320,8 +322,8 @@ def _anchor_records(search, anchors, hops, room, seed64, v0: int, v1: int):
     return np.concatenate(vs), np.concatenate(js), np.concatenate(ds)
 
 
-def stream_anchors(f, indptr, indices, sel: AnchorsSelect, seed: int, plan: HdgPlan, spill, progress,
-                   symmetric: bool) -> tuple[Hdg, int]:
+def stream_anchors(indptr, indices, sel: AnchorsSelect, seed: int, plan: HdgPlan, folder, marks, progress,
+                   symmetric: bool) -> tuple[Hdg, list, int]:
     """P-GNN anchor sets (:func:`gnnprep.hdg.select.select_anchors`) in node blocks (module docstring)."""
     from gnnprep.hdg.file import LevelStream
     from gnnprep.hdg.walks import ShellSearch
@@ -352,10 +354,12 @@ def stream_anchors(f, indptr, indices, sel: AnchorsSelect, seed: int, plan: HdgP
         hist += np.bincount(ids >> ANCHOR_BIN, weights=per_rec, minlength=bins).astype(np.int64)
         progress("anchor distances", j1, len(anchors))
     total = int(hist.sum())
-    # node blocks: contiguous bins whose entries (and instances) fit the room
+    # node blocks: contiguous bins whose entries (and instances) fit the room, from the first node not
+    # yet written (a block bound: a multiple of the bin)
     per_bin_nodes = 1 << ANCHOR_BIN
     cum = np.cumsum(hist * ANCHOR_ENTRY_BYTES + per_bin_nodes * 16 * s_count)
-    bounds, start_cost = [0], 0
+    first = int(marks.place().get("node", 0))
+    bounds, start_cost = [first], int(cum[(first >> ANCHOR_BIN) - 1]) if first else 0
     while bounds[-1] < n:
         b0 = bounds[-1] >> ANCHOR_BIN
         b1 = int(np.searchsorted(cum, start_cost + plan.room, side="right"))
@@ -364,9 +368,9 @@ def stream_anchors(f, indptr, indices, sel: AnchorsSelect, seed: int, plan: HdgP
         bounds.append(v1)
         start_cost = int(cum[b1 - 1])
     del hist, cum
-    top = LevelStream(f, "anchor_set", "instances", "node", fanout=s_count, num_parents=n)
-    leaf = LevelStream(f, "anchor_members", "vertices", "anchor_set", num_parents=n * s_count, ids=True,
-                       weighted=True, n=n, max_children=total, exact=True, spill_dir=spill)
+    top = LevelStream(folder, "anchor_set", "instances", "node", fanout=s_count, num_parents=n)
+    leaf = LevelStream(folder, "anchor_members", "vertices", "anchor_set", num_parents=n * s_count, ids=True,
+                       weighted=True, n=n, resume=marks.level("anchor_members"))
     for v0, v1 in zip(bounds[:-1], bounds[1:]):
         rv, rj, rd = _anchor_records(search, anchors, q, chunk_room, seed64, v0, v1)
         rep = mult[rj]
@@ -385,17 +389,21 @@ def stream_anchors(f, indptr, indices, sel: AnchorsSelect, seed: int, plan: HdgP
         del inst, ej, order, rv, rj, rd, rep
         leaf.append(counts, ids, w)
         del counts, ids, w
+        marks.block_done({"node": v1}, [leaf])
         progress("anchor sets", v1, n)
     del search
-    leaf.finish()
+    if leaf.finish() != total:
+        raise RuntimeError(f"level anchor_members: {leaf.children} entries written; counted {total}")
     top.finish()
     return Hdg(n, (Level("anchor_set", "instances", n, fanout=s_count, combine="reduce",
-                         child=_skeleton_leaf("anchor_members", n * s_count, weighted=True)),)), leaf.appends
+                         child=_skeleton_leaf("anchor_members", n * s_count, weighted=True)),)), [top, leaf], \
+        leaf.appends
 
 
-def stream_metapath(f, indptr, indices, sel: MetapathSelect, seed: int, plan: HdgPlan, spill, progress,
-                    node_type, type_names) -> tuple[Hdg, int]:
-    """MAGNN metapath instances (:func:`gnnprep.hdg.select.select_metapath`) in blocks of targets."""
+def stream_metapath(indptr, indices, sel: MetapathSelect, seed: int, plan: HdgPlan, folder, marks, progress,
+                    node_type, type_names) -> tuple[Hdg, list, int]:
+    """MAGNN metapath instances (:func:`gnnprep.hdg.select.select_metapath`) in blocks of targets, path
+    after path (a resumed run continues the path it stopped in, from its next block of targets)."""
     from gnnprep.hdg.file import LevelStream
     from gnnprep.hdg.select import metapath_block
 
@@ -410,21 +418,29 @@ def stream_metapath(f, indptr, indices, sel: MetapathSelect, seed: int, plan: Hd
             raise OptionError("--select", f"metapath: {name} uses node type {unknown[0]!r}; the store has "
                                           f"{', '.join(type_names)}")
     limit = int(max(1, min(WORK_PER_CALL, plan.room // METAPATH_WORK_BYTES)))
-    roots, blocks = [], 0
-    for name, types in sel.paths:
+    at = marks.place()
+    roots, levels, blocks = [], [], 0
+    for p, (name, types) in enumerate(sel.paths):
         targets = np.flatnonzero(node_type == code[types[0]])
         typed = [code[t] for t in types]
-        inner = LevelStream(f, name, "instances", "node", num_parents=n, n=n,
-                            max_children=n * sel.cap if sel.cap is not None else None, spill_dir=spill)
-        leaf = LevelStream(f, f"{name}_members", "vertices", name, fanout=len(types), ids=True, n=n)
-        done = 0   # nodes whose instance counts are written
+        here = at.get("path", 0)   # paths before it are whole in their files, the one it names in part
+        inner = LevelStream(folder, name, "instances", "node", num_parents=n, n=n,
+                            resume=marks.level(name) if p <= here else None)
+        leaf = LevelStream(folder, f"{name}_members", "vertices", name, fanout=len(types), ids=True, n=n,
+                           resume=marks.level(f"{name}_members") if p <= here else None)
+        levels += [inner, leaf]
+        if p < here:
+            done, start = n, len(targets)
+        else:
+            done, start = (int(at.get("done", 0)), int(at.get("target", 0))) if p == here else (0, 0)
         for _, b1, paths in in_blocks(len(targets), 4096, lambda b0, b1: metapath_block(
-                indptr, indices, node_type, targets[b0:b1], typed, sel.cap, seed, limit), limit=limit):
+                indptr, indices, node_type, targets[b0:b1], typed, sel.cap, seed, limit), limit=limit, start=start):
             end = int(targets[b1 - 1]) + 1
             inner.append(np.bincount(paths[:, 0] - done, minlength=end - done) if len(paths)
                          else np.zeros(end - done, np.int64))
             leaf.append(ids=paths.reshape(-1))
             done = end
+            marks.block_done({"path": p, "target": b1, "done": done}, levels)
             progress(f"metapath {name}", b1, len(targets))
         if done < n:
             inner.append(np.zeros(n - done, np.int64))
@@ -434,4 +450,4 @@ def stream_metapath(f, indptr, indices, sel: MetapathSelect, seed: int, plan: Hd
         roots.append((name, types, instances))
     return Hdg(n, tuple(Level(name, "instances", n, offsets=np.zeros(1, np.int64), combine="reduce",
                               child=_skeleton_leaf(f"{name}_members", inst, fanout=len(types)))
-                        for name, types, inst in roots)), blocks
+                        for name, types, inst in roots)), levels, blocks

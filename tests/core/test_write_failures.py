@@ -154,13 +154,13 @@ def _library_call(imports: str, call: str, kib: int, *args):
                           capture_output=True, text=True, timeout=300)
 
 
-@pytest.mark.parametrize("select", ["hop-shells:2", "random-walk:walks=10,length=3,topk=8"])
-def test_a_program_that_catches_the_hdg_builders_failed_write_ends_normally(tmp_path, files, select):
+@pytest.mark.parametrize("select,kib", [("hop-shells:2", 400), ("random-walk:walks=10,length=3,topk=8", 100)])
+def test_a_program_that_catches_the_hdg_builders_failed_write_ends_normally(tmp_path, files, select, kib):
     # the HDG's levels flush their datasets as they finish: flushed only as h5py freed them, a failed
     # write left a half-closed id, and HDF5's exit handler crashed on it (exit 139) in a program that
     # had caught the error (the command line ends past that handler)
     p = _library_call("from gnnprep.hdg.builder import build\nfrom gnnprep.hdg.select import parse_select",
-                      "build(args[0], args[1], parse_select(args[2]))", 400, files / "g.h5", tmp_path / "o.h5", select)
+                      "build(args[0], args[1], parse_select(args[2]))", kib, files / "g.h5", tmp_path / "o.h5", select)
     assert p.returncode == 0, (p.returncode, p.stderr[-2000:])
     assert p.stdout.split() == ["GnnprepError", "True", "half-closed", "False"], (p.stdout, p.stderr[-2000:])
 

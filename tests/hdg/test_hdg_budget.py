@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from fixtures import random_edges, run
 
-from gnnprep.core.errors import OptionError
+from gnnprep.core.errors import GnnprepError, OptionError
 from gnnprep.hdg import stream
 from gnnprep.hdg.builder import build, plan_store, read_graph
 from gnnprep.hdg.file import LevelStream, write_hdg
@@ -90,18 +90,41 @@ def test_metapath_budgeted_equals_in_memory(tmp_path, monkeypatch):
         assert s["blocks"] > 1
 
 
-def test_offsets_spilled_when_their_width_is_not_known_up_front(tmp_path):
-    """Without a bound below 2^31 the offsets go to a spill file and come back narrowed (int32
-    here), as write_hdg would store them."""
+def test_a_level_is_copied_with_its_offsets_narrowed_to_the_count(tmp_path):
+    """The offsets are appended as int64 (the count is known only at the end) and come back narrowed
+    (int32 here), as write_hdg would store them."""
     counts = np.array([3, 0, 2, 5, 0, 1])
+    lv = LevelStream(tmp_path, "x", "vertices", "node", num_parents=6, ids=True, n=10)
+    lv.append(counts[:2], np.arange(3))
+    lv.append(counts[2:], np.arange(8) % 10)
+    assert lv.finish() == 11
     with h5py.File(tmp_path / "a.h5", "w") as f:
-        lv = LevelStream(f, "x", "vertices", "node", num_parents=6, ids=True, n=10, spill_dir=tmp_path)
-        lv.append(counts[:2], np.arange(3))
-        lv.append(counts[2:], np.arange(8) % 10)
-        assert lv.finish() == 11
+        lv.write(f)
         assert f["levels/x/offsets"].dtype == np.int32
         assert f["levels/x/offsets"][:].tolist() == [0, 3, 3, 5, 10, 10, 11]
-        assert f["levels/x/ids"].dtype == np.int32 and len(f["levels/x/ids"]) == 11
+        assert f["levels/x/ids"].dtype == np.int32 and f["levels/x/ids"][:].tolist() == [0, 1, 2, *range(8)]
+        assert dict(f["levels/x"].attrs) == {"kind": "vertices", "parent": "node", "fanout": 0, "num_parents": 6,
+                                             "num_children": 11}
+
+
+def test_a_level_reopened_from_its_state_drops_what_came_after_it(tmp_path):
+    lv = LevelStream(tmp_path, "x", "vertices", "node", num_parents=4, ids=True, weighted=True, n=10)
+    lv.append(np.array([2, 1]), np.array([5, 6, 7]), np.ones(3))
+    lv.sync()
+    state = lv.state()
+    lv.append(np.array([9]), np.arange(9), np.ones(9))   # not marked: a rerun does it again
+    lv.sync()
+    lv.close()
+    again = LevelStream(tmp_path, "x", "vertices", "node", num_parents=4, ids=True, weighted=True, n=10, resume=state)
+    again.append(np.array([1, 0]), np.array([8]), np.full(1, 2.0))
+    assert again.finish() == 4 and again.appends == 2
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        again.write(f)
+        assert f["levels/x/offsets"][:].tolist() == [0, 2, 3, 4, 4]
+        assert f["levels/x/ids"][:].tolist() == [5, 6, 7, 8] and f["levels/x/weights"][:].tolist() == [1, 1, 1, 2]
+    (tmp_path / "x.ids").write_bytes(b"")   # a file cut short: refused, not read as zeros
+    with pytest.raises(GnnprepError, match="shorter than its last mark"):
+        LevelStream(tmp_path, "x", "vertices", "node", num_parents=4, ids=True, n=10, resume=state)
 
 
 def test_too_small_budget_is_one_line_and_leaves_nothing(tmp_path):
@@ -143,3 +166,84 @@ def test_plan_scales_and_refuses_by_sizes():
         assert plan_hdg(parse_select(spec), n, m, 40 << 30, deg2=deg2, threads=2).blocks <= p.blocks
         with pytest.raises(OptionError, match=r"--memory-budget 8\.0 GiB is too small .* needs at least"):
             plan_hdg(parse_select(spec), n, m, 8 << 30, deg2=deg2, threads=2)
+
+
+def _interrupt_after_marks(monkeypatch, count):
+    """ResumableOutput.mark as is, then KeyboardInterrupt once ``count`` marks are made; returns the original."""
+    from gnnprep.core.output import ResumableOutput
+
+    original, made = ResumableOutput.mark, []
+
+    def mark(self, unit, h5file=None):
+        original(self, unit, h5file)
+        made.append(unit)
+        if len(made) == count:
+            raise KeyboardInterrupt
+    monkeypatch.setattr(ResumableOutput, "mark", mark)
+    return original
+
+
+def _partial(out):
+    return sorted(p.name for p in out.parent.iterdir() if p.name.startswith(out.name + "."))
+
+
+@pytest.mark.parametrize("spec", ["random-walk:walks=3,length=3,topk=4,restart=0.1", "hop-shells:2,cap=3",
+                                  "hop-shells:3", "anchors:sets=3,size=20", "anchors:sets=2,size=30,hops=1"])
+def test_an_interrupted_selection_resumes_to_the_same_bytes(store, tmp_path, monkeypatch, spec):
+    """Interrupted after its third mark, the run keeps its levels' files; the same selection run again
+    (with another budget: the blocks change nothing) continues from the last mark and writes the
+    bytes of an uninterrupted run. A different seed starts afresh."""
+    from gnnprep.core.output import ResumableOutput
+    from gnnprep.hdg import file as hdg_file
+
+    monkeypatch.setattr(stream, "MIN_ROOM", 0)
+    monkeypatch.setattr(hdg_file, "MARK_EVERY_S", 0.0)   # a mark after every block
+    sel = parse_select(spec)
+    fixed = plan_store(store, sel, 1 << 40).fixed_bytes
+    ref = tmp_path / "ref.h5"
+    assert build(store, ref, sel, seed=5, memory_budget=fixed + (1 << 40))["resumed"] is False
+    out = tmp_path / "out.h5"
+    original = _interrupt_after_marks(monkeypatch, 3)
+    with pytest.raises(KeyboardInterrupt) as e:
+        build(store, out, sel, seed=5, memory_budget=fixed + 4000)
+    assert _partial(out) == ["out.h5.partial.d", "out.h5.partial.json"]
+    assert e.value.kept_partial == str(tmp_path / "out.h5.partial.d")
+    state = json.loads((tmp_path / "out.h5.partial.json").read_text())["hdg"]
+    assert 0 < state["at"]["node"] < 240
+    monkeypatch.setattr(ResumableOutput, "mark", original)
+    s = build(store, out, sel, seed=5, memory_budget=fixed + 30000)
+    assert s["resumed"] is True and datasets(out) == datasets(ref)
+    assert _partial(out) == []
+    # a partial of another seed is not resumed
+    _interrupt_after_marks(monkeypatch, 2)
+    with pytest.raises(KeyboardInterrupt):
+        build(store, out, sel, seed=6, memory_budget=fixed + 4000)
+    monkeypatch.setattr(ResumableOutput, "mark", original)
+    assert build(store, out, sel, seed=5, memory_budget=fixed + 4000)["resumed"] is False
+    assert datasets(out) == datasets(ref) and _partial(out) == []
+
+
+def test_an_interrupted_metapath_selection_resumes_in_the_path_it_stopped_in(tmp_path, monkeypatch):
+    from ogb_layouts import make_mag_like
+
+    from gnnprep.core.output import ResumableOutput
+    from gnnprep.graph.ingest import IngestConfig, ingest
+    from gnnprep.hdg import file as hdg_file
+
+    ingest(str(make_mag_like(tmp_path / "data").path), tmp_path / "mag.h5", IngestConfig())
+    monkeypatch.setattr(stream, "MIN_ROOM", 0)
+    monkeypatch.setattr(hdg_file, "MARK_EVERY_S", 0.0)
+    sel = parse_select("metapath:PAP=paper-author-paper,PP=paper-paper,cap=2")
+    fixed = plan_store(tmp_path / "mag.h5", sel, 1 << 40).fixed_bytes
+    ref, out = tmp_path / "ref.h5", tmp_path / "out.h5"
+    build(tmp_path / "mag.h5", ref, sel, seed=2, memory_budget=fixed + (1 << 40))
+    marks = []
+    for stop in (3, 40, 41, 50):   # in the first path, around its end and in the second (59 marks in all)
+        original = _interrupt_after_marks(monkeypatch, stop)
+        with pytest.raises(KeyboardInterrupt):
+            build(tmp_path / "mag.h5", out, sel, seed=2, memory_budget=fixed + 2000)
+        marks.append(json.loads((tmp_path / "out.h5.partial.json").read_text())["hdg"]["at"])
+        monkeypatch.setattr(ResumableOutput, "mark", original)
+        s = build(tmp_path / "mag.h5", out, sel, seed=2, memory_budget=fixed + 2000)
+        assert s["resumed"] is True and datasets(out) == datasets(ref) and _partial(out) == []
+    assert {m["path"] for m in marks} == {0, 1}, marks
