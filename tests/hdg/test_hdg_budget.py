@@ -247,3 +247,37 @@ def test_an_interrupted_metapath_selection_resumes_in_the_path_it_stopped_in(tmp
         s = build(tmp_path / "mag.h5", out, sel, seed=2, memory_budget=fixed + 2000)
         assert s["resumed"] is True and datasets(out) == datasets(ref) and _partial(out) == []
     assert {m["path"] for m in marks} == {0, 1}, marks
+
+
+def test_the_command_says_where_an_interrupted_selection_is_kept_and_that_it_resumed(store, tmp_path, monkeypatch):
+    """`gnnprep hdg` interrupted after a mark: exit 130, one line naming the kept part; before any
+    mark: the plain line and nothing kept. The same command then resumes and says so."""
+    from fixtures import assert_one_error
+
+    from gnnprep.core.output import ResumableOutput
+    from gnnprep.hdg import file as hdg_file
+
+    monkeypatch.setattr(stream, "MIN_ROOM", 0)
+    spec = "hop-shells:2,cap=3"
+    budget = plan_store(store, parse_select(spec), 1 << 40).fixed_bytes + 4000
+    out = tmp_path / "h.h5"
+    args = ["hdg", store, "--select", spec, "-o", out, "--memory-budget", budget]
+    append, calls = hdg_file.LevelStream.append, []
+
+    def stopping(self, *a, **k):   # an interrupt at the third block, before the first mark (every 10 s)
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return append(self, *a, **k)
+    monkeypatch.setattr(hdg_file.LevelStream, "append", stopping)
+    assert_one_error(run(args), 130, r"^Error: interrupted; no output was written$")
+    assert _partial(out) == []
+    monkeypatch.setattr(hdg_file.LevelStream, "append", append)
+    original = _interrupt_after_marks(monkeypatch, 1)
+    monkeypatch.setattr(hdg_file, "MARK_EVERY_S", 0.0)
+    assert_one_error(run(args), 130, r"^Error: interrupted; no output was written \(the finished part is kept in "
+                                     r".*h\.h5\.partial\.d: run the same command again to resume\)$")
+    monkeypatch.setattr(ResumableOutput, "mark", original)
+    r = run(args)
+    assert r.exit_code == 0 and "resumed from an interrupted run's blocks" in r.stdout, r.stderr
+    assert _partial(out) == []
