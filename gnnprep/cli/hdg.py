@@ -53,7 +53,8 @@ def hdg(dataset, output, sel, seed, memory_budget, cache_dir, dry_run, as_json, 
                 f"{store_path}: {d['num_nodes']:,} nodes, {d['entries']:,} stored entries; {d['spec']}",
                 f"{d['blocks']} node block(s) of up to {d['block_nodes']:,} nodes; CSR {size(d['graph_bytes'])} held; "
                 f"predicted peak {size(d['predicted_peak_bytes'])} (budget {size(d['memory_budget'])}), "
-                f"{d['predicted_seconds']:.0f} s on the 2-core reference machine, HDG ~{size(d['predicted_hdg_bytes'])}"])
+                f"{d['predicted_seconds']:.0f} s on the 2-core reference machine, HDG ~{size(d['predicted_hdg_bytes'])} "
+                f"(~{size(d['predicted_disk_bytes'])} of disk at the end: its levels' files, then their copy)"])
             return
         s = build(store_path, output, sel, seed=seed, memory_budget=memory_budget, progress=progress,
                   command=" ".join(["gnnprep"] + sys.argv[1:]))

@@ -136,8 +136,7 @@ def _build(store_path, output, sel, seed: int, memory_budget: int | None, progre
     key = json.dumps({"graph": g.fingerprint, "select": spec, "seed": int(seed), "format": FORMAT_VERSION},
                      sort_keys=True)
     out = ResumableOutput(output, key, [store_path])
-    needed = 2 * plan.predicted_hdg_bytes   # the levels' files, then their copy in the HDF5 file
-    with out.writing(needed):
+    with out.writing(plan.to_dict()["predicted_disk_bytes"]):
         marks = StreamMarks(out)
         args = (g.indptr, g.indices, sel, seed, plan, out.work_dir(), marks, progress)
         if sel.name == "random-walk":

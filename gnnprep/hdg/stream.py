@@ -105,7 +105,8 @@ class HdgPlan:
     predicted_hdg_bytes: int
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        # the disk at the end of a run: the levels' files (gnnprep.hdg.file.LevelStream), then their copy
+        return {**asdict(self), "predicted_disk_bytes": 2 * self.predicted_hdg_bytes}
 
 
 def graph_bytes(n: int, m: int, itemsize: int = 4) -> int:

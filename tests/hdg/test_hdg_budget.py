@@ -145,9 +145,10 @@ def test_dry_run_json_fields_and_a_budgeted_run(tmp_path):
     d = json.loads(r.stdout)
     assert d["dry_run"] is True and d["spec"] == spec and d["num_nodes"] == 240 and d["memory_budget"] == 1 << 30
     for key in ("entries", "graph_bytes", "scratch_bytes", "fixed_bytes", "room", "block_nodes", "blocks",
-                "predicted_peak_bytes", "predicted_seconds", "predicted_hdg_bytes", "threads"):
+                "predicted_peak_bytes", "predicted_seconds", "predicted_hdg_bytes", "predicted_disk_bytes", "threads"):
         assert key in d and d[key] >= 0, key
     assert d["fixed_bytes"] <= d["predicted_peak_bytes"] <= d["memory_budget"] and d["blocks"] == 1
+    assert d["predicted_disk_bytes"] == 2 * d["predicted_hdg_bytes"]
     assert not (tmp_path / "h.h5").exists()
     assert run(["hdg", g, "--select", spec, "--dry-run"]).exit_code == 2   # -o is still required
     r = run(["hdg", g, "--select", spec, "--memory-budget", "1GiB", "-o", tmp_path / "h.h5", "--json"])
