@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from .common import Progress, budget_option, emit, json_option, parsed_by, quiet_option, size
+from .common import Progress, budget_option, emit, json_option, parsed_by, quiet_option, size, warn
 
 
 def parse_select(spec: str):
@@ -57,7 +57,7 @@ def hdg(dataset, output, sel, seed, memory_budget, cache_dir, dry_run, as_json, 
                 f"(~{size(d['predicted_disk_bytes'])} of disk at the end: its levels' files, then their copy)"])
             return
         s = build(store_path, output, sel, seed=seed, memory_budget=memory_budget, progress=progress,
-                  command=" ".join(["gnnprep"] + sys.argv[1:]))
+                  command=" ".join(["gnnprep"] + sys.argv[1:]), warn=lambda message: warn(quiet, message))
     finally:
         progress.close()
     emit(as_json, s, [

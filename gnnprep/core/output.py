@@ -345,6 +345,12 @@ class ResumableOutput:
         for p in (self.partial, self.progress_file, self.work):
             _remove(p)
 
+    def restart(self) -> None:
+        """Drop what a resumed run found (its partial output and state) and start afresh under the same
+        key: the writer found the partial output unusable (a file cut short or missing)."""
+        self.discard_partial()
+        self.done, self.resumed, self.state = [], False, {"key": self.key, "done": []}
+
     def work_dir(self) -> Path:
         """The folder of this output's plain-file units (made when first asked for)."""
         self.work.mkdir(exist_ok=True)

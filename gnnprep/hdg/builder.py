@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gnnprep.core.errors import GnnprepError, OptionError
+from gnnprep.core.progress import no_warning
 from gnnprep.hdg.file import read_hdg
 from gnnprep.hdg.structure import REDUCES, Hdg
 
@@ -96,7 +97,7 @@ def dry_run(store_path, sel, memory_budget: int | None = None) -> dict:
 
 
 def build(store_path, output, sel, *, seed: int = 0, memory_budget: int | None = None, progress=None,
-          command: str = "") -> dict:
+          command: str = "", warn=None) -> dict:
     """NeighborSelection of ``sel`` (a selector config, :func:`gnnprep.hdg.select.parse_select`) over
     the graph store at ``store_path``, written to ``output`` (which must not be the store) in node
     blocks within ``memory_budget`` bytes (None: half the free RAM; :mod:`gnnprep.hdg.stream`);
@@ -106,21 +107,23 @@ def build(store_path, output, sel, *, seed: int = 0, memory_budget: int | None =
     fresh install's first run says so while numba compiles (:func:`gnnprep.core.jit.compiling`).
     Resumable: an interrupted run keeps the blocks it had marked (:class:`gnnprep.hdg.file.StreamMarks`,
     every ~10 s, in ``<output>.partial.d``), and the same selection on the same graph continues from
-    there, whatever the budget (``resumed`` in the summary)."""
+    there, whatever the budget (``resumed`` in the summary); a partial output changed since (a level's
+    file missing or cut short) is dropped and the run starts afresh, said through ``warn`` and in the
+    summary's ``warnings``."""
     from gnnprep.core.jit import compiling
 
     with compiling(progress or (lambda *a: None), "the kernels"):
-        return _build(store_path, output, sel, seed, memory_budget, progress, command)
+        return _build(store_path, output, sel, seed, memory_budget, progress, command, warn or no_warning)
 
 
-def _build(store_path, output, sel, seed: int, memory_budget: int | None, progress, command: str) -> dict:
+def _build(store_path, output, sel, seed: int, memory_budget: int | None, progress, command: str, warn) -> dict:
     import json
 
     from gnnprep.core import h5file
     from gnnprep.core.memory import peak_rss
     from gnnprep.core.output import ResumableOutput, check_output_path, refuse_input_as_output
     from gnnprep.hdg import stream
-    from gnnprep.hdg.file import FORMAT_VERSION, StreamMarks, finish_hdg
+    from gnnprep.hdg.file import FORMAT_VERSION, StalePartial, StreamMarks, finish_hdg
     from gnnprep.hdg.select import select_spec
 
     progress = progress or (lambda *a: None)
@@ -136,17 +139,25 @@ def _build(store_path, output, sel, seed: int, memory_budget: int | None, progre
     key = json.dumps({"graph": g.fingerprint, "select": spec, "seed": int(seed), "format": FORMAT_VERSION},
                      sort_keys=True)
     out = ResumableOutput(output, key, [store_path])
-    with out.writing(plan.to_dict()["predicted_disk_bytes"]):
-        marks = StreamMarks(out)
-        args = (g.indptr, g.indices, sel, seed, plan, out.work_dir(), marks, progress)
+    def selection():
+        args = (g.indptr, g.indices, sel, seed, plan, out.work_dir(), StreamMarks(out), progress)
         if sel.name == "random-walk":
-            skeleton, levels, blocks = stream.stream_random_walk(*args)
-        elif sel.name == "hop-shells":
-            skeleton, levels, blocks = stream.stream_hop_shells(*args)
-        elif sel.name == "anchors":
-            skeleton, levels, blocks = stream.stream_anchors(*args, symmetric=g.symmetric)
-        else:
-            skeleton, levels, blocks = stream.stream_metapath(*args, node_type=g.node_type, type_names=g.type_names)
+            return stream.stream_random_walk(*args)
+        if sel.name == "hop-shells":
+            return stream.stream_hop_shells(*args)
+        if sel.name == "anchors":
+            return stream.stream_anchors(*args, symmetric=g.symmetric)
+        return stream.stream_metapath(*args, node_type=g.node_type, type_names=g.type_names)
+
+    said: list[str] = []
+    with out.writing(plan.to_dict()["predicted_disk_bytes"]):
+        try:
+            skeleton, levels, blocks = selection()
+        except StalePartial as e:   # (found as the levels are reopened, before any block is selected)
+            said.append(f"{e}: the interrupted run's partial output was changed since; starting afresh")
+            warn(said[-1])
+            out.restart()
+            skeleton, levels, blocks = selection()
         with h5file.writing(out.partial) as f:
             for lv in levels:
                 lv.write(f)
@@ -163,5 +174,5 @@ def _build(store_path, output, sel, seed: int, memory_budget: int | None, progre
              size_vs_graph_store=round(s["hdg_bytes"] / max(1, s["graph_store_bytes"]), 4),
              memory_budget=plan.memory_budget, blocks=blocks, predicted_blocks=plan.blocks, block_nodes=plan.block_nodes,
              predicted_peak_bytes=plan.predicted_peak_bytes, predicted_seconds=plan.predicted_seconds,
-             peak_rss_bytes=peak_rss(), resumed=resumed)
+             peak_rss_bytes=peak_rss(), resumed=resumed, warnings=said)
     return s

@@ -95,6 +95,11 @@ COPY_ENTRIES = 1 << 22      # entries of a level copied from its files into the 
 MARK_EVERY_S = 10.0         # seconds between the marks of an HDG written block by block (StreamMarks)
 
 
+class StalePartial(GnnprepError):
+    """A resumed level's file is missing or shorter than its mark: the partial output was changed
+    since (the run then starts afresh, :func:`gnnprep.hdg.builder.build`)."""
+
+
 class LevelStream:
     """One level of an HDG made in parent order, block by block (``gnnprep hdg`` under a memory
     budget). :meth:`append` takes the next parents' child counts (variable fanout) and the next
@@ -134,10 +139,13 @@ class LevelStream:
                         _append(fh, np.zeros(1, np.int64))
                 else:
                     keep = count * dtype.itemsize
-                    fh = open(path, "r+b")
+                    try:
+                        fh = open(path, "r+b")
+                    except FileNotFoundError:
+                        raise StalePartial(f"{path}: missing") from None
                     if os.fstat(fh.fileno()).st_size < keep:
                         fh.close()
-                        raise GnnprepError(f"{path}: shorter than its last mark (the partial output was changed)")
+                        raise StalePartial(f"{path}: shorter than its last mark")
                     fh.truncate(keep)
                     fh.seek(keep)
                 self.files[key] = (fh, dtype)

@@ -295,8 +295,7 @@ class _RankRun:
                      "recomputed" if stored != width else f"{self.shard_path.name}: this rank's columns are "
                      f"{columns}, this shard's were {stored_columns}; recomputed")
             self.done = None
-            out.discard_partial()
-            out.done, out.resumed, out.state = [], False, {"key": self.shard_key, "done": []}
+            out.restart()
 
     def dry_report(self) -> ShardedReport:
         """A dry run's report: the plan this rank would run, nothing written."""

@@ -282,3 +282,26 @@ def test_the_command_says_where_an_interrupted_selection_is_kept_and_that_it_res
     r = run(args)
     assert r.exit_code == 0 and "resumed from an interrupted run's blocks" in r.stdout, r.stderr
     assert _partial(out) == []
+
+
+@pytest.mark.parametrize("damage", ["missing", "cut short"])
+def test_a_partial_output_changed_since_its_mark_starts_afresh_and_says_so(store, tmp_path, monkeypatch, damage):
+    from gnnprep.core.output import ResumableOutput
+    from gnnprep.hdg import file as hdg_file
+
+    monkeypatch.setattr(stream, "MIN_ROOM", 0)
+    monkeypatch.setattr(hdg_file, "MARK_EVERY_S", 0.0)
+    sel = parse_select("random-walk:walks=3,length=3,topk=4")
+    budget = plan_store(store, sel, 1 << 40).fixed_bytes + 4000
+    ref, out = tmp_path / "ref.h5", tmp_path / "out.h5"
+    build(store, ref, sel, seed=5, memory_budget=budget)
+    original = _interrupt_after_marks(monkeypatch, 3)
+    with pytest.raises(KeyboardInterrupt):
+        build(store, out, sel, seed=5, memory_budget=budget)
+    monkeypatch.setattr(ResumableOutput, "mark", original)
+    ids = tmp_path / "out.h5.partial.d" / "topk.ids"
+    ids.unlink() if damage == "missing" else ids.write_bytes(b"\0" * 4)
+    said = []
+    s = build(store, out, sel, seed=5, memory_budget=budget, warn=said.append)
+    assert s["resumed"] is False and datasets(out) == datasets(ref) and _partial(out) == []
+    assert len(said) == 1 and said == s["warnings"] and "topk.ids" in said[0] and "starting afresh" in said[0], said
