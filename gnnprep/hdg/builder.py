@@ -139,6 +139,7 @@ def _build(store_path, output, sel, seed: int, memory_budget: int | None, progre
     key = json.dumps({"graph": g.fingerprint, "select": spec, "seed": int(seed), "format": FORMAT_VERSION},
                      sort_keys=True)
     out = ResumableOutput(output, key, [store_path])
+
     def selection():
         args = (g.indptr, g.indices, sel, seed, plan, out.work_dir(), StreamMarks(out), progress)
         if sel.name == "random-walk":
@@ -150,7 +151,7 @@ def _build(store_path, output, sel, seed: int, memory_budget: int | None, progre
         return stream.stream_metapath(*args, node_type=g.node_type, type_names=g.type_names)
 
     said: list[str] = []
-    with out.writing(plan.to_dict()["predicted_disk_bytes"]):
+    with out.writing(plan.predicted_disk_bytes):
         try:
             skeleton, levels, blocks = selection()
         except StalePartial as e:   # (found as the levels are reopened, before any block is selected)

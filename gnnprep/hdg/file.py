@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from pathlib import Path
 
 import numpy as np
@@ -59,15 +60,6 @@ def write_hdg(h: Hdg, path, provenance: dict, selector: str, spec: str, seed: in
             summary = finish_hdg(f, h, provenance, selector, spec, seed, graph_fingerprint, graph_store_bytes,
                                  graph_adj_bytes)
     return summary
-
-
-def open_for_writing(tmp):
-    """A new HDF5 file at ``tmp`` (the temporary path of :func:`gnnprep.core.output.atomic_output`)
-    for :class:`LevelStream` and :func:`finish_hdg`, as a context whose failed writes close it cleanly
-    (:func:`gnnprep.core.h5file.writing`)."""
-    from gnnprep.core import h5file
-
-    return h5file.writing(tmp)
 
 
 def id_dtype(n: int) -> np.dtype:
@@ -236,12 +228,9 @@ class StreamMarks:
     so the blocks, and where a run stopped, change nothing in the output."""
 
     def __init__(self, out, every: float | None = None):
-        import time
-
         self.out, self.every = out, MARK_EVERY_S if every is None else every
         self.saved = out.state.get("hdg") if out.resumed else None
-        self.clock = time.monotonic
-        self.last = self.clock()
+        self.last = time.monotonic()
 
     def place(self) -> dict:
         """The selector's place at the last mark ({} for a fresh run)."""
@@ -254,13 +243,13 @@ class StreamMarks:
     def block_done(self, at: dict, levels) -> None:
         """A block is appended to ``levels`` (every level made so far) and the selector is at ``at``:
         mark it when the last mark is :data:`MARK_EVERY_S` old."""
-        if self.clock() - self.last < self.every:
+        if time.monotonic() - self.last < self.every:
             return
         for lv in levels:
             lv.sync()
         self.out.state["hdg"] = {"at": at, "levels": {lv.name: lv.state() for lv in levels}}
         self.out.mark((len(self.out.done),))
-        self.last = self.clock()
+        self.last = time.monotonic()
 
 
 MAX_DEPTH = 16  # levels below the root that a reader follows (the selectors make at most 2)

@@ -104,9 +104,13 @@ class HdgPlan:
     predicted_seconds: float
     predicted_hdg_bytes: int
 
+    @property
+    def predicted_disk_bytes(self) -> int:
+        """The disk at the end of a run: the levels' files (:class:`gnnprep.hdg.file.LevelStream`), then their copy."""
+        return 2 * self.predicted_hdg_bytes
+
     def to_dict(self) -> dict:
-        # the disk at the end of a run: the levels' files (gnnprep.hdg.file.LevelStream), then their copy
-        return {**asdict(self), "predicted_disk_bytes": 2 * self.predicted_hdg_bytes}
+        return {**asdict(self), "predicted_disk_bytes": self.predicted_disk_bytes}
 
 
 def graph_bytes(n: int, m: int, itemsize: int = 4) -> int:
@@ -420,11 +424,11 @@ def stream_metapath(indptr, indices, sel: MetapathSelect, seed: int, plan: HdgPl
                                           f"{', '.join(type_names)}")
     limit = int(max(1, min(WORK_PER_CALL, plan.room // METAPATH_WORK_BYTES)))
     at = marks.place()
+    here = at.get("path", 0)   # paths before it are whole in their files, the one it names in part
     roots, levels, blocks = [], [], 0
     for p, (name, types) in enumerate(sel.paths):
         targets = np.flatnonzero(node_type == code[types[0]])
         typed = [code[t] for t in types]
-        here = at.get("path", 0)   # paths before it are whole in their files, the one it names in part
         inner = LevelStream(folder, name, "instances", "node", num_parents=n, n=n,
                             resume=marks.level(name) if p <= here else None)
         leaf = LevelStream(folder, f"{name}_members", "vertices", name, fanout=len(types), ids=True, n=n,
