@@ -67,8 +67,12 @@ def ingest(source, output, directed, memory_budget, root, download, split, index
         f"{r.output}: {r.num_nodes:,} nodes, {r.num_edges:,} stored edges "
         f"({'symmetric' if r.symmetric else 'directed'}), {r.num_features} features, {r.num_classes} classes",
         f"read {r.edges_read:,} edges; dropped {r.self_loops_dropped:,} self-loops and "
-        f"{r.duplicates_dropped:,} duplicates; {r.seconds:.1f} s",
+        f"{r.duplicates_dropped:,} duplicates; {r.seconds:.1f} s"
+        + (f" (resumed after the interrupted run's {_RESUMED[r.resumed]})" if r.resumed else ""),
     ] + _order_lines(r.order))
+
+
+_RESUMED = {"adjacency": "adjacency", "features": "adjacency and features"}
 
 
 def _order_lines(o: dict | None) -> list[str]:

@@ -4,8 +4,9 @@ Steps: (1) when the node count is not declared, spill the edges once to a binary
 finding the largest id; (2) bucket the edges by destination range into spill files
 (:mod:`gnnprep.sparse.csr_builder`), symmetrising unless ``directed``; (3) sort and deduplicate one bucket
 at a time and write its rows; (4) copy features and labels in row chunks; (5) write splits and
-metadata. The output appears at its path only when complete (:func:`gnnprep.core.output.atomic_output`),
-and never replaces a file the source reads.
+metadata. The output appears at its path only when complete, and never replaces a file the source
+reads. An interrupted ingest keeps its partial store once step (3) is done, and again after the
+features, and the same command resumes from there (:func:`_ingest_source`).
 
 While features, labels and splits stream through, a hash of their stored bytes (xxh3-128) is taken and written
 as the root attributes ``features_fingerprint``, ``labels_fingerprint``, ``splits_fingerprint``
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -79,6 +81,7 @@ class IngestReport:
     warnings: tuple[str, ...] = ()
     order: dict | None = None            # {"kind" (chosen, or "none"), "why", "near_share_before", "near_share_after",
                                          #  ["prefix_share_before", "prefix_share_after"], "seconds", ..., "candidates"}
+    resumed: str | None = None           # an interrupted run's part kept: "adjacency", or "features" (and /adj)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -249,20 +252,31 @@ def _copy_store(source: Path, output: Path, budget: int, t0: float) -> IngestRep
 
 
 def _write_nodes(f: h5py.File, source: GraphSource, n: int, budget: int, timer: Timer,
-                 progress: Progress) -> tuple[dict, int, int]:
-    """Features, labels and node types; return (fingerprints, num_classes, labeled nodes)."""
+                 progress: Progress, features_mark: dict | None = None, out=None) -> tuple[dict, int, int]:
+    """Features, labels and node types; return (fingerprints, num_classes, labeled nodes).
+    ``features_mark``: a resumed run's features, kept as written (their fingerprint); ``out``: the
+    resumable output to mark the features written in (:func:`_ingest_source`)."""
     fps = {"features_fingerprint": NONE, "labels_fingerprint": NONE}
-    store.create_nodes(f)
+    f.require_group(store.NODES_GROUP)
     if source.num_features:
-        rows = max(1, min(budget // 8, NODE_BLOCK_BYTES) // max(1, source.num_features * 8))
-        tile_rows = store.feature_chunk_shape(source.num_features, np.dtype(source.feature_dtype).itemsize)[0]
-        if rows >= tile_rows:
-            rows -= rows % tile_rows   # whole chunks per block: no chunk written twice
-        with timer("features"):
-            fps["features_fingerprint"] = _write_rows(
-                f, store.FEATURES, source.features(rows), n, source.num_features, source.feature_dtype,
-                "features", source.features_from, progress)
-        f[store.FEATURES].attrs["source"] = source.features_from
+        kept = features_mark is not None and store.has_node_rows(f, store.FEATURES, n, source.num_features,
+                                                                 source.feature_dtype)
+        if kept:
+            fps["features_fingerprint"] = features_mark["fingerprint"]
+        else:
+            rows = max(1, min(budget // 8, NODE_BLOCK_BYTES) // max(1, source.num_features * 8))
+            tile_rows = store.feature_chunk_shape(source.num_features, np.dtype(source.feature_dtype).itemsize)[0]
+            if rows >= tile_rows:
+                rows -= rows % tile_rows   # whole chunks per block: no chunk written twice
+            with timer("features"):
+                fps["features_fingerprint"] = _write_rows(
+                    f, store.FEATURES, source.features(rows), n, source.num_features, source.feature_dtype,
+                    "features", source.features_from, progress)
+            f[store.FEATURES].attrs["source"] = source.features_from
+            if out is not None:
+                out.state["features"] = {"fingerprint": fps["features_fingerprint"],
+                                         "seconds": timer.timings.get("features")}
+                out.mark(("features",), f)
     seen = {"classes": 0, "labeled": 0}
 
     def count(block: np.ndarray) -> None:
@@ -386,8 +400,52 @@ def ingest_source(source: GraphSource, output: str | Path, config: IngestConfig 
         return _ingest_source(source, output, config, progress, command, t0)
 
 
+def _resume_key(source: GraphSource, config: IngestConfig, symmetrize: bool, inputs: list[Path]) -> str | None:
+    """What an interrupted ingest's partial store must have been made from to be resumed: the input
+    files (size and modification time), the source and its options, the direction and the store's
+    format; not the memory budget or the node order (neither changes ``/adj`` or the node data).
+    None for a source without files (arrays in memory): nothing identifies its data across runs."""
+    if not inputs:
+        return None
+    import json
+
+    return json.dumps({"source": source.name, "kind": type(source).__name__, "options": dataclasses.asdict(config.source),
+                       "symmetrize": symmetrize, "format": [store.FORMAT, store.FORMAT_VERSION],
+                       "inputs": [[str(p.absolute()), file_fingerprint(p)] for p in inputs]}, sort_keys=True)
+
+
+class StalePartial(GnnprepError):
+    """A resumed ingest's partial store does not hold the adjacency its mark records (changed since)."""
+
+
+def _reopen_adjacency(f: h5py.File, mark: dict) -> None:
+    """Check the marked ``/adj`` of a resumed partial store (shapes and the last row pointer; a full
+    check would read it all) and drop what was written after the mark but the node datasets, which
+    are written again in place (HDF5 does not reuse the space of a deleted dataset)."""
+    n, m = int(mark["num_nodes"]), int(mark["stats"]["stored_entries"])
+    try:
+        indptr, indices = f[store.INDPTR], f[store.INDICES]
+        ok = (indptr.shape == (n + 1,) and indices.shape == (m,) and int(indptr[n]) == m
+              and tuple(f[store.ADJ_GROUP].attrs.get("shape", ())) == (n, n))
+    except (KeyError, OSError, ValueError):
+        ok = False
+    if not ok:
+        raise StalePartial(f"{f.filename}: /adj is not the {n:,} rows and {m:,} entries its mark records")
+    for name in list(f):
+        if name not in (store.ADJ_GROUP, store.NODES_GROUP):
+            del f[name]
+    for name in list(f.attrs):
+        del f.attrs[name]
+
+
 def _ingest_source(source: GraphSource, output: str | Path, config: IngestConfig, progress: Progress, command: str,
                    t0: float | None) -> IngestReport:
+    """The ingest of an opened source, resumable: the store is written to ``<output>.partial``
+    (:class:`gnnprep.core.output.ResumableOutput`); once ``/adj`` is written (the sort, most of the
+    time) it is marked, and again once the features are, so a rerun of the same command after an
+    interrupt continues from the last mark (``resumed`` in the report), whatever the budget."""
+    from gnnprep.core.output import ResumableOutput
+
     t0 = time.perf_counter() if t0 is None else t0
     budget = check_budget(config.memory_budget or default_budget("cpu"))
     output = Path(output)
@@ -397,12 +455,40 @@ def _ingest_source(source: GraphSource, output: str | Path, config: IngestConfig
     timer = Timer()
     symmetrize = not config.directed or not source.stored_directed
     inputs = source.input_files()
-    with atomic_output(output, inputs=inputs) as tmp, work_folder(output, config.tmp_dir) as work:
-        with store.writing(tmp) as f:
-            n, stats, finder = _build_adjacency(f, source, work, output, budget, symmetrize, timer, progress,
-                                                config.order)
+    key = _resume_key(source, config, symmetrize, inputs)
+    out = ResumableOutput(output, key or f"unresumable-{os.getpid()}-{time.time_ns()}", inputs)
+    with out.writing(None), work_folder(output, config.tmp_dir) as work:
+        mark = out.state.get("adjacency") if out.resumed else None
+        if mark is not None:
             try:
-                fps, num_classes, labeled = _write_nodes(f, source, n, budget, timer, progress)
+                with store.writing(out.partial, "r+") as f:
+                    _reopen_adjacency(f, mark)
+            except (StalePartial, OSError) as e:
+                why = str(e) if isinstance(e, StalePartial) else f"{out.partial}: {e}"
+                source.warnings.append(f"{why}: the interrupted run's partial store was changed since; starting afresh")
+                out.restart()
+                mark = None
+        resumed = mark is not None and ("features" if "features" in out.state else "adjacency")
+        with store.writing(out.partial, "r+" if mark else "w") as f:
+            if mark is None:
+                n, stats, finder = _build_adjacency(f, source, work, output, budget, symmetrize, timer, progress,
+                                                    config.order)
+                if key is not None:
+                    out.state["adjacency"] = {"num_nodes": n, "nodes_from": source.nodes_from,
+                                              "expected_edges": source.expected_edges, "stats": stats,
+                                              "timings": dict(timer.timings), "warnings": list(source.warnings)}
+                    out.mark(("adjacency",), f)
+            else:
+                n, stats = int(mark["num_nodes"]), mark["stats"]
+                source.num_nodes, source.nodes_from, source.expected_edges = n, mark["nodes_from"], mark["expected_edges"]
+                source.warnings[:0] = [w for w in mark["warnings"] if w not in source.warnings]
+                timer.timings.update(mark["timings"])
+                if "features" in out.state and out.state["features"].get("seconds") is not None:
+                    timer.timings["features"] = out.state["features"]["seconds"]
+                finder = _order_of_written(f, n, stats, budget, config.order)
+            try:
+                fps, num_classes, labeled = _write_nodes(f, source, n, budget, timer, progress,
+                                                         out.state.get("features"), out if key else None)
                 with timer("splits"):
                     fps["splits_fingerprint"] = _write_splits(f, source, n)
             except BaseException:
@@ -435,12 +521,26 @@ def _ingest_source(source: GraphSource, output: str | Path, config: IngestConfig
                 num_nodes=n, num_edges=stats["stored_entries"], num_features=int(source.num_features),
                 num_classes=num_classes, num_labeled=labeled, source=source.name,
                 fingerprint=stats["fingerprint"], **fps, **source.extra_attrs())
+        out.commit()
     return IngestReport(
         output=str(output), source=source.name, num_nodes=n, num_edges=stats["stored_entries"],
         symmetric=symmetrize, num_features=int(source.num_features), num_classes=num_classes,
         edges_read=stats["edges_read"], self_loops_dropped=stats["self_loops_dropped"],
         duplicates_dropped=stats["duplicates_dropped"], seconds=round(time.perf_counter() - t0, 3),
-        warnings=tuple(source.warnings), order=order)
+        warnings=tuple(source.warnings), order=order, resumed=resumed or None)
+
+
+def _order_of_written(f: h5py.File, n: int, stats: dict, budget: int, order: str):
+    """The community order search of a resumed ingest, over the ``/adj`` an interrupted run wrote
+    (every row ready at once; it overlaps the node data as in a fresh run), or None."""
+    if order not in ("community", "auto"):
+        return None
+    from gnnprep.graph.order import IngestOrder
+
+    finder = IngestOrder(f[store.ADJ_GROUP], n, int(stats["stored_entries"]), np.dtype(stats["index_dtype"]), budget)
+    finder.rows_ready(0, n)
+    finder.csr_done()
+    return finder
 
 
 def cached_store_path(spec: str, opts: SourceOptions, cache_dir: str | None) -> Path:
