@@ -72,7 +72,8 @@ def ingest(source, output, directed, memory_budget, root, download, split, index
     ] + _order_lines(r.order))
 
 
-_RESUMED = {"adjacency": "adjacency", "features": "adjacency and features"}
+_RESUMED = {"buckets": "bucketed edges", "sort": "sorted buckets", "adjacency": "adjacency",
+            "features": "adjacency and features"}
 
 
 def _order_lines(o: dict | None) -> list[str]:

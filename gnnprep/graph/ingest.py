@@ -5,8 +5,9 @@ finding the largest id; (2) bucket the edges by destination range into spill fil
 (:mod:`gnnprep.sparse.csr_builder`), symmetrising unless ``directed``; (3) sort and deduplicate one bucket
 at a time and write its rows; (4) copy features and labels in row chunks; (5) write splits and
 metadata. The output appears at its path only when complete, and never replaces a file the source
-reads. An interrupted ingest keeps its partial store once step (3) is done, and again after the
-features, and the same command resumes from there (:func:`_ingest_source`).
+reads. An interrupted ingest keeps its partial store once the edges are bucketed, after each
+bucket of step (3), after step (3) and after the features, and the same command resumes from there
+(:func:`_ingest_source`, :func:`_build_adjacency`).
 
 While features, labels and splits stream through, a hash of their stored bytes (xxh3-128) is taken and written
 as the root attributes ``features_fingerprint``, ``labels_fingerprint``, ``splits_fingerprint``
@@ -81,7 +82,8 @@ class IngestReport:
     warnings: tuple[str, ...] = ()
     order: dict | None = None            # {"kind" (chosen, or "none"), "why", "near_share_before", "near_share_after",
                                          #  ["prefix_share_before", "prefix_share_after"], "seconds", ..., "candidates"}
-    resumed: str | None = None           # an interrupted run's part kept: "adjacency", or "features" (and /adj)
+    resumed: str | None = None           # where an interrupted run was resumed: after its "buckets" (every edge
+                                         # bucketed), its "sort" (some buckets written), its "adjacency" or "features"
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -307,9 +309,64 @@ def _write_splits(f: h5py.File, source: GraphSource, n: int) -> str:
 
 
 def _build_adjacency(f: h5py.File, source: GraphSource, work: Path, output: Path, budget: int,
-                     symmetrize: bool, timer: Timer, progress: Progress, order: str = "none"):
+                     symmetrize: bool, timer: Timer, progress: Progress, order: str = "none", out=None):
     """Count nodes if needed (spilling the edges once), bucket, sort and write /adj; return (n, stats,
-    the node-order search started on it or None)."""
+    the node-order search started on it or None).
+
+    ``out`` (a resumable output, :func:`_ingest_source`): the buckets' spill files go to its work
+    folder (``<output>.partial.d``) and are marked once every edge is bucketed, then each bucket as
+    its rows are written; a resumed run (its state holds ``buckets``) continues from the last of
+    those marks without reading the edges again."""
+    resumed = out.state.get("buckets") if out is not None else None
+    spills = out.work_dir() if out is not None else work
+    if resumed is not None:
+        builder = CSRBuilder.resume(resumed["builder"], spills)
+        n = builder.n
+        source.num_nodes, source.nodes_from, source.expected_edges = n, resumed["nodes_from"], resumed["expected_edges"]
+        source.warnings[:0] = [w for w in resumed["warnings"] if w not in source.warnings]
+        timer.timings.update(resumed["timings"])
+    else:
+        n, builder = _bucket_edges(source, work, spills, output, budget, symmetrize, timer, progress)
+        if out is not None and builder.resumable:
+            out.state["buckets"] = {"builder": builder.state(), "nodes_from": source.nodes_from,
+                                    "expected_edges": source.expected_edges, "warnings": list(source.warnings),
+                                    "timings": dict(timer.timings)}
+            out.mark(("buckets",), f)
+    adj = f.require_group(store.ADJ_GROUP)
+    start = out.state.get("sort") if resumed is not None else None
+    if resumed is not None and start is None and "indptr" in adj:
+        start = {"bucket": 0, "offset": 0}   # interrupted before its first bucket's mark: reused from the start
+    on_bucket = None
+    if out is not None and builder.resumable:
+        def on_bucket(place: dict) -> None:
+            out.state["sort"] = place
+            out.mark(("sort", place["bucket"]), f)
+    finder = None
+    if order in ("community", "auto"):
+        from gnnprep.graph.order import IngestOrder  # numba: imported only when used
+
+        # its first sweep follows the rows as they are written, the second overlaps the node data
+        finder = IngestOrder(adj, n, builder.entries_upper(), builder.index_dtype, budget)
+    with timer("sort_write_edges"):
+        try:
+            stats = builder.write(adj, progress, on_rows=finder.rows_ready if finder is not None else None,
+                                  on_cols=finder.cols_written if finder is not None else None,
+                                  on_bucket=on_bucket, start=start)
+        except BaseException:
+            if finder is not None:
+                finder.abandon()
+            raise
+        if finder is not None:
+            finder.csr_done()
+        start_writeback(f.filename)
+    store.finish_adjacency(adj, n, symmetrize)
+    return n, stats, finder
+
+
+def _bucket_edges(source: GraphSource, work: Path, spills: Path, output: Path, budget: int, symmetrize: bool,
+                  timer: Timer, progress: Progress) -> tuple[int, CSRBuilder]:
+    """Read the edges into a CSR builder whose buckets spill to ``spills`` (the node count found
+    first where the source declares none, spilling the edges once to ``work``); return (n, builder)."""
     chunk = incoming_chunk_edges(budget)
     edges = None
     if source.num_nodes is None:
@@ -329,8 +386,8 @@ def _build_adjacency(f: h5py.File, source: GraphSource, work: Path, output: Path
     # are checked against the disk once the edges are read and the count judged against them, so a
     # count far beyond the edges is named as such whatever the free disk
     later = declared and source.expected_edges is None
-    _check_disk(output, work, source, 0 if later else n, symmetrize)
-    builder = CSRBuilder(n, work, budget, symmetrize, source.expected_edges)
+    _check_disk(output, spills, source, 0 if later else n, symmetrize)
+    builder = CSRBuilder(n, spills, budget, symmetrize, source.expected_edges)
     if edges is None and source.rereadable and builder.counts_first:
         with timer("count_edges"):   # each row's entries, so the keys are placed by row as they come
             done = 0
@@ -352,30 +409,11 @@ def _build_adjacency(f: h5py.File, source: GraphSource, work: Path, output: Path
             if declared:
                 _check_declared_nodes(source, n, done, budget)   # the entries read (a text file declares none)
             if later:
-                _check_disk(output, work, source, n, symmetrize)
+                _check_disk(output, spills, source, n, symmetrize)
         except BaseException:
             builder.close_spills(check=False)  # no write left in flight when the work folder goes
             raise
-    adj = store.create_adjacency(f)
-    finder = None
-    if order in ("community", "auto"):
-        from gnnprep.graph.order import IngestOrder  # numba: imported only when used
-
-        # its first sweep follows the rows as they are written, the second overlaps the node data
-        finder = IngestOrder(adj, n, builder.entries_upper(), builder.index_dtype, budget)
-    with timer("sort_write_edges"):
-        try:
-            stats = builder.write(adj, progress, on_rows=finder.rows_ready if finder is not None else None,
-                                  on_cols=finder.cols_written if finder is not None else None)
-        except BaseException:
-            if finder is not None:
-                finder.abandon()
-            raise
-        if finder is not None:
-            finder.csr_done()
-        start_writeback(f.filename)
-    store.finish_adjacency(adj, n, symmetrize)
-    return n, stats, finder
+    return n, builder
 
 
 def ingest(spec: str, output: str | Path, config: IngestConfig = IngestConfig(),
@@ -438,12 +476,26 @@ def _reopen_adjacency(f: h5py.File, mark: dict) -> None:
         del f.attrs[name]
 
 
+def _check_sorting(f: h5py.File, out) -> None:
+    """GnnprepError unless a partial store interrupted while its adjacency was sorted is as its
+    marks say: the spill files of the buckets still to write whole, and ``/adj`` as far as written."""
+    builder = CSRBuilder.resume(out.state["buckets"]["builder"], out.work)
+    start = out.state.get("sort")
+    if start is None:
+        builder.check_spills(0)
+    elif store.ADJ_GROUP not in f:
+        raise GnnprepError(f"{f.filename}: no /adj, where its mark records {start['offset']:,} entries written")
+    else:
+        builder.check_written(f[store.ADJ_GROUP], start)
+
+
 def _ingest_source(source: GraphSource, output: str | Path, config: IngestConfig, progress: Progress, command: str,
                    t0: float | None) -> IngestReport:
     """The ingest of an opened source, resumable: the store is written to ``<output>.partial``
-    (:class:`gnnprep.core.output.ResumableOutput`); once ``/adj`` is written (the sort, most of the
-    time) it is marked, and again once the features are, so a rerun of the same command after an
-    interrupt continues from the last mark (``resumed`` in the report), whatever the budget."""
+    (:class:`gnnprep.core.output.ResumableOutput`) and marked as the adjacency is built
+    (:func:`_build_adjacency`: the edges bucketed, then each bucket written), once ``/adj`` is
+    whole and once the features are, so a rerun of the same command after an interrupt continues
+    from the last mark (``resumed`` in the report), whatever the budget."""
     from gnnprep.core.output import ResumableOutput
 
     t0 = time.perf_counter() if t0 is None else t0
@@ -459,25 +511,36 @@ def _ingest_source(source: GraphSource, output: str | Path, config: IngestConfig
     out = ResumableOutput(output, key or f"unresumable-{os.getpid()}-{time.time_ns()}", inputs)
     with out.writing(None), work_folder(output, config.tmp_dir) as work:
         mark = out.state.get("adjacency") if out.resumed else None
-        if mark is not None:
+        # the buckets' spills are kept for a rerun beside the output, not in --tmp-dir
+        keep = out if key is not None and config.tmp_dir is None else None
+        sorting = out.resumed and mark is None and "buckets" in out.state
+        if sorting and keep is None:   # (spilled beside the output, now asked to go to --tmp-dir)
+            out.restart()
+            sorting = False
+        if mark is not None or sorting:
             try:
                 with store.writing(out.partial, "r+") as f:
-                    _reopen_adjacency(f, mark)
-            except (StalePartial, OSError) as e:
-                why = str(e) if isinstance(e, StalePartial) else f"{out.partial}: {e}"
+                    if mark is not None:
+                        _reopen_adjacency(f, mark)
+                    else:
+                        _check_sorting(f, out)
+            except (GnnprepError, OSError) as e:
+                why = str(e) if isinstance(e, GnnprepError) else f"{out.partial}: {e}"
                 source.warnings.append(f"{why}: the interrupted run's partial store was changed since; starting afresh")
                 out.restart()
-                mark = None
-        resumed = mark is not None and ("features" if "features" in out.state else "adjacency")
-        with store.writing(out.partial, "r+" if mark else "w") as f:
+                mark, sorting = None, False
+        resumed = (mark is not None and ("features" if "features" in out.state else "adjacency")) or \
+            (sorting and ("sort" if "sort" in out.state else "buckets"))
+        with store.writing(out.partial, "r+" if mark or sorting else "w") as f:
             if mark is None:
                 n, stats, finder = _build_adjacency(f, source, work, output, budget, symmetrize, timer, progress,
-                                                    config.order)
+                                                    config.order, keep)
                 if key is not None:
                     out.state["adjacency"] = {"num_nodes": n, "nodes_from": source.nodes_from,
                                               "expected_edges": source.expected_edges, "stats": stats,
                                               "timings": dict(timer.timings), "warnings": list(source.warnings)}
                     out.mark(("adjacency",), f)
+                shutil.rmtree(out.work, ignore_errors=True)   # the buckets' spills, written
             else:
                 n, stats = int(mark["num_nodes"]), mark["stats"]
                 source.num_nodes, source.nodes_from, source.expected_edges = n, mark["nodes_from"], mark["expected_edges"]

@@ -21,6 +21,11 @@ first against sorting the held bucket into a second array, papers100M-shaped ``d
 RSS 483 MiB against 568 MiB in the same time (2.74 s against 2.77 s); at 9.7M keys a wash (364
 against 361 MiB, 1.83 s against 1.88 s).)
 
+A write can be resumed by another process (an interrupted ingest run again): :meth:`CSRBuilder.state`
+keeps the layout and counts of a builder whose keys are all spilled, :meth:`CSRBuilder.write` reports
+each bucket written (``on_bucket``) and removes its spill files only afterwards, and continues from
+such a place (``start``) by reading the written part back for the fingerprint.
+
 Symmetrisation adds (dst, src) for every (src, dst); self-loops are dropped when they arrive.
 Memory per processed entry: 8 B key + 1 B mask + 8 B deduplicated copy with numpy; 8 B key + 8 B
 sorted copy + at most 2 B of row counters with the compiled counting sort (~20 B with slack).
@@ -37,7 +42,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -301,6 +305,40 @@ class CSRBuilder:
         write_array(f, keys)
         self.counts[b] += len(keys)
 
+    # what a resumed builder needs of one whose edges are all added (spilled): its layout and counts
+    _STATE = ("n", "symmetrize", "budget", "bucket_entries", "chunk_edges", "row_slab", "rows_per_bucket",
+              "num_buckets", "edges_in", "self_loops", "kernels")
+
+    @property
+    def resumable(self) -> bool:
+        """Whether every key is in the spill files (none held in memory), so that :meth:`state` and
+        the files let another process :meth:`resume` the write."""
+        return self._keys is None and self._starts is None and self._row_counts is None and not self._held
+
+    def state(self) -> dict:
+        """The builder's layout and counts once its edges are added (:attr:`resumable`), as JSON."""
+        self.close_spills()
+        return {**{k: (v.item() if isinstance(v, np.generic) else v) for k in self._STATE
+                   for v in [getattr(self, k)]}, "counts": self.counts.tolist()}
+
+    @classmethod
+    def resume(cls, state: dict, workdir: Path) -> "CSRBuilder":
+        """The builder of :meth:`state`, over the spill files it left in ``workdir``; GnnprepError
+        where a bucket's file that is still to be written is missing or not its counted size."""
+        b = cls(int(state["n"]), workdir, int(state["budget"]), bool(state["symmetrize"]))
+        for k in cls._STATE:
+            setattr(b, k, state[k])
+        b.counts = np.asarray(state["counts"], dtype=np.int64)
+        return b
+
+    def check_spills(self, start: int) -> None:
+        """GnnprepError unless the spill file of every bucket from ``start`` on is there at its size."""
+        for b in range(start, self.num_buckets):
+            path, size = self._path(b), 8 * int(self.counts[b])
+            have = path.stat().st_size if path.exists() else 0
+            if have != size:
+                raise GnnprepError(f"{path}: {have:,} bytes; expected {size:,} (bucket {b}'s keys)")
+
     @property
     def index_dtype(self):
         return np.int32 if self.n < 2**31 else np.int64
@@ -310,11 +348,19 @@ class CSRBuilder:
         self.close_spills()
         return int(self.counts.sum())
 
-    def write(self, group: h5py.Group, progress: Progress = no_progress, on_rows=None, on_cols=None) -> dict:
+    def write(self, group: h5py.Group, progress: Progress = no_progress, on_rows=None, on_cols=None,
+              on_bucket=None, start: dict | None = None) -> dict:
         """Write ``indptr``/``indices`` into ``group``; return stats (and a content fingerprint).
         ``on_rows(lo, hi)`` is called, in row order, as soon as rows lo..hi-1 are in both datasets;
         ``on_cols(offset, cols)`` with every run of column ids as it is written (before the
-        ``on_rows`` call of its rows; ``cols`` is reused afterwards: copy it)."""
+        ``on_rows`` call of its rows; ``cols`` is reused afterwards: copy it).
+
+        Resumable (:attr:`resumable` builders): ``on_bucket(place)`` is called once each bucket's
+        rows are written and hashed, with its place (``{"bucket": next bucket, "offset": entries
+        written}``); the bucket's spill files are removed only after it returns (a process killed
+        there still finds them). ``start`` (such a place) continues an earlier process's write in the
+        datasets it left in ``group``: their written part is read back for the fingerprint, and
+        ``on_rows(0, lo)`` reports its rows at once. GnnprepError where they do not match ``start``."""
         self.close_spills()
         if self._row_counts is not None and self._row_counts.any():
             raise GnnprepError("the edges changed between ingest's two reads of them (entries counted, none "
@@ -322,27 +368,38 @@ class CSRBuilder:
         self._on_rows, self._on_cols = on_rows, on_cols
         n = self.n
         index_dtype = self.index_dtype
-        indptr = group.create_dataset("indptr", shape=(n + 1,), dtype=np.int64,
-                                      chunks=(min(n + 1, INDPTR_CHUNK),))
         upper = int(self.counts.sum())  # entries before deduplication: an upper bound
-        indices = group.create_dataset("indices", shape=(0,), maxshape=(None,), dtype=index_dtype,
-                                       chunks=(max(1, min(1 << 18, upper)),))
-        indptr[0] = 0
-        self._offset = 0
         # two streams (column ids, row pointers), so the fingerprint depends only on the CSR and
         # not on how the rows were cut into buckets (which depends on the memory budget)
         self._hash_indices = hashlib.blake2b(digest_size=16)
         self._hash_indptr = hashlib.blake2b(digest_size=16)
+        first = 0 if start is None else int(start["bucket"])
+        if start is None:
+            indptr = group.create_dataset("indptr", shape=(n + 1,), dtype=np.int64,
+                                          chunks=(min(n + 1, INDPTR_CHUNK),))
+            indices = group.create_dataset("indices", shape=(0,), maxshape=(None,), dtype=index_dtype,
+                                           chunks=(max(1, min(1 << 18, upper)),))
+            indptr[0] = 0
+            self._offset = 0
+        else:
+            indptr, indices = self._reopen(group, first, int(start["offset"]))
         total = upper
-        self._done = 0
+        self._done = int(self.counts[:first].sum())
         self._progress = progress
+        self._trash: list[Path] | None = [] if on_bucket is not None else None
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="csr-hash")
         self._pending: list = []
         try:
-            for b in range(self.num_buckets):
+            for b in range(first, self.num_buckets):
                 lo = b * self.rows_per_bucket
                 hi = min(n, lo + self.rows_per_bucket)
                 self._process(lo, hi, self._path(b), int(self.counts[b]), indptr, indices, total, depth=0)
+                if on_bucket is not None:
+                    self._drain(0)
+                    on_bucket({"bucket": b + 1, "offset": int(self._offset)})
+                    for path in self._trash:
+                        path.unlink(missing_ok=True)
+                    self._trash = []
             self._drain(0)
         finally:
             self._pool.shutdown(wait=True)
@@ -358,6 +415,49 @@ class CSRBuilder:
             "index_dtype": np.dtype(index_dtype).name,
         }
 
+    def check_written(self, group: h5py.Group, start: dict) -> None:
+        """GnnprepError unless ``group`` holds what a write interrupted at ``start`` (:meth:`write`)
+        left there — its row pointers up to the next bucket's first row and at least its entries —
+        and the spill files of the buckets still to write are whole."""
+        first, offset = int(start["bucket"]), int(start["offset"])
+        lo = min(self.n, first * self.rows_per_bucket)
+        try:
+            indptr, indices = group["indptr"], group["indices"]
+            ok = indptr.shape == (self.n + 1,) and indices.shape[0] >= offset and int(indptr[lo]) == offset
+        except (KeyError, OSError, ValueError):
+            ok = False
+        if not ok:
+            raise GnnprepError(f"{group.file.filename}: /adj is not as the interrupted write left it "
+                               f"({offset:,} entries in rows before {lo:,})")
+        self.check_spills(first)
+
+    def _reopen(self, group: h5py.Group, first: int, offset: int):
+        """The datasets an interrupted write left, checked against its place (bucket ``first`` next,
+        ``offset`` entries written), cut back to it, and their written part hashed."""
+        self.check_written(group, {"bucket": first, "offset": offset})
+        lo = min(self.n, first * self.rows_per_bucket)
+        indptr, indices = group["indptr"], group["indices"]
+        indices.resize((offset,))
+        step = 1 << 24
+        for s in range(0, offset, step):
+            cols = np.ascontiguousarray(indices[s:min(offset, s + step)])
+            self._hash_indices.update(cols)
+            if self._on_cols is not None:   # (before their rows are reported, as in a fresh write)
+                self._on_cols(s, cols)
+        for r in range(1, lo + 1, step):
+            self._hash_indptr.update(np.ascontiguousarray(indptr[r:min(lo + 1, r + step)]))
+        self._offset = offset
+        if lo and self._on_rows is not None:
+            self._on_rows(0, lo)
+        return indptr, indices
+
+    def _discard(self, path: Path) -> None:
+        """A spill file read: removed, or with a resumable write, once its bucket is marked."""
+        if self._trash is not None:
+            self._trash.append(path)
+        else:
+            path.unlink(missing_ok=True)
+
     def _fingerprint(self) -> str:
         h = hashlib.blake2b(digest_size=16)
         h.update(np.int64(self.n).tobytes())
@@ -367,7 +467,7 @@ class CSRBuilder:
 
     def _process(self, lo, hi, path: Path, count: int, indptr, indices, total, depth: int) -> None:
         if hi <= lo:
-            path.unlink(missing_ok=True)
+            self._discard(path)
             return
         if count > self.bucket_entries * 1.25 and hi - lo > 1 and self._keys is None:
             self._split(lo, hi, path, count, indptr, indices, total, depth)
@@ -400,7 +500,7 @@ class CSRBuilder:
         else:
             keys, self._keys = np.empty(0, dtype=np.int64), None
         if path.exists():
-            path.unlink()
+            self._discard(path)
         self._write_cols(keys, indices)
         self._write_indptr(lo, hi, keys, indptr)
         if self._on_rows is not None:
@@ -497,7 +597,7 @@ class CSRBuilder:
         finally:
             for h in handles:
                 h.close()
-        os.unlink(path)
+        self._discard(path)
         for p in range(parts):
             plo = lo + p * width
             self._process(plo, min(hi, plo + width), sub_paths[p], int(sub_counts[p]),

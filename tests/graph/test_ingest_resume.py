@@ -45,15 +45,16 @@ def contents(path) -> dict:
     return out
 
 
-def interrupted(monkeypatch, spec, out, config, after: int) -> None:
-    """An ingest stopped (as by Ctrl-C) right after its ``after``-th mark."""
+def interrupted(monkeypatch, spec, out, config, unit: str, nth: int = 1) -> None:
+    """An ingest stopped (as by Ctrl-C) right after its ``nth`` mark of ``unit`` ("buckets", "sort"
+    (a bucket written), "adjacency", "features")."""
     original = ResumableOutput.mark
     seen = []
 
-    def mark(self, unit, h5file=None):
-        original(self, unit, h5file)
-        seen.append(unit)
-        if len(seen) == after:
+    def mark(self, done, h5file=None):
+        original(self, done, h5file)
+        seen.append(done[0])
+        if seen.count(unit) == nth and done[0] == unit:
             raise KeyboardInterrupt
 
     monkeypatch.setattr(ResumableOutput, "mark", mark)
@@ -67,19 +68,19 @@ def interrupted(monkeypatch, spec, out, config, after: int) -> None:
 def papers(tmp_path_factory):
     """The papers100M raw layout, large enough for a community order (> 4,096 nodes)."""
     root = tmp_path_factory.mktemp("data")
-    truth = make_papers100m_like(root, n=6000, m=40000, d=12, seed=3)
+    truth = make_papers100m_like(root, n=6000, m=150_000, d=12, seed=3)   # 4 buckets at 4 MiB
     return str(truth.path)
 
 
-@pytest.mark.parametrize("after,part", [(1, "adjacency"), (2, "features")])
-@pytest.mark.parametrize("order", ["auto", "community", "none"])
-def test_a_resumed_ingest_writes_the_store_an_uninterrupted_one_does(tmp_path, monkeypatch, papers, after, part, order):
+@pytest.mark.parametrize("unit,nth", [("buckets", 1), ("sort", 1), ("sort", 3), ("adjacency", 1), ("features", 1)])
+@pytest.mark.parametrize("order", ["auto", "none"])
+def test_a_resumed_ingest_writes_the_store_an_uninterrupted_one_does(tmp_path, monkeypatch, papers, unit, nth, order):
     whole = ingest(papers, tmp_path / "whole.h5", IngestConfig(memory_budget=64 << 20, order=order))
     assert whole.resumed is None
     out = tmp_path / "g.h5"
-    interrupted(monkeypatch, papers, out, IngestConfig(memory_budget=8 << 20, order=order), after)
+    interrupted(monkeypatch, papers, out, IngestConfig(memory_budget=4 << 20, order=order), unit, nth)
     r = ingest(papers, out, IngestConfig(memory_budget=32 << 20, order=order))   # another budget resumes too
-    assert r.resumed == part
+    assert r.resumed == unit
     assert contents(out) == contents(tmp_path / "whole.h5")
     assert sorted(os.listdir(tmp_path)) == ["g.h5", "whole.h5"]   # no partial, lock or work folder left
     if order != "none":
@@ -91,7 +92,7 @@ def test_a_partial_store_of_other_inputs_is_not_resumed(tmp_path, monkeypatch):
     root = tmp_path / "data"
     spec = str(make_papers100m_like(root, n=300, m=2000, d=4, seed=1).path)
     out = tmp_path / "g.h5"
-    interrupted(monkeypatch, spec, out, IngestConfig(memory_budget=8 << 20), 1)
+    interrupted(monkeypatch, spec, out, IngestConfig(memory_budget=4 << 20), "adjacency")
     # the data set is made again (another seed): its files' sizes and times change, so the key does
     make_papers100m_like(root, n=300, m=2100, d=4, seed=2)
     r = ingest(spec, out, IngestConfig())
@@ -102,17 +103,27 @@ def test_a_partial_store_of_other_inputs_is_not_resumed(tmp_path, monkeypatch):
 
 def test_a_directed_run_does_not_resume_a_symmetrised_one(tmp_path, monkeypatch, papers):
     out = tmp_path / "g.h5"
-    interrupted(monkeypatch, papers, out, IngestConfig(), 1)
+    interrupted(monkeypatch, papers, out, IngestConfig(memory_budget=4 << 20), "sort")
     r = ingest(papers, out, IngestConfig(directed=True))
     assert r.resumed is None and not r.symmetric
 
 
-@pytest.mark.parametrize("damage", ["truncate", "drop_adj", "not_hdf5"])
+@pytest.mark.parametrize("damage", ["truncate", "drop_adj", "not_hdf5", "spill_cut", "spill_gone", "sort_cut"])
 def test_a_partial_store_changed_since_its_mark_starts_afresh_and_says_so(tmp_path, monkeypatch, papers, damage):
     out = tmp_path / "g.h5"
-    interrupted(monkeypatch, papers, out, IngestConfig(), 1)
+    unit = "sort" if damage.startswith(("spill", "sort")) else "adjacency"
+    interrupted(monkeypatch, papers, out, IngestConfig(memory_budget=4 << 20), unit)
     partial = out.with_name("g.h5.partial")
-    if damage == "not_hdf5":
+    spills = sorted(out.with_name("g.h5.partial.d").glob("*.keys"))
+    if damage == "spill_cut":
+        with open(spills[-1], "r+b") as f:
+            f.truncate(8)
+    elif damage == "spill_gone":
+        spills[-1].unlink()
+    elif damage == "sort_cut":
+        with h5py.File(partial, "r+") as f:
+            f["adj/indices"].resize((3,))
+    elif damage == "not_hdf5":
         partial.write_bytes(b"not a store")
     else:
         with h5py.File(partial, "r+") as f:
@@ -147,7 +158,7 @@ def test_an_edge_list_with_node_files_resumes(tmp_path, monkeypatch, rng):
     opts = SourceOptions(num_nodes=n, features=str(tmp_path / "x.npy"), labels=str(tmp_path / "y.npy"))
     (tmp_path / "o").mkdir()
     out = tmp_path / "o" / "g.h5"
-    interrupted(monkeypatch, str(e), out, IngestConfig(source=opts), 2)
+    interrupted(monkeypatch, str(e), out, IngestConfig(source=opts), "features")
     assert ingest(str(e), out, IngestConfig(source=opts)).resumed == "features"
     ingest(str(e), tmp_path / "o" / "whole.h5", IngestConfig(source=opts))
     assert contents(out) == contents(tmp_path / "o" / "whole.h5")
@@ -155,9 +166,9 @@ def test_an_edge_list_with_node_files_resumes(tmp_path, monkeypatch, rng):
 
 def test_the_command_says_it_resumed(tmp_path, monkeypatch, papers):
     out = tmp_path / "g.h5"
-    interrupted(monkeypatch, papers, out, IngestConfig(), 1)
+    interrupted(monkeypatch, papers, out, IngestConfig(memory_budget=4 << 20), "sort", 2)
     report = run_json(["ingest", papers, "-o", str(out)])
-    assert report["resumed"] == "adjacency"
+    assert report["resumed"] == "sort"
 
 
 def test_an_interrupt_after_the_adjacency_names_what_it_kept(tmp_path, rng):
