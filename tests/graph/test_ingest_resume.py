@@ -217,3 +217,17 @@ def test_node_rows_written_again_reuse_their_space(tmp_path, rng):
     assert size == first
     with h5py.File(path) as f:
         np.testing.assert_array_equal(f[store.FEATURES][:], x)
+
+
+def test_with_tmp_dir_the_sort_is_not_resumed_but_the_adjacency_is(tmp_path, monkeypatch, papers):
+    """--tmp-dir's spills go with the run: no bucket is marked; /adj and the features still are."""
+    (tmp_path / "spill").mkdir()
+    config = IngestConfig(memory_budget=4 << 20, tmp_dir=str(tmp_path / "spill"))
+    out = tmp_path / "g.h5"
+    interrupted(monkeypatch, papers, out, IngestConfig(memory_budget=4 << 20), "sort")
+    r = ingest(papers, out, config)   # a partial with its spills beside the output: started afresh
+    assert r.resumed is None
+    interrupted(monkeypatch, papers, tmp_path / "h.h5", config, "adjacency")
+    assert not (tmp_path / "h.h5.partial.d").exists() and list((tmp_path / "spill").iterdir()) == []
+    assert ingest(papers, tmp_path / "h.h5", config).resumed == "adjacency"
+    assert contents(tmp_path / "h.h5") == contents(out)
