@@ -43,10 +43,11 @@ from gnnprep.graph.sources.graphstore import (
     NONE,
     ContentHash,
     add_missing_fingerprints,
+    dataset_fingerprint,
     splits_fingerprint,
     validate_store,
 )
-from gnnprep.sparse.csr_builder import CSRBuilder, incoming_chunk_edges, write_array
+from gnnprep.sparse.csr_builder import CSRBuilder, csr_fingerprint, incoming_chunk_edges, write_array
 
 MIN_BUDGET = 4 * 1024**2
 # a block of node rows read and written at a time at most (counted as float64), whatever the budget:
@@ -261,8 +262,13 @@ def _write_nodes(f: h5py.File, source: GraphSource, n: int, budget: int, timer: 
     fps = {"features_fingerprint": NONE, "labels_fingerprint": NONE}
     f.require_group(store.NODES_GROUP)
     if source.num_features:
+        # kept when they read back as they were hashed (see _reopen_adjacency)
         kept = features_mark is not None and store.has_node_rows(f, store.FEATURES, n, source.num_features,
-                                                                 source.feature_dtype)
+                                                                 source.feature_dtype) \
+            and dataset_fingerprint(f[store.FEATURES]) == features_mark["fingerprint"]
+        if features_mark is not None and not kept:
+            source.warnings.append(f"{f.filename}: the features an interrupted run marked as written differ "
+                                   "from them (changed since); copied again")
         if kept:
             fps["features_fingerprint"] = features_mark["fingerprint"]
         else:
@@ -469,6 +475,10 @@ def _reopen_adjacency(f: h5py.File, mark: dict) -> None:
         ok = False
     if not ok:
         raise StalePartial(f"{f.filename}: /adj is not the {n:,} rows and {m:,} entries its mark records")
+    # read back whole: a writer killed later (SIGKILL, out of memory) may have left HDF5's metadata
+    # half updated, and a store must never carry an /adj other than the one its fingerprint names
+    if csr_fingerprint(f[store.ADJ_GROUP]) != mark["stats"]["fingerprint"]:
+        raise StalePartial(f"{f.filename}: /adj differs from the one its mark records (its fingerprint)")
     for name in list(f):
         if name not in (store.ADJ_GROUP, store.NODES_GROUP):
             del f[name]

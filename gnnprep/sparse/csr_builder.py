@@ -396,7 +396,8 @@ class CSRBuilder:
                 self._process(lo, hi, self._path(b), int(self.counts[b]), indptr, indices, total, depth=0)
                 if on_bucket is not None:
                     self._drain(0)
-                    on_bucket({"bucket": b + 1, "offset": int(self._offset)})
+                    on_bucket({"bucket": b + 1, "offset": int(self._offset),
+                               "digests": [self._hash_indices.hexdigest(), self._hash_indptr.hexdigest()]})
                     for path in self._trash:
                         path.unlink(missing_ok=True)
                     self._trash = []
@@ -429,6 +430,11 @@ class CSRBuilder:
         if not ok:
             raise GnnprepError(f"{group.file.filename}: /adj is not as the interrupted write left it "
                                f"({offset:,} entries in rows before {lo:,})")
+        if "digests" in start:   # what was written reads back as it was hashed (a killed writer's HDF5
+            h = _hash_written(indptr, indices, lo, offset)   # may not: its chunk index caught mid-update)
+            if [h[0].hexdigest(), h[1].hexdigest()] != list(start["digests"]):
+                raise GnnprepError(f"{group.file.filename}: /adj's first {offset:,} entries differ from "
+                                   "what the interrupted write hashed")
         self.check_spills(first)
 
     def _reopen(self, group: h5py.Group, first: int, offset: int):
@@ -438,14 +444,8 @@ class CSRBuilder:
         lo = min(self.n, first * self.rows_per_bucket)
         indptr, indices = group["indptr"], group["indices"]
         indices.resize((offset,))
-        step = 1 << 24
-        for s in range(0, offset, step):
-            cols = np.ascontiguousarray(indices[s:min(offset, s + step)])
-            self._hash_indices.update(cols)
-            if self._on_cols is not None:   # (before their rows are reported, as in a fresh write)
-                self._on_cols(s, cols)
-        for r in range(1, lo + 1, step):
-            self._hash_indptr.update(np.ascontiguousarray(indptr[r:min(lo + 1, r + step)]))
+        # (the columns go to the order search before their rows are reported, as in a fresh write)
+        self._hash_indices, self._hash_indptr = _hash_written(indptr, indices, lo, offset, self._on_cols)
         self._offset = offset
         if lo and self._on_rows is not None:
             self._on_rows(0, lo)
@@ -459,11 +459,7 @@ class CSRBuilder:
             path.unlink(missing_ok=True)
 
     def _fingerprint(self) -> str:
-        h = hashlib.blake2b(digest_size=16)
-        h.update(np.int64(self.n).tobytes())
-        h.update(self._hash_indices.digest())
-        h.update(self._hash_indptr.digest())
-        return h.hexdigest()
+        return _combine(self.n, self._hash_indices, self._hash_indptr)
 
     def _process(self, lo, hi, path: Path, count: int, indptr, indices, total, depth: int) -> None:
         if hi <= lo:
@@ -602,3 +598,35 @@ class CSRBuilder:
             plo = lo + p * width
             self._process(plo, min(hi, plo + width), sub_paths[p], int(sub_counts[p]),
                           indptr, indices, total, depth + 1)
+
+
+def _combine(n: int, hash_indices, hash_indptr) -> str:
+    """The CSR's fingerprint from its two streams' hashes (:meth:`CSRBuilder.write`)."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(np.int64(n).tobytes())
+    h.update(hash_indices.digest())
+    h.update(hash_indptr.digest())
+    return h.hexdigest()
+
+
+def _hash_written(indptr, indices, rows: int, entries: int, on_cols=None, step: int = 1 << 24):
+    """The two streams' hashes (:meth:`CSRBuilder.write`) of the first ``rows`` rows and ``entries``
+    entries of a CSR in HDF5 datasets, read in blocks of ``step``; ``on_cols(offset, cols)`` sees
+    every block of column ids."""
+    hash_indices, hash_indptr = hashlib.blake2b(digest_size=16), hashlib.blake2b(digest_size=16)
+    for s in range(0, entries, step):
+        cols = np.ascontiguousarray(indices[s:min(entries, s + step)])
+        hash_indices.update(cols)
+        if on_cols is not None:
+            on_cols(s, cols)
+    for r in range(1, rows + 1, step):
+        hash_indptr.update(np.ascontiguousarray(indptr[r:min(rows + 1, r + step)]))
+    return hash_indices, hash_indptr
+
+
+def csr_fingerprint(group: h5py.Group) -> str:
+    """The fingerprint :meth:`CSRBuilder.write` returned for the CSR in ``group`` (``indptr``,
+    ``indices``), computed again from the datasets (a resumed ingest checks its ``/adj`` with it)."""
+    indptr, indices = group["indptr"], group["indices"]
+    n = int(indptr.shape[0]) - 1
+    return _combine(n, *_hash_written(indptr, indices, n, int(indices.shape[0])))

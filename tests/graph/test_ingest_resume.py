@@ -108,11 +108,13 @@ def test_a_directed_run_does_not_resume_a_symmetrised_one(tmp_path, monkeypatch,
     assert r.resumed is None and not r.symmetric
 
 
-@pytest.mark.parametrize("damage", ["truncate", "drop_adj", "not_hdf5", "spill_cut", "spill_gone", "sort_cut"])
+@pytest.mark.parametrize("damage", ["truncate", "drop_adj", "not_hdf5", "spill_cut", "spill_gone", "sort_cut",
+                                    "adj_value", "sort_value"])
 def test_a_partial_store_changed_since_its_mark_starts_afresh_and_says_so(tmp_path, monkeypatch, papers, damage):
     out = tmp_path / "g.h5"
     unit = "sort" if damage.startswith(("spill", "sort")) else "adjacency"
-    interrupted(monkeypatch, papers, out, IngestConfig(memory_budget=4 << 20), unit)
+    nth = 2 if damage == "sort_value" else 1
+    interrupted(monkeypatch, papers, out, IngestConfig(memory_budget=4 << 20), unit, nth)
     partial = out.with_name("g.h5.partial")
     spills = sorted(out.with_name("g.h5.partial.d").glob("*.keys"))
     if damage == "spill_cut":
@@ -120,6 +122,9 @@ def test_a_partial_store_changed_since_its_mark_starts_afresh_and_says_so(tmp_pa
             f.truncate(8)
     elif damage == "spill_gone":
         spills[-1].unlink()
+    elif damage in ("adj_value", "sort_value"):   # same shapes, one id changed (as a torn write could)
+        with h5py.File(partial, "r+") as f:
+            f["adj/indices"][5] = f["adj/indices"][5] + 1
     elif damage == "sort_cut":
         with h5py.File(partial, "r+") as f:
             f["adj/indices"].resize((3,))
@@ -231,3 +236,15 @@ def test_with_tmp_dir_the_sort_is_not_resumed_but_the_adjacency_is(tmp_path, mon
     assert not (tmp_path / "h.h5.partial.d").exists() and list((tmp_path / "spill").iterdir()) == []
     assert ingest(papers, tmp_path / "h.h5", config).resumed == "adjacency"
     assert contents(tmp_path / "h.h5") == contents(out)
+
+
+def test_features_changed_since_their_mark_are_copied_again(tmp_path, monkeypatch, papers):
+    out = tmp_path / "g.h5"
+    interrupted(monkeypatch, papers, out, IngestConfig(), "features")
+    with h5py.File(out.with_name("g.h5.partial"), "r+") as f:
+        f["nodes/features"][7, 3] = 1e6
+    r = ingest(papers, out, IngestConfig())
+    assert any("copied again" in w for w in r.warnings), r.warnings
+    ingest(papers, tmp_path / "whole.h5", IngestConfig())
+    got, want = contents(out), contents(tmp_path / "whole.h5")
+    assert {k: v for k, v in got.items() if k != "/"} == {k: v for k, v in want.items() if k != "/"}
