@@ -222,12 +222,15 @@ def _copy_state(store: GraphStore, kind: str, known: bool, reserve: int, problem
 
 
 def _auto_hag(store: GraphStore, plan: Plan, problem: Problem, profile, budget: int,
-              dry_run: bool, backend: str = "numba", choice=None) -> tuple[Path | None, dict]:
+              dry_run: bool, backend: str = "numba", choice=None, measured_key: str | None = None
+              ) -> tuple[Path | None, dict]:
     """``--hag auto``: the cached HAG's path when it pays (building it first, with
     :func:`gnnprep.hag.builder.build` under the default :class:`gnnprep.hag.builder.HagConfig` within
     ``budget``, when even a perfect HAG would repay the search), else None; and what was decided, for
     the report. ``plan``: the plain run's, in its node order; ``choice``: the order a run through
-    the HAG would use (:func:`gnnprep.hag.ordered_copy.computation_order`; None: the torch backend)."""
+    the HAG would use (:func:`gnnprep.hag.ordered_copy.computation_order`; None: the torch backend).
+    Where earlier runs of the same settings (``measured_key``) measured both the plain run and this
+    HAG's, the faster of them is run instead of the model's choice (:mod:`gnnprep.precompute.measured`)."""
     from gnnprep.hag import builder as hags
     from gnnprep.hag import file as hag_file
     from gnnprep.hag import ordered_copy
@@ -253,9 +256,42 @@ def _auto_hag(store: GraphStore, plan: Plan, problem: Problem, profile, budget: 
                        search_scale=scale)
         except (OSError, GnnprepError):
             pass  # a read-only folder: nothing cached, decide without it
-        verdict = judge(hag_file.read_hag_summary(cache, store.fingerprint))
+        cached = hag_file.read_hag_summary(cache, store.fingerprint)
+        verdict = judge(cached)
+    if cached is not None and measured_key is not None:
+        from gnnprep.precompute import measured
+
+        told = measured.measured_choice(store.path, measured_key, measured.hag_variant(cached))
+        if told is not None:
+            verdict = dataclasses.replace(verdict, use=told[0], reason=told[1])
     return (cache if verdict.use else None), HagChoice("auto", verdict.use, str(cache) if verdict.use else None,
                                                        verdict.reason)
+
+
+def _measured_key(store: GraphStore, job: Job) -> str:
+    from gnnprep.precompute import measured
+
+    return measured.settings_key(store.fingerprint, job.config, job.backend)
+
+
+def _record_measured(store: GraphStore, job: Job, report: PrecomputeReport) -> None:
+    """Keep this run's seconds for ``--hag auto``'s later runs (:mod:`gnnprep.precompute.measured`):
+    on the CPU kernel, where a HAG was given or is cached beside the store, for a whole run (not a
+    resumed one, whose seconds are a part)."""
+    from gnnprep.hag import builder as hags
+    from gnnprep.hag import file as hag_file
+    from gnnprep.precompute import measured
+
+    if job.backend != "numba" or report.resumed_units or job.user or \
+            (job.config.hag is None and not hags.cache_path(store.path).exists()):
+        return
+    variant = "plain"
+    if job.uses_hag:
+        summary = hag_file.read_hag_summary(job.hag_path, store.fingerprint)
+        if summary is None:
+            return
+        variant = measured.hag_variant(summary)
+    measured.record(store.path, _measured_key(store, job), variant, report.seconds)
 
 
 def _choose_hag(job: Job, store: GraphStore, profile, budget: int) -> None:
@@ -274,8 +310,9 @@ def _choose_hag(job: Job, store: GraphStore, profile, budget: int) -> None:
 
         job.hag_order_choice = ordered_copy.computation_order(store, config.reorder, job.warn)
     if config.hag == "auto":
+        key = _measured_key(store, job) if job.backend == "numba" else None
         job.hag_path, job.hag_info = _auto_hag(store, job.plan, job.problem, profile, budget, config.dry_run,
-                                               job.backend, job.hag_order_choice)
+                                               job.backend, job.hag_order_choice, key)
         if job.hag_path is None:
             job.hag_order_choice = None  # the order and its inverse (16 bytes a node) not held by a plain run
             return
@@ -551,5 +588,6 @@ def _precompute(graph_path, output, config: PrecomputeConfig, progress: Progress
             _resume_plan(job, out, say)
             report = HopRun(store, out, job, progress, command, t_start).execute()
             fa.sweep_shards(out.path, keep=())  # an earlier sharded run's files: nothing reads them now
+        _record_measured(store, job, report)
         return dataclasses.replace(report, measured_peak_bytes=meter.above(), hag=job.hag_info,
                                    warnings=tuple(warnings))

@@ -1,0 +1,101 @@
+"""Measured run times for ``--hag auto``: the same precompute timed with and without a HAG.
+
+Issue 33 (build 4) asks ``--hag auto`` to decide with measured terms, among them the reuse of a
+cached HAG across later runs. The planner's model of a hop through a HAG (:func:`gnnprep.precompute.
+plan.plan_with_hag`) was fitted on 8M-entry graphs at d = 64; on the cliques64 graph at 32M entries
+and d = 128 it predicted the HAG 2% slower where it measured 8-22% faster (a rewired entry cost 0.93
+plain ones, not the modelled 1.12 plus its aggregation rows: the column blocks' cache fit, which the
+profile does not model). So a run records what it measured: every precompute on the CPU kernel
+whose store has a cached HAG beside it (``<store>.hag.h5``, what ``--hag auto`` uses), or that was
+given ``--hag``, keeps its best wall seconds per variant (plain, or this HAG by its identity) and per
+setting (:func:`settings_key`: the graph, hops, rows, operators, dtype, budget, blocks, threads) in
+``<store>.hag-runs.json``. Once both variants of the same setting are measured, ``--hag auto`` runs the
+faster (:func:`measured_choice`); before that, the model decides. A record is advisory like a
+calibration profile: one that cannot be read or written is ignored (never a failed run).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from gnnprep.core.files import read_regular
+
+MEMO_MAX_BYTES = 1 << 20     # a few hundred settings
+MAX_SETTINGS = 256           # the oldest dropped beyond this
+
+
+def memo_path(store_path) -> Path:
+    """``<store>.hag-runs.json`` beside the graph store."""
+    return Path(store_path).with_suffix(".hag-runs.json")
+
+
+def settings_key(graph_fingerprint: str, config, backend: str) -> str:
+    """What a run's time depends on besides the variant: the graph, the hops' settings, the
+    ``--memory-budget`` given (its plan; None: half the free memory, whatever it is that day), the
+    blocks asked for and the kernel threads."""
+    import numba
+
+    return json.dumps({"graph": graph_fingerprint, "hops": config.hops, "rows": config.rows,
+                       "operators": list(config.operators), "dtype": config.dtype, "backend": backend,
+                       "normalize": config.normalize_features, "budget": config.memory_budget,
+                       "blocks": list(config.blocks) if config.blocks else None,
+                       "threads": numba.get_num_threads()}, sort_keys=True)
+
+
+def hag_variant(summary: dict) -> str:
+    """A HAG's variant name: its graph and counts and when it was made (a hard link or copy of the
+    same file is the same variant; a HAG searched again is another)."""
+    keys = ("graph_fingerprint", "num_agg", "transfers_hag", "aggregations_hag", "levels", "created_utc")
+    return "hag:" + ",".join(str(summary.get(k)) for k in keys)
+
+
+def _load(path: Path) -> dict:
+    try:
+        data = json.loads(read_regular(path, MEMO_MAX_BYTES).decode())
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def best_seconds(store_path, key: str) -> dict[str, float]:
+    """{variant: best wall seconds} measured for ``key`` (empty where none or unreadable)."""
+    runs = _load(memo_path(store_path)).get(key)
+    if not isinstance(runs, dict):
+        return {}
+    return {v: float(s["best"]) for v, s in runs.items()
+            if isinstance(s, dict) and isinstance(s.get("best"), (int, float)) and s["best"] > 0}
+
+
+def record(store_path, key: str, variant: str, seconds: float) -> None:
+    """Keep ``seconds`` as ``variant``'s time for ``key`` where it is the best seen (written to a
+    temporary file and renamed; any failure is ignored: a record is advisory)."""
+    path = memo_path(store_path)
+    data = _load(path)
+    runs = data.pop(key, None)
+    runs = runs if isinstance(runs, dict) else {}
+    old = runs.get(variant) if isinstance(runs.get(variant), dict) else {}
+    best = old.get("best")
+    runs[variant] = {"best": round(min(seconds, best) if isinstance(best, (int, float)) and best > 0 else seconds, 4),
+                     "runs": int(old.get("runs", 0) or 0) + 1}
+    data[key] = runs   # (the most recent setting last: the oldest are dropped first)
+    while len(data) > MAX_SETTINGS:
+        data.pop(next(iter(data)))
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+
+
+def measured_choice(store_path, key: str, variant: str) -> tuple[bool, str] | None:
+    """(use the HAG, why) where both the plain run and ``variant`` were measured for ``key``, else None."""
+    best = best_seconds(store_path, key)
+    if "plain" not in best or variant not in best:
+        return None
+    plain, hag = best["plain"], best[variant]
+    use = hag < plain
+    return use, (f"measured with these settings: {hag:.2f} s through the cached HAG against {plain:.2f} s "
+                 f"without (best runs, {memo_path(store_path).name})")

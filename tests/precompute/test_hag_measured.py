@@ -1,0 +1,112 @@
+"""``--hag auto`` with measured terms: runs record their seconds per variant and setting beside the
+store (:mod:`gnnprep.precompute.measured`), and once the plain run and the cached HAG's are both
+measured for the same settings, auto runs the faster."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from gnnprep.hag.builder import HagConfig, build, cache_path
+from gnnprep.precompute import measured
+from gnnprep.precompute.config import PrecomputeConfig
+from gnnprep.precompute.run import precompute
+
+
+@pytest.fixture(scope="module")
+def cliques(tmp_path_factory):
+    """Overlapping 7-cliques over 300 nodes, 6 features, and its cached HAG beside it."""
+    from gnnprep.graph.ingest import IngestConfig, ingest
+    from gnnprep.graph.sources import SourceOptions
+
+    tmp = tmp_path_factory.mktemp("measured")
+    rng = np.random.default_rng(2)
+    groups = [rng.choice(300, 7, replace=False) for _ in range(120)]
+    src = np.concatenate([np.repeat(g, len(g)) for g in groups])
+    dst = np.concatenate([np.tile(g, len(g)) for g in groups])
+    np.save(tmp / "e.npy", np.stack([src, dst]))
+    np.save(tmp / "x.npy", rng.standard_normal((300, 6)).astype(np.float32))
+    ingest(str(tmp / "e.npy"), tmp / "g.h5", IngestConfig(source=SourceOptions(num_nodes=300, features=str(tmp / "x.npy"))))
+    build(tmp / "g.h5", cache_path(tmp / "g.h5"), HagConfig())
+    return tmp
+
+
+@pytest.fixture
+def graph(cliques, tmp_path):
+    for name in ("g.h5", "g.hag.h5"):
+        shutil.copy2(cliques / name, tmp_path / name)
+    return tmp_path / "g.h5"
+
+
+def config(**kw):
+    return PrecomputeConfig(**{"hops": 2, "device": "cpu", "memory_budget": 256 << 20, **kw})
+
+
+def memo(graph) -> dict:
+    return json.loads(measured.memo_path(graph).read_text())
+
+
+def test_runs_record_their_best_seconds_per_variant_and_setting(graph, tmp_path):
+    plain = precompute(graph, tmp_path / "a.h5", config())
+    precompute(graph, tmp_path / "b.h5", config())
+    through = precompute(graph, tmp_path / "c.h5", config(hag=str(cache_path(graph))))
+    (runs,) = memo(graph).values()
+    variants = sorted(runs)
+    assert variants[1] == "plain" and variants[0].startswith("hag:")
+    assert runs["plain"]["runs"] == 2 and runs["plain"]["best"] <= plain.seconds + 1e-3
+    assert runs[variants[0]] == {"best": round(through.seconds, 4), "runs": 1}
+    precompute(graph, tmp_path / "d.h5", config(hag="auto", hops=3))   # another setting: a second key
+    assert len(memo(graph)) == 2
+
+
+@pytest.mark.parametrize("faster", ["hag", "plain"])
+def test_auto_runs_the_variant_measured_faster(graph, tmp_path, faster):
+    precompute(graph, tmp_path / "a.h5", config())
+    precompute(graph, tmp_path / "b.h5", config(hag=str(cache_path(graph))))
+    data = memo(graph)
+    (key, runs), = data.items()
+    for variant in runs:
+        runs[variant]["best"] = 1.0 if (variant == "plain") == (faster == "plain") else 9.0
+    measured.memo_path(graph).write_text(json.dumps(data))
+    r = precompute(graph, tmp_path / "auto.h5", config(hag="auto"))
+    assert r.hag.used == (faster == "hag")
+    assert r.hag.reason.startswith("measured with these settings")
+    # the choice changes no value
+    from fixtures import feature_hops
+
+    for got, want in zip(feature_hops(tmp_path / "auto.h5", 2), feature_hops(tmp_path / "a.h5", 2)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_until_both_are_measured_the_model_decides(graph, tmp_path):
+    precompute(graph, tmp_path / "a.h5", config())
+    r = precompute(graph, tmp_path / "auto.h5", config(hag="auto"))
+    assert not r.hag.reason.startswith("measured")
+
+
+@pytest.mark.parametrize("damage", [b"not json", b"[1, 2]", b'{"k": {"plain": {"best": "fast"}}}', b"\xff\xfe"])
+def test_a_damaged_record_is_ignored_and_written_again(graph, tmp_path, damage):
+    measured.memo_path(graph).write_bytes(damage)
+    r = precompute(graph, tmp_path / "auto.h5", config(hag="auto"))
+    assert not r.hag.reason.startswith("measured")
+    assert len(memo(graph)) >= 1   # valid JSON again, with this run's setting
+
+
+def test_nothing_is_recorded_without_a_hag_in_sight(cliques, tmp_path):
+    shutil.copy2(cliques / "g.h5", tmp_path / "g.h5")
+    precompute(tmp_path / "g.h5", tmp_path / "a.h5", config())
+    assert not measured.memo_path(tmp_path / "g.h5").exists()
+
+
+def test_an_unwritable_folder_does_not_fail_the_run(graph, tmp_path, monkeypatch):
+    real = measured.os.replace
+
+    def refuse(src, dst, **k):   # (root writes into a read-only folder: refuse the record's rename)
+        if "hag-runs" in str(dst):
+            raise PermissionError(13, "Permission denied")
+        return real(src, dst, **k)
+
+    monkeypatch.setattr(measured.os, "replace", refuse)
+    precompute(graph, tmp_path / "a.h5", config())
+    assert not measured.memo_path(graph).exists() and not list(tmp_path.glob(".*tmp-*"))
