@@ -370,3 +370,22 @@ def naive_aggregate(h, x, reduce):
                     acc = acc + inst
                 out.setdefault(r.name, []).append(acc / max(1, len(got)) if reduce == "mean" else acc)
     return {k: np.array(v) for k, v in out.items()}
+
+
+def clique_store(folder, seed, nodes: int, cliques: int, d: int, size: int = 7, among: int | None = None,
+                 name: str = "g.h5"):
+    """A graph store ``folder/name`` of ``cliques`` overlapping ``size``-cliques drawn among the first
+    ``among`` (default: all) of ``nodes`` nodes, with ``d`` random features: redundancy for a HAG.
+    ``seed``: an int or a numpy Generator (drawn from)."""
+    from gnnprep.graph.ingest import IngestConfig, ingest
+    from gnnprep.graph.sources import SourceOptions
+
+    rng = np.random.default_rng(seed)
+    groups = [rng.choice(among or nodes, size, replace=False) for _ in range(cliques)]
+    src = np.concatenate([np.repeat(g, len(g)) for g in groups])
+    dst = np.concatenate([np.tile(g, len(g)) for g in groups])
+    np.save(folder / "e.npy", np.stack([src, dst]))
+    np.save(folder / "x.npy", rng.standard_normal((nodes, d)).astype(np.float32))
+    ingest(str(folder / "e.npy"), folder / name,
+           IngestConfig(source=SourceOptions(num_nodes=nodes, features=str(folder / "x.npy"))))
+    return folder / name

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from fixtures import random_edges, reference_csr
+from fixtures import clique_store, random_edges, reference_csr
 
 from gnnprep.core.errors import GnnprepError
 from gnnprep.hag.search import exact_search, rounds_search
@@ -40,18 +40,7 @@ def assert_equivalent(h, indptr, indices):
 
 
 def _clique_graph(tmp_path, n=120, d=6, seed=3):
-    from gnnprep.graph.ingest import IngestConfig, ingest
-    from gnnprep.graph.sources import SourceOptions
-
-    rng = np.random.default_rng(seed)
-    groups = [rng.choice(n - 2, 7, replace=False) for _ in range(50)]
-    src = np.concatenate([np.repeat(g, len(g)) for g in groups])
-    dst = np.concatenate([np.tile(g, len(g)) for g in groups])
-    np.save(tmp_path / "e.npy", np.stack([src, dst]))
-    np.save(tmp_path / "x.npy", rng.standard_normal((n, d)).astype(np.float32))
-    ingest(str(tmp_path / "e.npy"), tmp_path / "g.h5",
-           IngestConfig(source=SourceOptions(num_nodes=n, features=str(tmp_path / "x.npy"))))
-    return tmp_path / "g.h5"
+    return clique_store(tmp_path, seed, n, 50, d, among=n - 2)
 
 
 def _shared_lists_graph(tmp_path, hubs=20, n=120, d=6, seed=3):

@@ -7,7 +7,7 @@ import json
 import h5py
 import numpy as np
 import pytest
-from fixtures import run
+from fixtures import clique_store, run
 
 from gnnprep.core.errors import GnnprepError
 from gnnprep.hag.builder import HagConfig, HagReport, build, cache_path
@@ -20,19 +20,7 @@ MEASURED = ("search_seconds", "compile_seconds", "peak_bytes", "output", "kept_c
 def graph(tmp_path_factory):
     """A graph store of 40 overlapping 7-cliques over 100 nodes (2 isolated), 4 features: redundancy
     to find."""
-    from gnnprep.graph.ingest import IngestConfig, ingest
-    from gnnprep.graph.sources import SourceOptions
-
-    tmp = tmp_path_factory.mktemp("hag_builder")
-    rng = np.random.default_rng(5)
-    groups = [rng.choice(98, 7, replace=False) for _ in range(40)]
-    src = np.concatenate([np.repeat(g, len(g)) for g in groups])
-    dst = np.concatenate([np.tile(g, len(g)) for g in groups])
-    np.save(tmp / "e.npy", np.stack([src, dst]))
-    np.save(tmp / "x.npy", rng.standard_normal((100, 4)).astype(np.float32))
-    ingest(str(tmp / "e.npy"), tmp / "g.h5",
-           IngestConfig(source=SourceOptions(num_nodes=100, features=str(tmp / "x.npy"))))
-    return tmp / "g.h5"
+    return clique_store(tmp_path_factory.mktemp("hag_builder"), 5, 100, 40, 4, among=98)
 
 
 def contents(path):

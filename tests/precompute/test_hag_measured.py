@@ -7,6 +7,7 @@ import shutil
 
 import numpy as np
 import pytest
+from fixtures import clique_store
 
 from gnnprep.hag.builder import HagConfig, build, cache_path
 from gnnprep.precompute import measured
@@ -17,17 +18,8 @@ from gnnprep.precompute.run import precompute
 @pytest.fixture(scope="module")
 def cliques(tmp_path_factory):
     """Overlapping 7-cliques over 300 nodes, 6 features, and its cached HAG beside it."""
-    from gnnprep.graph.ingest import IngestConfig, ingest
-    from gnnprep.graph.sources import SourceOptions
-
     tmp = tmp_path_factory.mktemp("measured")
-    rng = np.random.default_rng(2)
-    groups = [rng.choice(300, 7, replace=False) for _ in range(120)]
-    src = np.concatenate([np.repeat(g, len(g)) for g in groups])
-    dst = np.concatenate([np.tile(g, len(g)) for g in groups])
-    np.save(tmp / "e.npy", np.stack([src, dst]))
-    np.save(tmp / "x.npy", rng.standard_normal((300, 6)).astype(np.float32))
-    ingest(str(tmp / "e.npy"), tmp / "g.h5", IngestConfig(source=SourceOptions(num_nodes=300, features=str(tmp / "x.npy"))))
+    clique_store(tmp, 2, 300, 120, 6)
     build(tmp / "g.h5", cache_path(tmp / "g.h5"), HagConfig())
     return tmp
 

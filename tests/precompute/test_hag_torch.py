@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from fixtures import assert_close, make_store, random_edges, run
+from fixtures import assert_close, clique_store, make_store, random_edges, run
 
 torch = pytest.importorskip("torch")
 
@@ -28,17 +28,7 @@ def _overlapping_edges(rng, n, groups=10, size=16, pool=30, noise=150):
 def _clique_store(tmp_path, rng, n=120, d=5):
     """A symmetric store of 40 overlapping 10-cliques over the first n - 2 nodes (2 isolated): pairs
     shared by many in-lists, where a HAG pays even on the torch executor's cost terms."""
-    from gnnprep.graph.ingest import IngestConfig, ingest
-    from gnnprep.graph.sources import SourceOptions
-
-    groups = [rng.choice(n - 2, 10, replace=False) for _ in range(40)]
-    src = np.concatenate([np.repeat(g, len(g)) for g in groups])
-    dst = np.concatenate([np.tile(g, len(g)) for g in groups])
-    np.save(tmp_path / "e.npy", np.stack([src, dst]))
-    np.save(tmp_path / "x.npy", rng.standard_normal((n, d)).astype(np.float32))
-    ingest(str(tmp_path / "e.npy"), tmp_path / "c.h5",
-           IngestConfig(source=SourceOptions(num_nodes=n, features=str(tmp_path / "x.npy"))))
-    return tmp_path / "c.h5"
+    return clique_store(tmp_path, rng, n, 40, d, size=10, among=n - 2, name="c.h5")
 
 
 @pytest.mark.parametrize("device", DEVICES)
