@@ -193,8 +193,8 @@ clean:
 	@echo "clean: removing the pipeline's files from OUT=$(OUT) (other files stay)"
 	@cd -- '$(OUT)' 2>/dev/null || exit 0; \
 	rm -f -- results.md results.md.tmp $(foreach f,graph.h5 hag.h5 feats.h5,$f $f.tmp-* $f.partial $f.partial.json $f.partial.json.tmp-* $f.partial.lock) \
-	    hag.order-*.h5 hag.order-*.h5.tmp-*; \
-	rm -rf -- $(foreach f,graph.h5 hag.h5 feats.h5,.$f.work-*); \
+	    hag.order-*.h5 hag.order-*.h5.tmp-* graph.hag-runs.json .graph.hag-runs.json.tmp-*; \
+	rm -rf -- $(foreach f,graph.h5 hag.h5 feats.h5,.$f.work-* $f.partial.d); \
 	if [ -d runs ]; then cd runs && rm -rf -- $(foreach m,$(_CLEAN_MODELS),$m $m.json $m.json.tmp) && cd ..; fi; \
 	rmdir runs 2>/dev/null; true
 
