@@ -328,15 +328,11 @@ def _build_adjacency(f: h5py.File, source: GraphSource, work: Path, output: Path
     if resumed is not None:
         builder = CSRBuilder.resume(resumed["builder"], spills)
         n = builder.n
-        source.num_nodes, source.nodes_from, source.expected_edges = n, resumed["nodes_from"], resumed["expected_edges"]
-        source.warnings[:0] = [w for w in resumed["warnings"] if w not in source.warnings]
-        timer.timings.update(resumed["timings"])
+        _restore_source(source, timer, n, resumed)
     else:
         n, builder = _bucket_edges(source, work, spills, output, budget, symmetrize, timer, progress)
         if out is not None and builder.resumable:
-            out.state["buckets"] = {"builder": builder.state(), "nodes_from": source.nodes_from,
-                                    "expected_edges": source.expected_edges, "warnings": list(source.warnings),
-                                    "timings": dict(timer.timings)}
+            out.state["buckets"] = {"builder": builder.state(), **_source_state(source, timer)}
             out.mark(("buckets",), f)
     adj = f.require_group(store.ADJ_GROUP)
     start = out.state.get("sort") if resumed is not None else None
@@ -367,6 +363,20 @@ def _build_adjacency(f: h5py.File, source: GraphSource, work: Path, output: Path
         start_writeback(f.filename)
     store.finish_adjacency(adj, n, symmetrize)
     return n, stats, finder
+
+
+def _source_state(source: GraphSource, timer: Timer) -> dict:
+    """What a mark keeps of the source once its edges are read (:func:`_restore_source` gives it
+    back to a resumed run): where the node count came from, the edges announced, the warnings and
+    the timings so far."""
+    return {"nodes_from": source.nodes_from, "expected_edges": source.expected_edges,
+            "warnings": list(source.warnings), "timings": dict(timer.timings)}
+
+
+def _restore_source(source: GraphSource, timer: Timer, n: int, mark: dict) -> None:
+    source.num_nodes, source.nodes_from, source.expected_edges = n, mark["nodes_from"], mark["expected_edges"]
+    source.warnings[:0] = [w for w in mark["warnings"] if w not in source.warnings]
+    timer.timings.update(mark["timings"])
 
 
 def _bucket_edges(source: GraphSource, work: Path, spills: Path, output: Path, budget: int, symmetrize: bool,
@@ -463,9 +473,9 @@ class StalePartial(GnnprepError):
 
 
 def _reopen_adjacency(f: h5py.File, mark: dict) -> None:
-    """Check the marked ``/adj`` of a resumed partial store (shapes and the last row pointer; a full
-    check would read it all) and drop what was written after the mark but the node datasets, which
-    are written again in place (HDF5 does not reuse the space of a deleted dataset)."""
+    """Check the marked ``/adj`` of a resumed partial store (shapes and the last row pointer, then
+    its fingerprint, read back whole) and drop what was written after the mark but the node
+    datasets, which are written again in place (HDF5 does not reuse the space of a deleted dataset)."""
     n, m = int(mark["num_nodes"]), int(mark["stats"]["stored_entries"])
     try:
         indptr, indices = f[store.INDPTR], f[store.INDICES]
@@ -546,16 +556,12 @@ def _ingest_source(source: GraphSource, output: str | Path, config: IngestConfig
                 n, stats, finder = _build_adjacency(f, source, work, output, budget, symmetrize, timer, progress,
                                                     config.order, keep)
                 if key is not None:
-                    out.state["adjacency"] = {"num_nodes": n, "nodes_from": source.nodes_from,
-                                              "expected_edges": source.expected_edges, "stats": stats,
-                                              "timings": dict(timer.timings), "warnings": list(source.warnings)}
+                    out.state["adjacency"] = {"num_nodes": n, "stats": stats, **_source_state(source, timer)}
                     out.mark(("adjacency",), f)
                 shutil.rmtree(out.work, ignore_errors=True)   # the buckets' spills, written
             else:
                 n, stats = int(mark["num_nodes"]), mark["stats"]
-                source.num_nodes, source.nodes_from, source.expected_edges = n, mark["nodes_from"], mark["expected_edges"]
-                source.warnings[:0] = [w for w in mark["warnings"] if w not in source.warnings]
-                timer.timings.update(mark["timings"])
+                _restore_source(source, timer, n, mark)
                 if "features" in out.state and out.state["features"].get("seconds") is not None:
                     timer.timings["features"] = out.state["features"]["seconds"]
                 finder = _order_of_written(f, n, stats, budget, config.order)

@@ -323,8 +323,8 @@ class CSRBuilder:
 
     @classmethod
     def resume(cls, state: dict, workdir: Path) -> "CSRBuilder":
-        """The builder of :meth:`state`, over the spill files it left in ``workdir``; GnnprepError
-        where a bucket's file that is still to be written is missing or not its counted size."""
+        """The builder of :meth:`state`, over the spill files it left in ``workdir`` (which
+        :meth:`check_spills` checks)."""
         b = cls(int(state["n"]), workdir, int(state["budget"]), bool(state["symmetrize"]))
         for k in cls._STATE:
             setattr(b, k, state[k])
@@ -382,7 +382,7 @@ class CSRBuilder:
             indptr[0] = 0
             self._offset = 0
         else:
-            indptr, indices = self._reopen(group, first, int(start["offset"]))
+            indptr, indices = self._reopen(group, start)
         total = upper
         self._done = int(self.counts[:first].sum())
         self._progress = progress
@@ -416,10 +416,11 @@ class CSRBuilder:
             "index_dtype": np.dtype(index_dtype).name,
         }
 
-    def check_written(self, group: h5py.Group, start: dict) -> None:
+    def check_written(self, group: h5py.Group, start: dict, read_back: bool = True) -> None:
         """GnnprepError unless ``group`` holds what a write interrupted at ``start`` (:meth:`write`)
-        left there — its row pointers up to the next bucket's first row and at least its entries —
-        and the spill files of the buckets still to write are whole."""
+        left there — its row pointers up to the next bucket's first row and at least its entries,
+        and with ``read_back`` those read back as hashed (``start["digests"]``) — and the spill files
+        of the buckets still to write are whole."""
         first, offset = int(start["bucket"]), int(start["offset"])
         lo = min(self.n, first * self.rows_per_bucket)
         try:
@@ -430,22 +431,22 @@ class CSRBuilder:
         if not ok:
             raise GnnprepError(f"{group.file.filename}: /adj is not as the interrupted write left it "
                                f"({offset:,} entries in rows before {lo:,})")
-        if "digests" in start:   # what was written reads back as it was hashed (a killed writer's HDF5
-            h = _hash_written(indptr, indices, lo, offset)   # may not: its chunk index caught mid-update)
-            if [h[0].hexdigest(), h[1].hexdigest()] != list(start["digests"]):
-                raise GnnprepError(f"{group.file.filename}: /adj's first {offset:,} entries differ from "
-                                   "what the interrupted write hashed")
-        self.check_spills(first)
+        if read_back:   # what was written reads back as it was hashed (a killed writer's HDF5 may
+            _check_digests(group, start, _hash_written(indptr, indices, lo, offset))   # not: its chunk
+        self.check_spills(first)                                                     # index mid-update)
 
-    def _reopen(self, group: h5py.Group, first: int, offset: int):
-        """The datasets an interrupted write left, checked against its place (bucket ``first`` next,
-        ``offset`` entries written), cut back to it, and their written part hashed."""
-        self.check_written(group, {"bucket": first, "offset": offset})
+    def _reopen(self, group: h5py.Group, start: dict):
+        """The datasets an interrupted write left, checked against its place ``start`` (the next
+        bucket, the entries written, their hashes), cut back to it, and their written part hashed
+        (read once: the hashes are the check's and the fingerprint's)."""
+        self.check_written(group, start, read_back=False)
+        first, offset = int(start["bucket"]), int(start["offset"])
         lo = min(self.n, first * self.rows_per_bucket)
         indptr, indices = group["indptr"], group["indices"]
         indices.resize((offset,))
         # (the columns go to the order search before their rows are reported, as in a fresh write)
         self._hash_indices, self._hash_indptr = _hash_written(indptr, indices, lo, offset, self._on_cols)
+        _check_digests(group, start, (self._hash_indices, self._hash_indptr))
         self._offset = offset
         if lo and self._on_rows is not None:
             self._on_rows(0, lo)
@@ -607,6 +608,14 @@ def _combine(n: int, hash_indices, hash_indptr) -> str:
     h.update(hash_indices.digest())
     h.update(hash_indptr.digest())
     return h.hexdigest()
+
+
+def _check_digests(group: h5py.Group, start: dict, hashes) -> None:
+    """GnnprepError unless ``hashes`` (of the written part of the CSR in ``group``) are the ones its
+    mark ``start`` recorded (a mark without them, from a caller that keeps none, passes)."""
+    if "digests" in start and [h.hexdigest() for h in hashes] != list(start["digests"]):
+        raise GnnprepError(f"{group.file.filename}: /adj's first {int(start['offset']):,} entries differ from "
+                           "what the interrupted write hashed")
 
 
 def _hash_written(indptr, indices, rows: int, entries: int, on_cols=None, step: int = 1 << 24):
