@@ -12,18 +12,28 @@ setting (:func:`settings_key`: the graph, hops, rows, operators, dtype, budget, 
 ``<store>.hag-runs.json``. Once both variants of the same setting are measured, ``--hag auto`` runs the
 faster (:func:`measured_choice`); before that, the model decides. A record is advisory like a
 calibration profile: one that cannot be read or written is ignored (never a failed run).
+
+The variants are compared on runs made close in time where there are such (:data:`PAIR_WINDOW_S`:
+the best of each among the runs of the same half hour, kept as the HAG variant's ``pair``), since a
+machine's speed drifts over hours: on the shared 2-core VM the plain run's best of an evening (0.84 s)
+against a HAG measured the next evening (1.19 s) chose plain where, measured side by side, the HAG
+ran faster (2.21 against 2.48 s wall; cliques64 at 8M entries). Variants measured only hours apart
+are compared by their bests.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 from gnnprep.core.files import read_regular
 
 MEMO_MAX_BYTES = 1 << 20     # a few hundred settings
 MAX_SETTINGS = 256           # the oldest dropped beyond this
+RECENT_RUNS = 8              # (UTC seconds, seconds) kept per variant
+PAIR_WINDOW_S = 1800.0       # runs of both variants within this many seconds are compared with each other
 
 
 def memo_path(store_path) -> Path:
@@ -68,9 +78,12 @@ def best_seconds(store_path, key: str) -> dict[str, float]:
             if isinstance(s, dict) and isinstance(s.get("best"), (int, float)) and s["best"] > 0}
 
 
-def record(store_path, key: str, variant: str, seconds: float) -> None:
-    """Keep ``seconds`` as ``variant``'s time for ``key`` where it is the best seen (written to a
-    temporary file and renamed; any failure is ignored: a record is advisory)."""
+def record(store_path, key: str, variant: str, seconds: float, now: float | None = None) -> None:
+    """Keep ``seconds`` as ``variant``'s time for ``key``: its best, its count, its recent runs with
+    their UTC time (``now``, default the clock) and, for each HAG variant measured with the plain run
+    within :data:`PAIR_WINDOW_S` before ``now``, the pair of their bests there (written to a temporary
+    file and renamed; any failure is ignored: a record is advisory)."""
+    now = round(time.time() if now is None else float(now), 1)
     path = memo_path(store_path)
     data = _load(path)
     runs = data.pop(key, None)
@@ -78,7 +91,14 @@ def record(store_path, key: str, variant: str, seconds: float) -> None:
     old = runs.get(variant) if isinstance(runs.get(variant), dict) else {}
     best = old.get("best")
     runs[variant] = {"best": round(min(seconds, best) if isinstance(best, (int, float)) and best > 0 else seconds, 4),
-                     "runs": int(old.get("runs", 0) or 0) + 1}
+                     "runs": int(old.get("runs", 0) or 0) + 1,
+                     "recent": (_recent(old) + [[now, round(seconds, 4)]])[-RECENT_RUNS:]}
+    if isinstance(old.get("pair"), dict):
+        runs[variant]["pair"] = old["pair"]
+    for v in ([x for x in runs if x.startswith("hag:")] if variant == "plain" else [variant]):
+        pair = _pair(runs.get("plain"), runs.get(v), now)
+        if pair is not None and isinstance(runs.get(v), dict):
+            runs[v]["pair"] = pair
     data[key] = runs   # (the most recent setting last: the oldest are dropped first)
     while len(data) > MAX_SETTINGS:
         data.pop(next(iter(data)))
@@ -90,12 +110,42 @@ def record(store_path, key: str, variant: str, seconds: float) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def measured_choice(store_path, key: str, variant: str) -> tuple[bool, str] | None:
-    """(use the HAG, why) where both the plain run and ``variant`` were measured for ``key``, else None."""
-    best = best_seconds(store_path, key)
-    if "plain" not in best or variant not in best:
+def _recent(entry) -> list[list[float]]:
+    """A variant's recent runs [[utc, seconds], ...] as recorded (the malformed ones left out)."""
+    runs = entry.get("recent") if isinstance(entry, dict) else None
+    if not isinstance(runs, list):
+        return []
+    return [[float(r[0]), float(r[1])] for r in runs
+            if isinstance(r, list) and len(r) == 2 and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                                           for x in r) and r[1] > 0]
+
+
+def _pair(plain, hag, now: float) -> dict | None:
+    """{"plain", "hag", "utc"}: each variant's best among its runs of the :data:`PAIR_WINDOW_S` before
+    ``now``, where both ran then; else None."""
+    p = [s for t, s in _recent(plain) if 0 <= now - t <= PAIR_WINDOW_S]
+    h = [s for t, s in _recent(hag) if 0 <= now - t <= PAIR_WINDOW_S]
+    if not p or not h:
         return None
-    plain, hag = best["plain"], best[variant]
-    use = hag < plain
-    return use, (f"measured with these settings: {hag:.2f} s through the cached HAG against {plain:.2f} s "
-                 f"without (best runs, {memo_path(store_path).name})")
+    return {"plain": min(p), "hag": min(h), "utc": now}
+
+
+def measured_choice(store_path, key: str, variant: str) -> tuple[bool, str] | None:
+    """(use the HAG, why) where both the plain run and ``variant`` were measured for ``key``, else None:
+    by their bests among runs made within :data:`PAIR_WINDOW_S` of each other where there were such,
+    else by their best runs."""
+    name = memo_path(store_path).name
+    runs = _load(memo_path(store_path)).get(key)
+    pair = runs.get(variant, {}).get("pair") if isinstance(runs, dict) and isinstance(runs.get(variant), dict) else None
+    if isinstance(pair, dict) and all(isinstance(pair.get(k), (int, float)) and not isinstance(pair.get(k), bool)
+                                      and pair[k] > 0 for k in ("plain", "hag")):
+        plain, hag = float(pair["plain"]), float(pair["hag"])
+        how = f"best runs within {PAIR_WINDOW_S / 60:.0f} min of each other, {name}"
+    else:
+        best = best_seconds(store_path, key)
+        if "plain" not in best or variant not in best:
+            return None
+        plain, hag = best["plain"], best[variant]
+        how = f"best runs, {name}"
+    return hag < plain, (f"measured with these settings: {hag:.2f} s through the cached HAG against {plain:.2f} s "
+                         f"without ({how})")

@@ -47,7 +47,11 @@ def test_runs_record_their_best_seconds_per_variant_and_setting(graph, tmp_path)
     variants = sorted(runs)
     assert variants[1] == "plain" and variants[0].startswith("hag:")
     assert runs["plain"]["runs"] == 2 and runs["plain"]["best"] <= plain.seconds + 1e-3
-    assert runs[variants[0]] == {"best": round(through.seconds, 4), "runs": 1}
+    assert len(runs["plain"]["recent"]) == 2
+    hag = runs[variants[0]]
+    assert hag["best"] == round(through.seconds, 4) and hag["runs"] == 1 and hag["recent"][0][1] == hag["best"]
+    # measured side by side: the pair of their bests of the last half hour
+    assert hag["pair"]["plain"] == runs["plain"]["best"] and hag["pair"]["hag"] == hag["best"]
     precompute(graph, tmp_path / "d.h5", config(hag="auto", hops=3))   # another setting: a second key
     assert len(memo(graph)) == 2
 
@@ -60,6 +64,8 @@ def test_auto_runs_the_variant_measured_faster(graph, tmp_path, faster):
     (key, runs), = data.items()
     for variant in runs:
         runs[variant]["best"] = 1.0 if (variant == "plain") == (faster == "plain") else 9.0
+        if "pair" in runs[variant]:
+            runs[variant]["pair"].update(plain=1.0 if faster == "plain" else 9.0, hag=1.0 if faster == "hag" else 9.0)
     measured.memo_path(graph).write_text(json.dumps(data))
     r = precompute(graph, tmp_path / "auto.h5", config(hag="auto"))
     assert r.hag.used == (faster == "hag")
@@ -102,3 +108,32 @@ def test_an_unwritable_folder_does_not_fail_the_run(graph, tmp_path, monkeypatch
     monkeypatch.setattr(measured.os, "replace", refuse)
     precompute(graph, tmp_path / "a.h5", config())
     assert not measured.memo_path(graph).exists() and not list(tmp_path.glob(".*tmp-*"))
+
+
+def test_runs_made_side_by_side_decide_over_older_bests(tmp_path):
+    """A machine's speed drifts: plain's best of an earlier, faster evening is not compared with a
+    HAG measured today; today's runs of both are."""
+    store, key, hag = tmp_path / "g.h5", "k", "hag:x"
+    day = 86400.0
+    measured.record(store, key, "plain", 0.84, now=day)          # yesterday, a fast machine
+    measured.record(store, key, "plain", 1.30, now=2 * day)      # today, side by side with the HAG
+    measured.record(store, key, hag, 1.19, now=2 * day + 60)
+    use, why = measured.measured_choice(store, key, hag)
+    assert use and "within 30 min of each other" in why and "1.19 s through the cached HAG against 1.30 s" in why
+    measured.record(store, key, "plain", 1.10, now=2 * day + 120)   # auto's own plain run: in the pair
+    use, why = measured.measured_choice(store, key, hag)
+    assert not use and "against 1.10 s" in why
+    for i in range(20):   # later plain runs alone keep the pair of the last time both ran
+        measured.record(store, key, "plain", 2.0, now=5 * day + i)
+    assert measured.measured_choice(store, key, hag)[1].endswith("1.19 s through the cached HAG against 1.10 s "
+                                                                 "without (best runs within 30 min of each other, "
+                                                                 "g.hag-runs.json)")
+
+
+def test_variants_measured_hours_apart_are_compared_by_their_bests(tmp_path):
+    store, key, hag = tmp_path / "g.h5", "k", "hag:x"
+    measured.record(store, key, "plain", 2.0, now=0.0)
+    measured.record(store, key, hag, 1.5, now=4 * 3600.0)
+    use, why = measured.measured_choice(store, key, hag)
+    assert use and why.endswith("(best runs, g.hag-runs.json)")
+    assert "pair" not in json.loads(measured.memo_path(store).read_text())[key][hag]
