@@ -131,7 +131,8 @@ def build(graph: str | Path | GraphStore, output, config: HagConfig = HagConfig(
     (the streamed search also reports its entries done). ``search_scale``: this machine's search time
     against the reference machine's, for the predicted seconds reported (``Profile.hag_search_scale``).
     ``warn``: told before a streamed search that runs in smaller blocks than the budget holds, to keep
-    its time within minutes (:func:`block_note`; None: not told)."""
+    its time within minutes (:func:`block_note`), and part way through one whose blocks so far save
+    almost nothing (:func:`gnnprep.hag.stream.low_savings_note`); None: not told."""
     from gnnprep.core.output import refuse_input_as_output
     from gnnprep.graph.store import GraphStore
 
@@ -183,7 +184,7 @@ def _build(store: GraphStore, input_path, output, config: HagConfig, progress: P
 
         s, plan, resumed, pilot = build_streamed(store, output, input_path, cap, budget, window, max_depth, min_share,
                                           config.aggregate, provenance, progress, search_scale, config.block_entries,
-                                          on_plan=_note_to(warn) if config.block_entries is None else None)
+                                          on_plan=_note_to(warn) if config.block_entries is None else None, warn=warn)
         stream = {"blocks": plan.blocks, "block_entries": plan.block_entries, "window": plan.window,
                   "sample_stride": plan.stride, "workers": plan.workers, "predicted_seconds": plan.seconds,
                   "predicted_peak_bytes": plan.peak_bytes, "resumed": resumed} | ({} if pilot is None else {"pilot": pilot})

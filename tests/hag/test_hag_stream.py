@@ -874,3 +874,31 @@ def test_the_search_kernels_are_serial_so_blocks_can_run_on_several_threads():
     kernels = [f for mod in (G, S) for f in vars(mod).values() if isinstance(f, CPUDispatcher)]
     assert len(kernels) > 10
     assert not [f.__name__ for f in kernels if f.targetoptions.get("parallel")]
+
+
+def test_a_search_that_saves_almost_nothing_says_so_once_part_way(tmp_path, monkeypatch):
+    """A graph with little redundancy within its blocks (the papers100M shape: ratio 1.003 at 1/4 under
+    2 GiB) is told, once and early, with the time left; one with much is not."""
+    from fixtures import clique_store
+
+    import gnnprep.hag.stream as stream
+    from gnnprep.hag.builder import HagConfig, build
+
+    assert stream.low_savings_note(10**6, 999_000, 10**7, 30.0) is None         # too early
+    assert stream.low_savings_note(10**5, 99_900, 10**7, 120.0) is None         # 1% of the entries only
+    assert stream.low_savings_note(10**6, 980_000, 10**7, 120.0) is None        # 2% saved: worth it
+    note = stream.low_savings_note(10**6, 999_000, 10**7, 120.0)
+    assert note.startswith("the HAG saves 0.10% of the transfers in the 10% of the entries") and "~18 min left" in note
+
+    monkeypatch.setattr(stream, "LOW_SAVINGS_AFTER_S", 0.0)
+    monkeypatch.setattr(stream, "MIN_BLOCK_ENTRIES", 1000)   # several blocks on a small graph
+    rng = np.random.default_rng(5)
+    n = 3000
+    make_store(tmp_path, rng, n=n, m=12000, d=4, name="sparse.h5")   # uniform random: little to share
+    told = []
+    build(tmp_path / "sparse.h5", tmp_path / "sparse.hag.h5", HagConfig(block_entries=2000), warn=told.append)
+    assert len([t for t in told if t.startswith("the HAG saves")]) == 1, told
+    clique_store(tmp_path, 1, 600, 240, 4)   # overlapping cliques: much to share
+    told = []
+    build(tmp_path / "g.h5", tmp_path / "g.hag.h5", HagConfig(block_entries=2000), warn=told.append)
+    assert not [t for t in told if t.startswith("the HAG saves")], told
