@@ -65,10 +65,15 @@ def check_address_space_at_start() -> None:
 def main():
     """Install the start-up handlers, check the address space, then import and run the command line."""
     global _SILENT
-    from gnnprep.core.distributed import speaks  # the standard library and gnnprep.core.errors only
+    try:
+        from gnnprep.core.distributed import speaks  # the standard library and gnnprep.core.errors only
 
-    _SILENT = not speaks()
-    install_start_handlers()
+        _SILENT = not speaks()
+        install_start_handlers()
+    except KeyboardInterrupt:
+        # a SIGINT while the handlers were being installed (Python's own handler raised it: a traceback
+        # from inside signal.signal, seen once in a clean-clone test run): as if it came just after
+        _interrupted_at_start(signal.SIGINT, None)
     check_address_space_at_start()
     from gnnprep.cli import main as cli_main
 

@@ -254,8 +254,11 @@ def _keep_in_order(store: GraphStore, output, summary: dict, budget: int, progre
     ``budget`` (:func:`gnnprep.hag.order.in_order_bytes`), else out of core
     (:func:`gnnprep.hag.order.write_in_order`: papers100M's shape at 1/10 under 2 GiB). Never a
     reason for the build to fail, and not kept out of core where that is predicted to take longer
-    than the search took (:func:`_copy_pays`). Returns what the report says of it
-    (:attr:`HagReport.kept_copy`)."""
+    than the search took (:func:`_copy_pays`), nor where the HAG saves under 1% of the transfers
+    (:data:`gnnprep.hag.stream.LOW_SAVINGS_RATIO`: too little for a hop through it to be faster; the
+    papers100M shape at 1/4 under 2 GiB, ratio 1.0028, relabelled it out of core in 162 s after a
+    273 s search; a later ``precompute --hag`` relabels it if asked). Returns what the report says of
+    it (:attr:`HagReport.kept_copy`)."""
     from gnnprep.hag import ordered_copy
     from gnnprep.hag.order import keeps_in_memory, relabel_room, relabel_seconds, streamed_bytes
 
@@ -264,6 +267,12 @@ def _keep_in_order(store: GraphStore, output, summary: dict, budget: int, progre
     in_memory = keeps_in_memory(n, int(summary["transfers_hag"]), num_agg, budget)
     if store.weighted:
         return {"path": None, "why": "a weighted store: a HAG sums unweighted in-lists"}
+    from gnnprep.hag.stream import LOW_SAVINGS_RATIO
+
+    kept, graph = int(summary["transfers_hag"]), int(summary["transfers_graph"])
+    if kept > 0 and graph < LOW_SAVINGS_RATIO * kept:
+        return {"path": None, "why": f"the HAG saves {100 * (1 - kept / max(1, graph)):.2f}% of the transfers, too "
+                                     "little for a hop through it to be faster (precompute --hag relabels it if asked)"}
     if not in_memory and 1.25 * (streamed_bytes(n, num_agg, room) + (64 << 20)) > budget:
         return {"path": None, "why": "the budget does not hold even the relabelling out of core"}
     predicted = search_scale * relabel_seconds(n, int(summary["transfers_hag"]), num_agg, budget)

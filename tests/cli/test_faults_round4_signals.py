@@ -332,3 +332,14 @@ def test_a_signal_waits_while_an_import_runs_and_not_longer_than_its_limit(tmp_p
 
     _sys.modules.pop("probe_late", None)
     assert not probe_late.SEEN
+
+
+def test_a_sigint_while_the_handlers_are_installed_is_the_same_one_line():
+    """Python's own SIGINT handler raises KeyboardInterrupt wherever the main thread is: during
+    ``signal.signal`` itself it once gave a traceback (exit -2). Made to happen there every time."""
+    code = ("import gnnprep.__main__ as m\n"
+            "def install():\n    raise KeyboardInterrupt\n"
+            "m.install_start_handlers = install\nm.main()\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 130 and p.stdout == "", (p.returncode, p.stderr[-500:])
+    assert p.stderr.strip().splitlines() == ["Error: interrupted; no output was written"], p.stderr[-500:]

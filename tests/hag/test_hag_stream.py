@@ -876,7 +876,7 @@ def test_the_search_kernels_are_serial_so_blocks_can_run_on_several_threads():
     assert not [f.__name__ for f in kernels if f.targetoptions.get("parallel")]
 
 
-def test_a_search_that_saves_almost_nothing_says_so_once_part_way(tmp_path, monkeypatch):
+def test_a_search_that_saves_almost_nothing_says_so_once_part_way_and_keeps_no_relabelled_copy(tmp_path, monkeypatch):
     """A graph with little redundancy within its blocks (the papers100M shape: ratio 1.003 at 1/4 under
     2 GiB) is told, once and early, with the time left; one with much is not."""
     from fixtures import clique_store
@@ -896,8 +896,10 @@ def test_a_search_that_saves_almost_nothing_says_so_once_part_way(tmp_path, monk
     n = 3000
     make_store(tmp_path, rng, n=n, m=12000, d=4, name="sparse.h5")   # uniform random: little to share
     told = []
-    build(tmp_path / "sparse.h5", tmp_path / "sparse.hag.h5", HagConfig(block_entries=2000), warn=told.append)
+    r = build(tmp_path / "sparse.h5", tmp_path / "sparse.hag.h5", HagConfig(block_entries=2000), warn=told.append)
     assert len([t for t in told if t.startswith("the HAG saves")]) == 1, told
+    # nor is such a HAG kept relabelled to the node order (no faster hop would read it)
+    assert r.kept_copy["path"] is None and "too little for a hop through it to be faster" in r.kept_copy["why"]
     clique_store(tmp_path, 1, 600, 240, 4)   # overlapping cliques: much to share
     told = []
     build(tmp_path / "g.h5", tmp_path / "g.hag.h5", HagConfig(block_entries=2000), warn=told.append)
