@@ -49,7 +49,7 @@ demo: install
 		--patience 30 --hidden 64 --normalize-features row
 
 test: install
-	$(BIN)/python -m pytest -q -n $(TEST_JOBS)
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --durations=15
 
 docs: install
 	$(BIN)/python -m gnnprep.cli.reference
