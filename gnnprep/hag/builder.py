@@ -267,10 +267,10 @@ def _keep_in_order(store: GraphStore, output, summary: dict, budget: int, progre
     in_memory = keeps_in_memory(n, int(summary["transfers_hag"]), num_agg, budget)
     if store.weighted:
         return {"path": None, "why": "a weighted store: a HAG sums unweighted in-lists"}
-    from gnnprep.hag.stream import LOW_SAVINGS_RATIO
+    from gnnprep.hag.stream import saves_little
 
     kept, graph = int(summary["transfers_hag"]), int(summary["transfers_graph"])
-    if kept > 0 and graph < LOW_SAVINGS_RATIO * kept:
+    if saves_little(graph, kept):
         return {"path": None, "why": f"the HAG saves {100 * (1 - kept / max(1, graph)):.2f}% of the transfers, too "
                                      "little for a hop through it to be faster (precompute --hag relabels it if asked)"}
     if not in_memory and 1.25 * (streamed_bytes(n, num_agg, room) + (64 << 20)) > budget:

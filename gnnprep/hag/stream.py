@@ -296,6 +296,12 @@ def after_pilot(sizes: tuple[int, int, int, int, int], cap: int, budget: int | N
     return rest, widest, k
 
 
+def saves_little(entries: int, transfers: int) -> bool:
+    """Whether keeping ``transfers`` of ``entries`` stored entries (aggregation nodes' inputs included)
+    saves less than 1% (:data:`LOW_SAVINGS_RATIO`): too little for a hop through the HAG to be faster."""
+    return transfers > 0 and entries < LOW_SAVINGS_RATIO * transfers
+
+
 def low_savings_note(entries: int, transfers: int, total: int, seconds: float) -> str | None:
     """What to tell a user whose search has kept ``transfers`` of the first ``entries`` stored entries
     (of ``total``) in ``seconds``, where that saves less than 1% (:data:`LOW_SAVINGS_RATIO`) after
@@ -309,7 +315,7 @@ def low_savings_note(entries: int, transfers: int, total: int, seconds: float) -
     ratio saves (issue 33) — not measurable, and the HAG's own load costs more. Said early, with the
     time left, so that the user can stop the search (it resumes if run again) rather than wait."""
     if entries <= 0 or transfers <= 0 or entries >= total or seconds * total / entries < LOW_SAVINGS_LONG_S \
-            or entries < LOW_SAVINGS_AFTER_SHARE * total or entries >= LOW_SAVINGS_RATIO * transfers:
+            or entries < LOW_SAVINGS_AFTER_SHARE * total or not saves_little(entries, transfers):
         return None
     left = seconds * (total - entries) / entries
     took = f"~{left:.0f} s" if left < 600 else f"~{left / 60:.0f} min"
