@@ -11,6 +11,8 @@ import sys
 
 HUGE_MIN_BYTES = 64 << 20    # smaller buffers gain nothing measurable
 MADV_HUGEPAGE = 14           # Linux <asm-generic/mman-common.h>
+FAULT_PARALLEL_FROM = 32 << 20   # fresh arrays from this size are faulted in by several threads
+FAULT_THREADS = 4                # at most (and no more than the cores this process may run on)
 
 
 def empty_pages(shape, dtype=None, huge_from: int = HUGE_MIN_BYTES):
@@ -37,6 +39,49 @@ def empty_pages(shape, dtype=None, huge_from: int = HUGE_MIN_BYTES):
         return a
     except (OSError, ValueError, AttributeError):
         return np.empty(shape, dtype=dtype)
+
+
+def fault_in(a) -> None:
+    """Map every page of the fresh array ``a`` now, from several threads at once: one write of zero
+    per 4 KiB page (so only for an array whose values are still to be written).
+
+    A fresh page's first touch is a page fault in which the kernel zeroes it, and on a VM whose host
+    takes freed pages back, a trap to the host as well; a single thread then maps them at a fraction
+    of the memory's speed, and whatever touches the array first waits for it (an HDF5 read into it,
+    one thread's memcpy). Measured on a 2-core Xeon VM (2026-11-29, 1.4 GiB advised huge pages,
+    fresh processes, alternating, 4 runs each): one thread 0.52-0.68 GB/s, two 0.99-1.12 GB/s; a
+    ``precompute`` of the papers100M shape at 1/40 spent 38% of its CPU samples zeroing fresh pages
+    (``clear_page_erms`` under ``perf``). Arrays under :data:`FAULT_PARALLEL_FROM` bytes, or not
+    C-contiguous, are touched by this thread alone (the latter not at all)."""
+    import os
+    import threading
+
+    import numpy as np
+
+    if not isinstance(a, np.ndarray) or not a.flags.c_contiguous or a.nbytes == 0:
+        return
+    flat = a.reshape(-1).view(np.uint8)
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    threads = max(1, min(FAULT_THREADS, cores, a.nbytes // FAULT_PARALLEL_FROM))
+    if threads == 1:
+        flat[::4096] = 0
+        return
+    huge = 2 << 20
+    step = -(-(-(-flat.size // threads)) // huge) * huge   # each thread whole 2 MiB pages
+
+    def touch(lo: int) -> None:
+        flat[lo:lo + step:4096] = 0   # numpy leaves the GIL for the fill: the threads fault at once
+
+    workers = [threading.Thread(target=touch, args=(lo,), name="fault-in", daemon=True)
+               for lo in range(step, flat.size, step)]
+    for w in workers:
+        w.start()
+    touch(0)
+    for w in workers:
+        w.join()
 
 
 def rss() -> int:

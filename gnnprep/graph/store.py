@@ -25,7 +25,7 @@ from gnnprep.core.artifact import (
     register_format,
 )
 from gnnprep.core.errors import GnnprepError
-from gnnprep.core.memory import empty_pages
+from gnnprep.core.memory import empty_pages, fault_in
 from gnnprep.graph.sources.base import SPLIT_NAMES
 
 FORMAT = "gnnprep.graph"
@@ -330,7 +330,11 @@ class GraphStore(Artifact):
         shared filesystem every rank of a sharded precompute would fetch all of X again. ``out``: a
         float32 array of (n, c1 - c0) to read into (a new one when None)."""
         feats, n = self.features, self.num_nodes
-        xb = empty_pages((n, c1 - c0)) if out is None else out
+        if out is None:
+            xb = empty_pages((n, c1 - c0))
+            fault_in(xb)   # by several threads: the reads below would map it one thread at a time
+        else:
+            xb = out
         raw = feats.dtype == np.float32 and feats.chunks is not None \
             and feats.compression is None and not feats.shuffle and not feats.fletcher32 and feats.scaleoffset is None
         step = feats.chunks[0] if raw else max(1, (4 << 20) // max(1, (c1 - c0) * 4))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gnnprep.core.memory import empty_pages
+from gnnprep.core.memory import empty_pages, fault_in
 from gnnprep.precompute.hop_graph import HopGraph
 from gnnprep.precompute.hop_writer import Gather
 from gnnprep.precompute.operators import Operator
@@ -119,7 +119,7 @@ class HagBackend(NumbaBackend):
             self.own = None
             # huge pages: the rewired in-lists read these rows at random (see HAG_ROWS_HUGE_FROM)
             self.own = empty_pages((self.hag.num_agg, width), huge_from=HAG_ROWS_HUGE_FROM)
-            self.own.reshape(-1)[::1024] = 0
+            fault_in(self.own)
         return self.own
 
     def prepare(self, cur: np.ndarray) -> np.ndarray:

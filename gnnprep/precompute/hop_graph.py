@@ -18,7 +18,7 @@ import weakref
 import numba
 import numpy as np
 
-from gnnprep.core.memory import empty_pages
+from gnnprep.core.memory import empty_pages, fault_in
 from gnnprep.graph.store import GraphStore
 from gnnprep.precompute.config import OrderReport
 from gnnprep.precompute.operators import Operator
@@ -116,7 +116,12 @@ class HopGraph:
         return self.order is not None or self.copy is not None
 
     def _load_indices(self) -> np.ndarray:
-        return self.store.read_indices(0, self.store.num_edges)  # checked before any kernel reads them
+        """S's column ids, read whole into an array faulted in by several threads first (the HDF5
+        read would map it one thread at a time), and checked before any kernel reads them."""
+        m = self.store.num_edges
+        ids = empty_pages((m,), self.store.indices_dataset.dtype)
+        fault_in(ids)
+        return self.store.read_indices(0, m, out=ids)
 
     def ready(self) -> None:
         """Wait for the node order (if one is being set up) and switch the CSR to it."""
@@ -128,8 +133,7 @@ class HopGraph:
         if self._spare_shape is not None:
             # the reordered copy of X's first column block (or, if the order is dropped, hop 1's
             # output), faulted in while the order is still being found on the other core
-            self._spare = self.buffer(self._spare_shape)
-            self._spare.reshape(-1)[::1024] = 0  # one write per 4 KiB page
+            self._spare = self.buffer(self._spare_shape)   # (faulted in)
         found = setup.result()
         self.copy_report = setup.copy_report
         if found.from_copy:  # S from the ordered copy beside the store
@@ -167,15 +171,19 @@ class HopGraph:
         return self.buffer(shape)
 
     def buffer(self, shape: tuple) -> np.ndarray:
-        """A new float32 column buffer of ``shape`` (n rows); with :attr:`extra_rows`, the first n
-        rows of an array with that many more, faulted in (:meth:`extended` gives the whole array):
-        a HAG's aggregation rows then sit right after X's, and the hop is the plain row kernel over
-        one array (:class:`gnnprep.precompute.cpu_backends.HagBackend`)."""
+        """A new float32 column buffer of ``shape`` (n rows), faulted in by several threads
+        (:func:`gnnprep.core.memory.fault_in`: what fills it next, an HDF5 read of X or a hop, would
+        otherwise map its pages one thread at a time); with :attr:`extra_rows`, the first n rows of
+        an array with that many more (:meth:`extended` gives the whole array): a HAG's aggregation
+        rows then sit right after X's, and the hop is the plain row kernel over one array
+        (:class:`gnnprep.precompute.cpu_backends.HagBackend`)."""
         if not self.extra_rows:
-            return empty_pages(shape)
+            buf = empty_pages(shape)
+            fault_in(buf)
+            return buf
         rows, width = shape
         full = empty_pages((rows + self.extra_rows, width))
-        full[rows:].reshape(-1)[::1024] = 0   # the room: one write per 4 KiB page, not in a hop
+        fault_in(full)
         view = full[:rows]
         self._extended[id(view)] = view
         return view
@@ -195,9 +203,7 @@ class HopGraph:
             return
 
         def fault() -> None:
-            buf = self.buffer(shape)
-            buf.reshape(-1)[::1024] = 0  # one write per 4 KiB page
-            self._spare = buf
+            self._spare = self.buffer(shape)   # (faulted in)
 
         self._faulting = threading.Thread(target=fault, name="fault-in-spare", daemon=True)
         self._faulting.start()
