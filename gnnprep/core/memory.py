@@ -69,8 +69,8 @@ def fault_in(a) -> None:
     if threads == 1:
         flat[::4096] = 0
         return
-    huge = 2 << 20
-    step = -(-(-(-flat.size // threads)) // huge) * huge   # each thread whole 2 MiB pages
+    per = -(-flat.size // threads)                   # bytes a thread, rounded up ...
+    step = -(-per // (2 << 20)) * (2 << 20)          # ... to whole 2 MiB (huge) pages
 
     def touch(lo: int) -> None:
         flat[lo:lo + step:4096] = 0   # numpy leaves the GIL for the fill: the threads fault at once
