@@ -261,21 +261,20 @@ def _keep_in_order(store: GraphStore, output, summary: dict, budget: int, progre
     it (:attr:`HagReport.kept_copy`)."""
     from gnnprep.hag import ordered_copy
     from gnnprep.hag.order import keeps_in_memory, relabel_room, relabel_seconds, streamed_bytes
+    from gnnprep.hag.stream import saved_share, saves_little
 
     n, num_agg = store.num_nodes, int(summary["num_agg"])
+    transfers, entries = int(summary["transfers_hag"]), int(summary["transfers_graph"])
     room = relabel_room(budget, n, num_agg)
-    in_memory = keeps_in_memory(n, int(summary["transfers_hag"]), num_agg, budget)
+    in_memory = keeps_in_memory(n, transfers, num_agg, budget)
     if store.weighted:
         return {"path": None, "why": "a weighted store: a HAG sums unweighted in-lists"}
-    from gnnprep.hag.stream import saves_little
-
-    kept, graph = int(summary["transfers_hag"]), int(summary["transfers_graph"])
-    if saves_little(graph, kept):
-        return {"path": None, "why": f"the HAG saves {100 * (1 - kept / max(1, graph)):.2f}% of the transfers, too "
-                                     "little for a hop through it to be faster (precompute --hag relabels it if asked)"}
+    if saves_little(entries, transfers):
+        return {"path": None, "why": f"the HAG saves {100 * saved_share(entries, transfers):.2f}% of the transfers, "
+                                     "too little for a hop through it to be faster (precompute --hag relabels it if asked)"}
     if not in_memory and 1.25 * (streamed_bytes(n, num_agg, room) + (64 << 20)) > budget:
         return {"path": None, "why": "the budget does not hold even the relabelling out of core"}
-    predicted = search_scale * relabel_seconds(n, int(summary["transfers_hag"]), num_agg, budget)
+    predicted = search_scale * relabel_seconds(n, transfers, num_agg, budget)
     if not _copy_pays(predicted, search_s):
         return {"path": None, "why": f"relabelling it at this budget is predicted to take {predicted:.0f} s, "
                                      f"longer than the search ({search_s:.0f} s)"}

@@ -302,6 +302,11 @@ def saves_little(entries: int, transfers: int) -> bool:
     return transfers > 0 and entries < LOW_SAVINGS_RATIO * transfers
 
 
+def saved_share(entries: int, transfers: int) -> float:
+    """The share of ``entries`` stored entries a HAG that keeps ``transfers`` of them saves."""
+    return 1 - transfers / max(1, entries)
+
+
 def low_savings_note(entries: int, transfers: int, total: int, seconds: float) -> str | None:
     """What to tell a user whose search has kept ``transfers`` of the first ``entries`` stored entries
     (of ``total``) in ``seconds``, where that saves less than 1% (:data:`LOW_SAVINGS_RATIO`) after
@@ -319,7 +324,7 @@ def low_savings_note(entries: int, transfers: int, total: int, seconds: float) -
         return None
     left = seconds * (total - entries) / entries
     took = f"~{left:.0f} s" if left < 600 else f"~{left / 60:.0f} min"
-    return (f"the HAG saves {100 * (1 - transfers / entries):.2f}% of the transfers in the {entries / total:.0%} of "
+    return (f"the HAG saves {100 * saved_share(entries, transfers):.2f}% of the transfers in the {entries / total:.0%} of "
             f"the entries searched so far (aggregation nodes included): too little to make a hop faster (a hop "
             f"through a HAG gains at most about half of what it saves). {took} left; Ctrl-C stops the search "
             f"(run again, it resumes)")
