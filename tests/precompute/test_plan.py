@@ -110,6 +110,25 @@ def test_the_ordered_plans_column_blocks_follow_the_tie_rule():
     assert chosen.reorder and chosen.c == 4 and chosen.predicted_peak < fastest.predicted_peak, why
 
 
+def test_column_blocks_are_planned_in_whole_x_tiles_where_one_fits():
+    """Column blocks whose width is not a multiple of 16 columns (43 at c = 3, 22 at c = 6 for d = 128)
+    ran 1.2-1.8x slower than aligned ones and over their predicted peak (R-MAT at 1/40): they are
+    planned only where no aligned plan fits the budget; a user's --blocks is kept as given."""
+    from gnnprep.precompute.plan import ALIGN_COLUMNS
+    from gnnprep.precompute.profile import _builtin_profile
+
+    prof = _builtin_profile("cpu")
+    p = Problem(num_nodes=2_776_500, num_entries=77_500_000, num_features=128, hops=3, operators=1,
+                out_rows=2_776_500, index_bytes=4, x_tile=16)
+    for mib in (2048, 1500, 1000, 800, 600):
+        plan = choose_plan(p, mib << 20, prof, 200 << 20)
+        assert plan.width % ALIGN_COLUMNS == 0 and plan.predicted_peak <= mib << 20, (mib, plan)
+    tight = choose_plan(p, 400 << 20, prof, 200 << 20)   # no aligned plan fits: a narrower one does
+    assert tight.width % ALIGN_COLUMNS and tight.predicted_peak <= 400 << 20
+    user = choose_plan(p, 8 << 30, prof, 200 << 20, blocks=(1, 1, 3))
+    assert (user.c, user.width) == (3, 43)
+
+
 def test_column_blocked_writes_cost_what_one_block_writes_cost():
     """Issue 34: a plan of several column blocks writes its whole chunks direct, as one block's rows
     are written, so its write term is the one-block plan's (it was 3.5 times dearer through h5py)."""
