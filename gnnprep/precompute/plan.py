@@ -336,8 +336,8 @@ def aligned_first(plans: list[Plan], d: int) -> list[Plan]:
     A block of a width that is not a multiple of 16 columns gathers X rows that straddle cache lines
     and reads X tiles it uses in part, and the model prices neither. Measured (2026-11-29, 2-core
     Xeon VM, R-MAT at 1/40, d = 128, ``--rows all``, two rounds each): at ``--memory-budget 1500MiB``
-    the planner took c = 3 (43 columns) and ran 16.95-17.38 s at a peak of 1.92 GiB (predicted
-    1.33), where c = 4 ran 10.30-10.37 s at 1.41 GiB; at 8 GiB, c = 3 14.04-15.88 s against c = 2
+    the planner took c = 3 (43 columns) and ran 16.95-17.38 s at a peak RSS of 1.92 GiB (~1.7 GiB
+    above the interpreter's, over the budget; predicted 1.33), where c = 4 ran 10.30-10.37 s at 1.41 GiB; at 8 GiB, c = 3 14.04-15.88 s against c = 2
     9.31-11.37 s and c = 4 9.70-9.94 s."""
     aligned = [q for q in plans if is_aligned(q, d)]
     return aligned or plans
