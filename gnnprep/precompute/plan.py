@@ -330,6 +330,12 @@ def is_aligned(plan: Plan, d: int) -> bool:
     return plan.width >= d or plan.width % ALIGN_COLUMNS == 0
 
 
+def _aligned_count(d: int, c: int) -> bool:
+    """Whether c column blocks of d columns are aligned (:func:`is_aligned`)."""
+    w = math.ceil(d / c)
+    return w >= d or w % ALIGN_COLUMNS == 0
+
+
 def aligned_first(plans: list[Plan], d: int) -> list[Plan]:
     """The plans whose column blocks are aligned (:func:`is_aligned`), or all of them where none is.
 
@@ -876,17 +882,24 @@ def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num
     if blocks is not None:
         return make(min(max(1, blocks[2]), max(1, p.num_features)), "user", max(1, blocks[1]) if streams else 1)
     d = max(1, p.num_features)
-    best = None
-    for c in sorted({c for c in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, d) if c <= d}):
-        plan = make(c, "auto")
-        if plan.predicted_peak <= budget:
-            best = plan if best is None or plan.predicted_seconds <= best.predicted_seconds else best
-            break
-        for b in (2, 4, 8, 16, 32, 64, 128, 256) if streams else ():
-            plan = make(c, "auto", b)
+
+    def fewest(counts: list[int]) -> Plan | None:
+        best = None
+        for c in counts:
+            plan = make(c, "auto")
             if plan.predicted_peak <= budget:
-                best = plan if best is None or plan.predicted_seconds < best.predicted_seconds else best
+                best = plan if best is None or plan.predicted_seconds <= best.predicted_seconds else best
                 break
+            for b in (2, 4, 8, 16, 32, 64, 128, 256) if streams else ():
+                plan = make(c, "auto", b)
+                if plan.predicted_peak <= budget:
+                    best = plan if best is None or plan.predicted_seconds < best.predicted_seconds else best
+                    break
+        return best
+
+    counts = sorted({c for c in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, d) if c <= d})
+    # column blocks in whole X tiles where such a plan fits (aligned_first), else any width
+    best = fewest([c for c in counts if _aligned_count(d, c)]) or fewest(counts)
     if best is not None:
         return best
     raise OptionError("--memory-budget", f"{format_size(budget)} is too small to aggregate through this HAG "

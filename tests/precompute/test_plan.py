@@ -129,6 +129,22 @@ def test_column_blocks_are_planned_in_whole_x_tiles_where_one_fits():
     assert (user.c, user.width) == (3, 43)
 
 
+def test_hag_plans_take_aligned_column_blocks_first():
+    """plan_with_hag's fewest column blocks that fit, among aligned widths first (it took c = 3, 43
+    columns, at 1500 MiB and c = 6, 22 columns, at 1000 MiB on this R-MAT-sized problem)."""
+    from gnnprep.precompute.plan import ALIGN_COLUMNS, plan_with_hag
+    from gnnprep.precompute.profile import _builtin_profile
+
+    prof = _builtin_profile("cpu")
+    p = Problem(num_nodes=2_776_500, num_entries=77_500_000, num_features=128, hops=3, operators=1,
+                out_rows=2_776_500, index_bytes=4, x_tile=16)
+    for mib in (1500, 1000, 800):
+        plan = plan_with_hag(p, prof, mib << 20, 200 << 20, 694_000, 75_000_000)
+        assert plan.width % ALIGN_COLUMNS == 0 and plan.predicted_peak <= mib << 20, (mib, plan)
+    tight = plan_with_hag(p, prof, 600 << 20, 200 << 20, 694_000, 75_000_000)   # only a narrower one fits
+    assert tight.width % ALIGN_COLUMNS and tight.predicted_peak <= 600 << 20
+
+
 def test_column_blocked_writes_cost_what_one_block_writes_cost():
     """Issue 34: a plan of several column blocks writes its whole chunks direct, as one block's rows
     are written, so its write term is the one-block plan's (it was 3.5 times dearer through h5py)."""
