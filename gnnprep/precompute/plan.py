@@ -881,30 +881,39 @@ def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num
     streams = not torch   # the in-lists streamed (b > 1): on the CPU kernel
     if blocks is not None:
         return make(min(max(1, blocks[2]), max(1, p.num_features)), "user", max(1, blocks[1]) if streams else 1)
-    d = max(1, p.num_features)
-
-    def fewest(counts: list[int]) -> Plan | None:
-        best = None
-        for c in counts:
-            plan = make(c, "auto")
-            if plan.predicted_peak <= budget:
-                best = plan if best is None or plan.predicted_seconds <= best.predicted_seconds else best
-                break
-            for b in (2, 4, 8, 16, 32, 64, 128, 256) if streams else ():
-                plan = make(c, "auto", b)
-                if plan.predicted_peak <= budget:
-                    best = plan if best is None or plan.predicted_seconds < best.predicted_seconds else best
-                    break
-        return best
-
-    counts = sorted({c for c in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, d) if c <= d})
-    # column blocks in whole X tiles where such a plan fits (aligned_first), else any width
-    best = fewest([c for c in counts if _aligned_count(d, c)]) or fewest(counts)
+    aligned, every = _hag_counts(d := max(1, p.num_features))
+    # column blocks in whole X tiles where such a plan fits
+    best = _fewest_blocks(make, aligned, budget, streams) or _fewest_blocks(make, every, budget, streams)
     if best is not None:
         return best
     raise OptionError("--memory-budget", f"{format_size(budget)} is too small to aggregate through this HAG "
                                          f"({num_agg:,} aggregation nodes): even one column needs about "
                                          f"{format_size(make(d, 'auto').predicted_peak)}; run without --hag")
+
+
+def _fewest_blocks(make, counts: list[int], budget: int, streams: bool) -> Plan | None:
+    """:func:`plan_with_hag`'s choice among ``counts`` (ascending): the first count whose plan with the
+    HAG held (``make(c, "auto")``) fits ``budget``, or the fastest plan with its in-lists streamed in b
+    row blocks (``streams``) that fits at a smaller count; None where nothing fits."""
+    best = None
+    for c in counts:
+        plan = make(c, "auto")
+        if plan.predicted_peak <= budget:
+            best = plan if best is None or plan.predicted_seconds <= best.predicted_seconds else best
+            break
+        for b in (2, 4, 8, 16, 32, 64, 128, 256) if streams else ():
+            plan = make(c, "auto", b)
+            if plan.predicted_peak <= budget:
+                best = plan if best is None or plan.predicted_seconds < best.predicted_seconds else best
+                break
+    return best
+
+
+def _hag_counts(d: int) -> tuple[list[int], list[int]]:
+    """The column-block counts :func:`plan_with_hag` tries: those in whole X tiles (:func:`aligned_first`),
+    then every one."""
+    counts = sorted({c for c in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, d) if c <= d})
+    return [c for c in counts if _aligned_count(d, c)], counts
 
 
 # -- column blocks among the ranks of a torchrun job (gnnprep.precompute.sharded) --------------------------
