@@ -578,9 +578,9 @@ def decide_order(plan: Plan, p: Problem, prof: Profile, locality: float, mode: s
                 fits.append(ordered)
                 if gain_ok:
                     pays.append(ordered)
-    d = max(1, p.num_features)
-    if is_aligned(plan, d) or any(is_aligned(q, d) for q in fits):   # aligned column blocks first (aligned_first)
-        fits = [q for q in fits if is_aligned(q, d)]
+    d = max(1, p.num_features)   # aligned column blocks first (aligned_first): a forced order among those that
+    fits = aligned_first(fits, d)   # fit, an order that pays only where it is aligned or nothing is
+    if is_aligned(plan, d) or any(is_aligned(q, d) for q in pays):
         pays = [q for q in pays if is_aligned(q, d)]
     where = {"present": "the ordered copy beside the store", "build": "an ordered copy written by this run",
              "find": "an ordered copy written by this run (the order found out of core first)"}

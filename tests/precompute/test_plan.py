@@ -127,6 +127,13 @@ def test_column_blocks_are_planned_in_whole_x_tiles_where_one_fits():
     assert tight.width % ALIGN_COLUMNS and tight.predicted_peak <= 400 << 20
     user = choose_plan(p, 8 << 30, prof, 200 << 20, blocks=(1, 1, 3))
     assert (user.c, user.width) == (3, 43)
+    from gnnprep.precompute.plan import decide_order
+
+    for mib in (900, 1200, 1600):   # a forced order: aligned blocks where one fits, else the order anyway
+        plain = choose_plan(p, mib << 20, prof, 200 << 20)
+        forced = decide_order(plain, p, prof, 0.33, "community", mib << 20)[0]
+        assert forced.reorder and forced.predicted_peak <= mib << 20
+        assert (forced.width % ALIGN_COLUMNS == 0) == (mib > 900), (mib, forced)
 
 
 def test_hag_plans_take_aligned_column_blocks_first():
