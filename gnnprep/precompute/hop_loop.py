@@ -477,16 +477,13 @@ class HopRun:
 
     def _x_buffer(self, shape: tuple) -> np.ndarray:
         """The buffer X's column block is read into: the one the last column block finished with,
-        where the shape matches (with a HAG, one that has its aggregation rows' room), else a new one.
+        where it holds the shape (:meth:`HopGraph.reuse`; with a HAG, one that has its aggregation
+        rows' room), else a new one.
         Faulting fresh pages in is slow on VMs that return free pages to the host (0.45-0.8 GB/s
         measured): on the papers100M shape at 1/40 (c = 2, 711 MB a block) the second block's read
         took 1.0-1.2 s into fresh pages."""
         buf, self._free = self._free, None
-        if buf is not None and buf.shape == tuple(shape) and (not self.graph.extra_rows
-                                                              or self.graph.extended(buf) is not None):
-            return buf
-        del buf
-        return self.graph.buffer(shape)
+        return self.graph.reuse(buf, shape)
 
     def _load_x(self, c0: int, c1: int) -> np.ndarray:
         """X[:, c0:c1], row-normalised with ``normalize_features="row"`` (X_i / Σ_j |X_ij|, the
