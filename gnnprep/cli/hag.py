@@ -94,7 +94,8 @@ def hag(dataset, output, capacity, method, aggregate, window, max_depth, min_sha
                 f"{d['window']}; predicted peak {size(d['predicted_peak_bytes'])} (budget "
                 f"{size(d['memory_budget'])}), {d['predicted_seconds']:.0f} s {machine} (the search "
                 f"{d['predicted_search_seconds']:.0f} s, " + (
-                    f"the HAG kept relabelled to the node order {d['predicted_relabel_seconds']:.0f} s)"
+                    f"the HAG kept relabelled to the node order {d['predicted_relabel_seconds']:.0f} s, "
+                    f"where it saves 1% or more of the transfers)"
                     if d["keeps_relabelled"] else "the HAG not kept relabelled: precompute --hag relabels it)")]
                 + ([f"in the budget's blocks of up to {d['budget_blocks']['block_entries']:,} entries (--block-entries "
                     f"{d['budget_blocks']['block_entries']}): the search {d['budget_blocks']['predicted_search_seconds']:.0f}"
