@@ -324,16 +324,15 @@ def choose_plan(p: Problem, budget: int, prof: Profile, baseline_rss: int = 0,
 ALIGN_COLUMNS = 16
 
 
-def is_aligned(plan: Plan, d: int) -> bool:
-    """Whether ``plan``'s column blocks are whole multiples of :data:`ALIGN_COLUMNS` wide (or one block
-    of all d columns)."""
-    return plan.width >= d or plan.width % ALIGN_COLUMNS == 0
-
-
-def _aligned_count(d: int, c: int) -> bool:
-    """Whether c column blocks of d columns are aligned (:func:`is_aligned`)."""
-    w = math.ceil(d / c)
+def _aligned_width(w: int, d: int) -> bool:
+    """Whether column blocks ``w`` wide are whole multiples of :data:`ALIGN_COLUMNS` (or one block of
+    all d columns)."""
     return w >= d or w % ALIGN_COLUMNS == 0
+
+
+def is_aligned(plan: Plan, d: int) -> bool:
+    """Whether ``plan``'s column blocks are aligned (:func:`_aligned_width`)."""
+    return _aligned_width(plan.width, d)
 
 
 def aligned_first(plans: list[Plan], d: int) -> list[Plan]:
@@ -343,8 +342,8 @@ def aligned_first(plans: list[Plan], d: int) -> list[Plan]:
     and reads X tiles it uses in part, and the model prices neither. Measured (2026-11-29, 2-core
     Xeon VM, R-MAT at 1/40, d = 128, ``--rows all``, two rounds each): at ``--memory-budget 1500MiB``
     the planner took c = 3 (43 columns) and ran 16.95-17.38 s at a peak RSS of 1.92 GiB (~1.7 GiB
-    above the interpreter's, over the budget; predicted 1.33), where c = 4 ran 10.30-10.37 s at 1.41 GiB; at 8 GiB, c = 3 14.04-15.88 s against c = 2
-    9.31-11.37 s and c = 4 9.70-9.94 s."""
+    above the interpreter's, over the budget; predicted 1.33), where c = 4 ran 10.30-10.37 s at
+    1.41 GiB; at 8 GiB, c = 3 14.04-15.88 s against c = 2 9.31-11.37 s and c = 4 9.70-9.94 s."""
     aligned = [q for q in plans if is_aligned(q, d)]
     return aligned or plans
 
@@ -578,8 +577,10 @@ def decide_order(plan: Plan, p: Problem, prof: Profile, locality: float, mode: s
                 fits.append(ordered)
                 if gain_ok:
                     pays.append(ordered)
-    d = max(1, p.num_features)   # aligned column blocks first (aligned_first): a forced order among those that
-    fits = aligned_first(fits, d)   # fit, an order that pays only where it is aligned or nothing is
+    # aligned column blocks first (aligned_first): a forced order among the aligned plans that fit where
+    # there are any, an order that pays only aligned where the plain plan or another ordered one is
+    d = max(1, p.num_features)
+    fits = aligned_first(fits, d)
     if is_aligned(plan, d) or any(is_aligned(q, d) for q in pays):
         pays = [q for q in pays if is_aligned(q, d)]
     where = {"present": "the ordered copy beside the store", "build": "an ordered copy written by this run",
@@ -913,7 +914,7 @@ def _hag_counts(d: int) -> tuple[list[int], list[int]]:
     """The column-block counts :func:`plan_with_hag` tries: those in whole X tiles (:func:`aligned_first`),
     then every one."""
     counts = sorted({c for c in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, d) if c <= d})
-    return [c for c in counts if _aligned_count(d, c)], counts
+    return [c for c in counts if _aligned_width(math.ceil(d / c), d)], counts
 
 
 # -- column blocks among the ranks of a torchrun job (gnnprep.precompute.sharded) --------------------------
