@@ -8,11 +8,11 @@ in-list is sorted by global frequency (ids in more in-lists first, as the rounds
 *slots*, and a pair's count is the number of in-lists where both ids sit at most w slots apart.
 
 1. Candidates: the window pairs that occur at least twice, the ``KEEP_PER_NODE`` × capacity
-   counted most. The pair occurrences are radix-partitioned by hash into cache-sized buckets (a
-   sequential scatter) and each bucket is counted on its own — a one-hash filter over its range of
-   bits, then a small table counting the pairs the filter marks "twice" — so no pass makes a random
-   access to memory per pair; the result (and the order ``keep``'s ties are cut in) is that of the
-   block-wide filter and table this replaced (:func:`count_candidates`).
+   counted most (ties at the cut: the smallest pairs, as the heap breaks them). The pair
+   occurrences are radix-partitioned by hash into cache-sized buckets (a sequential scatter) and
+   each bucket is counted on its own — a one-hash filter over its range of bits, then a small table
+   counting the pairs the filter marks "twice" — so no pass makes a random access to memory per
+   pair (:func:`count_candidates`).
 2. Greedy: a max-heap of candidates by count (ties: smallest pair). A merge of (a, b) writes the
    aggregation node x into the earlier of their two slots in every in-list holding both and empties
    the other; it takes 1 from the count of (a, y) and (b, y) for each live y within w slots there,
@@ -25,8 +25,7 @@ in-list is sorted by global frequency (ids in more in-lists first, as the rounds
 
 Memory for a block of E entries over u distinct ids with capacity c and K kept candidates: about
 28·E + 25·(u + c) + 24·c + 48·K bytes, plus the counting pass within ``room`` (the scatter's buffer,
-8 bytes a counted pair — 12 when ``keep``'s cut needs the scan order — reused across the blocks of
-a search; the rebuilt table at 16 bytes a slot). Every kernel works in bounded steps (``STEP_OPS``),
+8 bytes a counted pair, reused across the blocks of a search). Every kernel works in bounded steps (``STEP_OPS``),
 so a signal is acted on between calls.
 
 Ids inside a block are *local*: 0..u−1 are the block's distinct graph ids in frequency order, u + j
@@ -35,7 +34,6 @@ is the block's j-th aggregation node.
 
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
@@ -109,11 +107,10 @@ def _pair_hist(rp, ent, r0, r1, w, big, stride, nmask, shift, hist, ops):
 
 
 @njit(nogil=True, cache=True)
-def _pair_scatter(rp, ent, r0, r1, w, big, stride, nmask, shift, b0, b1, pos, hashes, times, timed, ops):
+def _pair_scatter(rp, ent, r0, r1, w, big, stride, nmask, shift, b0, b1, pos, hashes, ops):
     """Write the hashes (``_mix(key)``) of the window pairs of rows r0..r1−1 whose bucket is in
-    [b0, b1) to ``hashes`` at ``pos[bucket − b0]`` (advanced), each with its place in the scan when
-    ``timed`` (``times``: entry · w + offset, increasing in scan order); returns the row reached
-    (stops after about ``ops`` pairs)."""
+    [b0, b1) to ``hashes`` at ``pos[bucket − b0]`` (advanced); returns the row reached (stops after
+    about ``ops`` pairs)."""
     done = 0
     for v in range(r0, r1):
         a0, a1 = _row_span(rp, v, stride)
@@ -128,8 +125,6 @@ def _pair_scatter(rp, ent, r0, r1, w, big, stride, nmask, shift, b0, b1, pos, ha
                 if b0 <= b < b1:
                     p = pos[b - b0]
                     hashes[p] = h
-                    if timed:
-                        times[p] = i * w + (j - i - 1)
                     pos[b - b0] = p + 1
         done += (a1 - a0) * w
         if done >= ops:
@@ -138,15 +133,13 @@ def _pair_scatter(rp, ent, r0, r1, w, big, stride, nmask, shift, b0, b1, pos, ha
 
 
 @njit(nogil=True, cache=True)
-def _count_buckets(hashes, times, timed, starts, b0, b1, nmask, lowmask, bits, lkeys, lcnt, lfirst, used,
-                   out_k, out_c, out_t, state, ops):
+def _count_buckets(hashes, starts, b0, b1, nmask, lowmask, bits, lkeys, lcnt, used, out_k, out_c, state, ops):
     """Buckets b0..b1−1 (bucket b's pair hashes are hashes[starts[b − b0]:starts[b − b0 + 1]], in scan
     order), each on its own: the one-hash filter of its range of bits (``bits``, word 2i "seen",
     2i + 1 "twice": as the search it replaces, a bit is "twice" once two pair occurrences hit it),
     then the pairs whose bit is "twice" — every pair occurring twice or more, and those sharing a
-    bit with another — counted in the cache-sized table ``lkeys``/``lcnt``/``lfirst`` (first scan
-    place, when ``timed``) and appended to out_k (keys), out_c, out_t. ``state`` = [out used, "twice"
-    bits set].
+    bit with another — counted in the cache-sized table ``lkeys``/``lcnt`` and appended to out_k
+    (keys) and out_c. ``state`` = [out used].
     Returns the bucket reached: it stops before a bucket that might not fit ``out_*`` or after
     about ``ops`` pairs; −1 − b when bucket b has more such pairs than ``lkeys`` holds (grow it and
     call again)."""
@@ -157,15 +150,12 @@ def _count_buckets(hashes, times, timed, starts, b0, b1, nmask, lowmask, bits, l
         s0, s1 = starts[b - b0], starts[b - b0 + 1]
         if state[0] + min(s1 - s0, limit) > len(out_k):
             return b
-        twice = 0
         for r in range(s0, s1):
             bit = hashes[r] & nmask & lowmask
             word = 2 * np.int64(bit >> np.uint64(6))
             mask = np.uint64(1) << (bit & np.uint64(63))
             if bits[word] & mask:
-                if (bits[word + 1] & mask) == 0:
-                    bits[word + 1] |= mask
-                    twice += 1
+                bits[word + 1] |= mask
             else:
                 bits[word] |= mask
         nu = 0
@@ -183,8 +173,6 @@ def _count_buckets(hashes, times, timed, starts, b0, b1, nmask, lowmask, bits, l
                 if k == 0:
                     lkeys[s] = h
                     lcnt[s] = 1
-                    if timed:
-                        lfirst[s] = times[r]
                     used[nu] = s
                     nu += 1
                     break
@@ -202,37 +190,13 @@ def _count_buckets(hashes, times, timed, starts, b0, b1, nmask, lowmask, bits, l
             s = used[t]
             out_k[o] = _unmix(lkeys[s])
             out_c[o] = lcnt[s]
-            if timed:
-                out_t[o] = lfirst[s]
             lkeys[s] = 0
             o += 1
         state[0] = o
-        state[1] += twice
         done += s1 - s0
         if done >= ops:
             return b + 1
     return b1
-
-
-@njit(nogil=True, cache=True)
-def _table_layout(keys, counts, order, tkeys, tvals):
-    """Insert keys[order] (distinct) into the linear-probing table ``tkeys``/``tvals`` (slot
-    ``_mix(key) >> 8``), in that order: the layout the counting pass it replaces left."""
-    mask = np.int64(len(tkeys) - 1)
-    for q in range(len(order)):
-        i = order[q]
-        key = keys[i]
-        s = np.int64(_mix(key) >> np.uint64(8)) & mask
-        while tkeys[s] != EMPTY:
-            s = (s + 1) & mask
-        tkeys[s] = key
-        tvals[s] = counts[i]
-
-
-@njit(nogil=True, cache=True)
-def _parts_of(keys, parts, out):
-    for i in range(len(keys)):
-        out[i] = np.int64((_mix(keys[i]) >> np.uint64(40)) % np.uint64(parts))
 
 
 def window_pairs(deg: np.ndarray, w: int) -> int:
@@ -247,16 +211,22 @@ def _pow2_at_most(x: int) -> int:
 
 
 def _top(keys: np.ndarray, counts: np.ndarray, keep: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``keep`` candidates with the largest counts (ties: any), or all when fewer."""
+    """The ``keep`` candidates first by (count descending, key ascending) — the heap's order
+    (:func:`_above`), so the ties at the cut are the pairs the greedy would take first —, or all
+    when fewer (``keys`` distinct); in no particular order."""
     if len(keys) <= keep:
         return keys, counts
-    cut = np.argpartition(-counts, keep - 1)[:keep]
+    c = counts[np.argpartition(-counts, keep - 1)[keep - 1]]   # the count at the cut
+    above = np.flatnonzero(counts > c)
+    tied = np.flatnonzero(counts == c)
+    tied = tied[np.argpartition(keys[tied], keep - len(above) - 1)[:keep - len(above)]]
+    cut = np.concatenate([above, tied])
     return keys[cut], counts[cut]
 
 
 BUCKET_PAIRS = 1 << 14   # pair occurrences per bucket aimed at (its filter bits, 32 KiB, stay in L1)
 MAX_BUCKETS = 1 << 16
-PASS_BYTES = 24          # a pair whose filter bit is "twice" once its bucket is counted (key, count, first place)
+PASS_BYTES = 16          # a pair whose filter bit is "twice" once its bucket is counted (key, count)
 
 
 def _buffer(work, name, size, dtype):
@@ -273,26 +243,26 @@ def _buffer(work, name, size, dtype):
 
 def count_candidates(rp, ent, w, big, room, min_share=2, check=None, keep=None, stride=1, work=None):
     """The window candidates of a block counted ≥ ``min_share`` (2 or more) times: (keys, counts),
-    keys min·big + max, at most ``keep`` of them (those counted most; None: all), within about
-    ``room`` bytes. ``check`` is called between kernel calls. ``stride`` > 1 counts only the rows
-    :func:`_sampled` picks (about one in ``stride``). ``work``: a dict whose buffers are reused
-    (the blocks of one search: their pages are not faulted in again).
+    keys min·big + max, at most ``keep`` of them (None: all; else the first by count descending,
+    then key ascending: :func:`_top`), in no particular order, within about ``room`` bytes. ``check``
+    is called between kernel calls. ``stride`` > 1 counts only the rows :func:`_sampled` picks
+    (about one in ``stride``). ``work``: a dict whose buffers are reused (the blocks of one search:
+    their pages are not faulted in again).
 
     The pair occurrences are radix-partitioned by hash into buckets of about ``BUCKET_PAIRS`` (one
     pass over the block counts each bucket's size, another writes each pair's hash into its bucket:
     sequential reads, one write a pair), as many buckets at a time as the room holds; each bucket is
-    then counted on its own in structures that stay in cache. The result is the same arrays, in the
-    same order, as the counting it replaced (two passes of one random access a pair): a one-hash
-    Bloom filter of about 8 bits a pair marked the pairs that may occur twice, then a hash table
-    counted only those, one hash partition at a time. A bucket is one range of that filter's bits,
-    so its bits are found bucket by bucket. When ``keep`` cuts the candidates (ties cut where the
-    table's layout put them), the pairs are bucketed again with their scan places and the table's
-    layout is rebuilt by inserting the pairs it held in the order it met them; when nothing is cut
-    the order does not matter and no table is built."""
+    then counted on its own in structures that stay in cache: a one-hash filter of about 8 bits a
+    pair marks the pairs that may occur twice, and a small table counts only those.
+
+    ``keep``'s ties are cut by key, as the greedy's heap breaks them. Until 2026-11-29 they were cut
+    where a block-wide hash table's layout put them, which took a second counting pass that recorded
+    each pair's place in the scan: on 8M-entry graphs where ``keep`` cuts (ego-like, cliques of 64)
+    the counting was 1.4-2.4 s of a 3.8-5.0 s search."""
     nrows = len(rp) - 1
     total = window_pairs(np.diff(rp), w) // stride + 1
     big = np.int64(big)
-    nbits = min(_pow2_at_most(4 * total * 2), _pow2_at_most(room * 8 // 4))  # the filter it replaces
+    nbits = min(_pow2_at_most(4 * total * 2), _pow2_at_most(room * 8 // 4))  # the filter's bits
     lg = nbits.bit_length() - 1
     nb = 1
     while nb < MAX_BUCKETS and nb * 2 * 64 <= nbits and nb * BUCKET_PAIRS < total:
@@ -305,67 +275,31 @@ def count_candidates(rp, ent, w, big, room, min_share=2, check=None, keep=None, 
         r = _pair_hist(rp, ent, r, nrows, w, big, stride, nmask, shift, hist, STEP_OPS)
         if check is not None:
             check()
-    tdtype = np.uint32 if len(ent) * max(w, 1) < 2**32 else np.int64
-    geometry = (nb, shift, nmask, tdtype)
-    if keep is not None:
-        pk, pc, _, _ = _bucket_counts(rp, ent, w, big, stride, room, hist, geometry, False, check, work)
-        good = pc >= min_share
-        if int(good.sum()) <= keep:  # nothing is cut: the order does not matter
-            return pk[good], pc[good]
-        del pk, pc, good
-    pk, pc, pt, twice = _bucket_counts(rp, ent, w, big, stride, room, hist, geometry, True, check, work)
-    if work is not None:  # the table below takes the room: the scatter's buffers go (found again next block)
-        work.clear()
-    repeated = twice + 1024  # the "twice" bits set: as the filter counted them
-    table_room = max(1 << 16, room - 2 * (nbits // 64) * 8)
-    parts = max(1, math.ceil(2 * repeated * 16 / table_room))
-    slots = max(1024, _pow2_at_most(max(1024, table_room // 16)))
-    slots = min(slots, max(1024, 1 << int(2 * math.ceil(repeated / parts) * 4 // 3).bit_length()))
-    limit = 3 * slots // 4
-    part_of = np.empty(len(pk), dtype=np.int64)
-    while True:  # the partitions the table was counted in: doubled while one of them overfilled it
-        _parts_of(pk, parts, part_of)
-        if int(np.bincount(part_of, minlength=parts).max(initial=0)) <= limit:
-            break
-        parts *= 2
-    tkeys = np.empty(slots, dtype=np.int64)
-    tvals = np.empty(slots, dtype=np.int64)
-    out_k, out_c = np.empty(0, np.int64), np.empty(0, np.int64)
-    for part in range(parts):
-        mine = np.flatnonzero(part_of == part)
-        order = mine[np.argsort(pt[mine], kind="stable")]
-        tkeys.fill(-1)
-        _table_layout(pk, pc, order, tkeys, tvals)
-        good = (tkeys >= 0) & (tvals >= min_share)
-        out_k, out_c = np.concatenate([out_k, tkeys[good]]), np.concatenate([out_c, tvals[good]])
-        if keep is not None:
-            out_k, out_c = _top(out_k, out_c, keep)
-    return out_k, out_c
+    pk, pc = _bucket_counts(rp, ent, w, big, stride, room, hist, (nb, shift, nmask), check, work)
+    good = pc >= min_share
+    pk, pc = pk[good], pc[good]
+    return (pk, pc) if keep is None else _top(pk, pc, keep)
 
 
-def _bucket_counts(rp, ent, w, big, stride, room, hist, geometry, timed, check, work):
-    """The pairs whose filter bit is "twice" (keys, counts, first scan places when ``timed``) and the
-    "twice" bits set: the buckets scattered as many at a time as the room holds (8 bytes a pair, 4
-    or 8 more when timed; an eighth of the room kept for the output), each counted on its own."""
-    nb, shift, nmask, tdtype = geometry
+def _bucket_counts(rp, ent, w, big, stride, room, hist, geometry, check, work):
+    """The pairs whose filter bit is "twice" (keys, counts): the buckets scattered as many at a time
+    as the room holds (8 bytes a pair; an eighth of the room kept for the output), each counted on
+    its own."""
+    nb, shift, nmask = geometry
     nrows = len(rp) - 1
     pairs = int(hist.sum())
     biggest = int(hist.max(initial=0))
-    rec = 8 + (np.dtype(tdtype).itemsize if timed else 0)
-    held = min(max(1, pairs), max(biggest, (room - room // 8) // rec))
+    held = min(max(1, pairs), max(biggest, (room - room // 8) // 8))
     hashes = _buffer(work, "hashes", held, np.uint64)
-    times = _buffer(work, "times", held if timed else 1, tdtype)
     lslots = 1 << max(10, int(2 * min(BUCKET_PAIRS, max(1, biggest))).bit_length())
     lkeys = np.zeros(lslots, dtype=np.uint64)
     lcnt = np.zeros(lslots, dtype=np.int64)
-    lfirst = np.zeros(lslots if timed else 1, dtype=tdtype)
     used = np.empty(lslots, dtype=np.int64)
     bits = np.zeros(2 * max(1, (1 << shift) // 64), dtype=np.uint64)
     lowmask = np.uint64((1 << shift) - 1)
     out_k = np.empty(max(1024, min(pairs, (room // 8) // PASS_BYTES)), dtype=np.int64)
     out_c = np.empty(len(out_k), dtype=np.int64)
-    out_t = np.empty(len(out_k) if timed else 1, dtype=tdtype)
-    state = np.zeros(2, dtype=np.int64)
+    state = np.zeros(1, dtype=np.int64)
     b0 = 0
     while b0 < nb:  # a group of buckets that fits the scatter's room
         b1, got = b0, 0
@@ -377,32 +311,28 @@ def _bucket_counts(rp, ent, w, big, stride, room, hist, geometry, timed, check, 
         pos = starts[:-1].copy()
         r = 0
         while r < nrows:
-            r = _pair_scatter(rp, ent, r, nrows, w, big, stride, nmask, shift, b0, b1, pos, hashes, times, timed,
-                              STEP_OPS)
+            r = _pair_scatter(rp, ent, r, nrows, w, big, stride, nmask, shift, b0, b1, pos, hashes, STEP_OPS)
             if check is not None:
                 check()
         b = b0
         while b < b1:
-            got = _count_buckets(hashes, times, timed, starts[b - b0:], b, b1, nmask, lowmask, bits, lkeys, lcnt,
-                                 lfirst, used, out_k, out_c, out_t, state, STEP_OPS)
+            got = _count_buckets(hashes, starts[b - b0:], b, b1, nmask, lowmask, bits, lkeys, lcnt, used, out_k, out_c,
+                                 state, STEP_OPS)
             if got < 0:  # a bucket with more such pairs than the table holds
                 lkeys = np.zeros(2 * len(lkeys), dtype=np.uint64)
                 lcnt = np.zeros(len(lkeys), dtype=np.int64)
-                lfirst = np.zeros(len(lkeys) if timed else 1, dtype=tdtype)
                 used = np.empty(len(lkeys), dtype=np.int64)
                 continue
             if got == b:  # out_* full
                 grow = max(len(out_k), int(starts[b - b0 + 1] - starts[b - b0]))
                 out_k = np.concatenate([out_k, np.empty(grow, np.int64)])
                 out_c = np.concatenate([out_c, np.empty(grow, np.int64)])
-                if timed:
-                    out_t = np.concatenate([out_t, np.empty(grow, tdtype)])
             b = got
             if check is not None:
                 check()
         b0 = b1
     fill = int(state[0])
-    return out_k[:fill], out_c[:fill], (out_t[:fill] if timed else None), int(state[1])
+    return out_k[:fill], out_c[:fill]
 
 
 # -- the max-heap of candidates: (count desc, key asc) -------------------------------------------------------
