@@ -241,13 +241,41 @@ def _buffer(work, name, size, dtype):
     return a[:size]
 
 
-def count_candidates(rp, ent, w, big, room, min_share=2, check=None, keep=None, stride=1, work=None):
+def row_parts(rp: np.ndarray, parts: int) -> list[tuple[int, int]]:
+    """``parts`` contiguous row ranges of about equal entries (fewer where the rows are fewer)."""
+    nrows = len(rp) - 1
+    cuts = np.searchsorted(rp, np.linspace(0, int(rp[-1]), parts + 1)[1:-1]).tolist()
+    bounds = sorted({0, nrows, *(min(nrows, max(0, int(c))) for c in cuts)})
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def side_by_side(fn, parts: list) -> list:
+    """[fn(*part) for part in parts], the parts run at once on threads (the numba kernels release the
+    GIL): the first on this thread, the others on their own; every part finishes before this returns."""
+    if len(parts) <= 1:
+        return [fn(*p) for p in parts]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=len(parts) - 1, thread_name_prefix="hag-block") as pool:
+        futures = [pool.submit(fn, *p) for p in parts[1:]]
+        try:
+            first = fn(*parts[0])
+        finally:
+            done = [f.exception() for f in futures]   # (waits for each: none is left running)
+        for f, e in zip(futures, done):
+            if e is not None:
+                raise e
+        return [first] + [f.result() for f in futures]
+
+
+def count_candidates(rp, ent, w, big, room, min_share=2, check=None, keep=None, stride=1, work=None, threads=1):
     """The window candidates of a block counted ≥ ``min_share`` (2 or more) times: (keys, counts),
     keys min·big + max, at most ``keep`` of them (None: all; else the first by count descending,
     then key ascending: :func:`_top`), in no particular order, within about ``room`` bytes. ``check``
     is called between kernel calls. ``stride`` > 1 counts only the rows :func:`_sampled` picks
     (about one in ``stride``). ``work``: a dict whose buffers are reused (the blocks of one search:
-    their pages are not faulted in again).
+    their pages are not faulted in again). ``threads``: the passes split over that many threads (rows
+    for the passes over the block, buckets for the counting); the same candidates for any number.
 
     The pair occurrences are radix-partitioned by hash into buckets of about ``BUCKET_PAIRS`` (one
     pass over the block counts each bucket's size, another writes each pair's hash into its bucket:
@@ -259,7 +287,6 @@ def count_candidates(rp, ent, w, big, room, min_share=2, check=None, keep=None, 
     where a block-wide hash table's layout put them, which took a second counting pass that recorded
     each pair's place in the scan: on 8M-entry graphs where ``keep`` cuts (ego-like, cliques of 64)
     the counting was 1.4-2.4 s of a 3.8-5.0 s search."""
-    nrows = len(rp) - 1
     total = window_pairs(np.diff(rp), w) // stride + 1
     big = np.int64(big)
     nbits = min(_pow2_at_most(4 * total * 2), _pow2_at_most(room * 8 // 4))  # the filter's bits
@@ -269,37 +296,40 @@ def count_candidates(rp, ent, w, big, room, min_share=2, check=None, keep=None, 
         nb *= 2
     shift = lg - (nb.bit_length() - 1)
     nmask = np.uint64(nbits - 1)
-    hist = np.zeros(nb, dtype=np.int64)
-    r = 0
-    while r < nrows:
-        r = _pair_hist(rp, ent, r, nrows, w, big, stride, nmask, shift, hist, STEP_OPS)
-        if check is not None:
-            check()
-    pk, pc = _bucket_counts(rp, ent, w, big, stride, room, hist, (nb, shift, nmask), check, work)
+    rows = row_parts(rp, max(1, int(threads)))
+
+    def hist_of(r0: int, r1: int) -> np.ndarray:
+        hist = np.zeros(nb, dtype=np.int64)
+        while r0 < r1:
+            r0 = _pair_hist(rp, ent, r0, r1, w, big, stride, nmask, shift, hist, STEP_OPS)
+            if check is not None and len(rows) == 1:
+                check()
+        return hist
+
+    hists = side_by_side(hist_of, rows)
+    if check is not None:
+        check()
+    pk, pc = _bucket_counts(rp, ent, w, big, stride, room, rows, hists, (nb, shift, nmask), check, work)
     good = pc >= min_share
     pk, pc = pk[good], pc[good]
     return (pk, pc) if keep is None else _top(pk, pc, keep)
 
 
-def _bucket_counts(rp, ent, w, big, stride, room, hist, geometry, check, work):
+def _bucket_counts(rp, ent, w, big, stride, room, rows, hists, geometry, check, work):
     """The pairs whose filter bit is "twice" (keys, counts): the buckets scattered as many at a time
     as the room holds (8 bytes a pair; an eighth of the room kept for the output), each counted on
-    its own."""
+    its own. ``rows``: the row ranges scattered side by side, ``hists`` their pairs per bucket (each
+    range's pairs go after the ranges' before it in a bucket); the buckets of a group are counted
+    side by side in as many ranges."""
     nb, shift, nmask = geometry
-    nrows = len(rp) - 1
+    hist = np.sum(hists, axis=0) if len(hists) > 1 else hists[0]
     pairs = int(hist.sum())
     biggest = int(hist.max(initial=0))
     held = min(max(1, pairs), max(biggest, (room - room // 8) // 8))
     hashes = _buffer(work, "hashes", held, np.uint64)
-    lslots = 1 << max(10, int(2 * min(BUCKET_PAIRS, max(1, biggest))).bit_length())
-    lkeys = np.zeros(lslots, dtype=np.uint64)
-    lcnt = np.zeros(lslots, dtype=np.int64)
-    used = np.empty(lslots, dtype=np.int64)
-    bits = np.zeros(2 * max(1, (1 << shift) // 64), dtype=np.uint64)
     lowmask = np.uint64((1 << shift) - 1)
-    out_k = np.empty(max(1024, min(pairs, (room // 8) // PASS_BYTES)), dtype=np.int64)
-    out_c = np.empty(len(out_k), dtype=np.int64)
-    state = np.zeros(1, dtype=np.int64)
+    out_len = max(1024, min(pairs, (room // 8) // PASS_BYTES) // len(rows))
+    outs: list[list[np.ndarray]] = [[], []]
     b0 = 0
     while b0 < nb:  # a group of buckets that fits the scatter's room
         b1, got = b0, 0
@@ -308,29 +338,68 @@ def _bucket_counts(rp, ent, w, big, stride, room, hist, geometry, check, work):
             b1 += 1
         starts = np.zeros(b1 - b0 + 1, dtype=np.int64)
         np.cumsum(hist[b0:b1], out=starts[1:])
-        pos = starts[:-1].copy()
-        r = 0
-        while r < nrows:
-            r = _pair_scatter(rp, ent, r, nrows, w, big, stride, nmask, shift, b0, b1, pos, hashes, STEP_OPS)
-            if check is not None:
-                check()
-        b = b0
-        while b < b1:
-            got = _count_buckets(hashes, starts[b - b0:], b, b1, nmask, lowmask, bits, lkeys, lcnt, used, out_k, out_c,
-                                 state, STEP_OPS)
-            if got < 0:  # a bucket with more such pairs than the table holds
-                lkeys = np.zeros(2 * len(lkeys), dtype=np.uint64)
-                lcnt = np.zeros(len(lkeys), dtype=np.int64)
-                used = np.empty(len(lkeys), dtype=np.int64)
-                continue
-            if got == b:  # out_* full
-                grow = max(len(out_k), int(starts[b - b0 + 1] - starts[b - b0]))
-                out_k = np.concatenate([out_k, np.empty(grow, np.int64)])
-                out_c = np.concatenate([out_c, np.empty(grow, np.int64)])
-            b = got
-            if check is not None:
-                check()
+        at = starts[:-1].copy()
+        places = []
+        for h in hists:   # each row range's place in each bucket
+            places.append(at.copy())
+            at += h[b0:b1]
+
+        def scatter(r0: int, r1: int, pos: np.ndarray) -> None:
+            while r0 < r1:
+                r0 = _pair_scatter(rp, ent, r0, r1, w, big, stride, nmask, shift, b0, b1, pos, hashes, STEP_OPS)
+                if check is not None and len(rows) == 1:
+                    check()
+
+        side_by_side(scatter, [(r0, r1, pos) for (r0, r1), pos in zip(rows, places)])
+        if check is not None:
+            check()
+        # the group's buckets in ranges of about equal pairs, one a thread
+        cuts = np.searchsorted(starts, np.linspace(0, int(starts[-1]), len(rows) + 1)[1:-1])
+        bounds = sorted({b0, b1, *(b0 + int(c) for c in cuts if 0 < c < b1 - b0)})
+
+        def count(c0: int, c1: int) -> tuple[np.ndarray, np.ndarray]:
+            return _count_range(hashes, starts, b0, c0, c1, nmask, lowmask, shift, biggest, out_len,
+                                check if len(rows) == 1 else None)
+
+        for k, c in side_by_side(count, list(zip(bounds[:-1], bounds[1:]))):
+            outs[0].append(k)
+            outs[1].append(c)
+        if check is not None:
+            check()
         b0 = b1
+    if not outs[0]:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    return np.concatenate(outs[0]), np.concatenate(outs[1])
+
+
+def _count_range(hashes, starts, b0, c0, c1, nmask, lowmask, shift, biggest, out_len, check):
+    """(keys, counts) of the pairs whose filter bit is "twice" in buckets c0..c1−1 of the group that
+    starts at bucket b0 (bucket b's pair hashes are hashes[starts[b − b0]:starts[b − b0 + 1]]), in this
+    call's own table and filter."""
+    lslots = 1 << max(10, int(2 * min(BUCKET_PAIRS, max(1, biggest))).bit_length())
+    lkeys = np.zeros(lslots, dtype=np.uint64)
+    lcnt = np.zeros(lslots, dtype=np.int64)
+    used = np.empty(lslots, dtype=np.int64)
+    bits = np.zeros(2 * max(1, (1 << shift) // 64), dtype=np.uint64)
+    out_k = np.empty(out_len, dtype=np.int64)
+    out_c = np.empty(out_len, dtype=np.int64)
+    state = np.zeros(1, dtype=np.int64)
+    b = c0
+    while b < c1:
+        got = _count_buckets(hashes, starts[b - b0:], b, c1, nmask, lowmask, bits, lkeys, lcnt, used, out_k, out_c,
+                             state, STEP_OPS)
+        if got < 0:  # a bucket with more such pairs than the table holds
+            lkeys = np.zeros(2 * len(lkeys), dtype=np.uint64)
+            lcnt = np.zeros(len(lkeys), dtype=np.int64)
+            used = np.empty(len(lkeys), dtype=np.int64)
+            continue
+        if got == b:  # out_* full
+            grow = max(len(out_k), int(starts[b - b0 + 1] - starts[b - b0]))
+            out_k = np.concatenate([out_k, np.empty(grow, np.int64)])
+            out_c = np.concatenate([out_c, np.empty(grow, np.int64)])
+        b = got
+        if check is not None:
+            check()
     fill = int(state[0])
     return out_k[:fill], out_c[:fill]
 
@@ -851,19 +920,20 @@ KEEP_PER_NODE = 32  # candidates kept per aggregation node the capacity allows (
 
 
 def search_block(rp: np.ndarray, ent: np.ndarray, u: int, cap: int, window: int, min_share: int = 2,
-                 max_depth: int = 16, room: int = 1 << 28, check=None, stride: int = 1, work=None):
+                 max_depth: int = 16, room: int = 1 << 28, check=None, stride: int = 1, work=None, threads: int = 1):
     """The lazy greedy on one block: ``rp`` its row pointer (from 0), ``ent`` int32 local ids (0..u−1,
     local id order = frequency order) of each row, sorted here. Returns (inputs [k, 2] local ids,
     levels [k], ent, stats): aggregation node j is local id u + j, ``ent`` holds each row's in-list
     with the merged slots emptied (−1), ``stats`` the candidates, pops and rows merged (and ``orig``: the sorted
     ``ent`` before the greedy). ``room``: bytes for counting candidates;
-    ``work``: buffers reused across blocks (:func:`count_candidates`)."""
+    ``work``: buffers reused across blocks (:func:`count_candidates`); ``threads``: the rows sorted
+    and the pairs counted on that many threads (the greedy runs on one)."""
     rp = np.ascontiguousarray(rp, dtype=np.int64)
     ent = np.ascontiguousarray(ent, dtype=np.int32)
-    sort_rows(rp, ent)
+    side_by_side(lambda r0, r1: sort_rows(rp[r0:r1 + 1], ent), row_parts(rp, max(1, int(threads))))
     big = np.int64(u + cap + 1)
     keys, counts = count_candidates(rp, ent, window, big, room, min_share, check, keep=KEEP_PER_NODE * max(cap, 128),
-                                    stride=stride, work=work)
+                                    stride=stride, work=work, threads=threads)
     if check is not None:
         check()
     size = len(keys)

@@ -352,19 +352,20 @@ def frequency_rank(indptr: np.ndarray, read: Callable[[int, int], np.ndarray], n
 
 def block_search(ids: np.ndarray, rp: np.ndarray, rank: np.ndarray, n: int, first_agg: int, cap: int,
                  window: int, min_share: int, max_depth: int, room: int, stride: int = 1,
-                 order: np.ndarray | None = None, work: dict | None = None):
+                 order: np.ndarray | None = None, work: dict | None = None, threads: int = 1):
     """The lazy greedy on one block of in-lists (global ids ``ids``, row pointer ``rp`` from 0).
     Returns (lengths of the rewired in-lists, their ids — aggregation node j of this block is
     ``first_agg + j`` — inputs [k, 2] and levels [k] of the block's aggregation nodes).
     ``order``: rank's inverse (computed when not given; :func:`gnnprep.hag.greedy.local_ids`);
-    ``work``: buffers reused across blocks."""
+    ``work``: buffers reused across blocks; ``threads``: the rows sorted and the pairs counted on that
+    many threads (:func:`gnnprep.hag.greedy.search_block`)."""
     if order is None:
         order = np.empty(n, dtype=rank.dtype)
         order[rank] = np.arange(n, dtype=rank.dtype)
     ent, glob, u = local_ids(ids, rank, order, extra=cap)
     rp = np.ascontiguousarray(rp, dtype=np.int64)
     inputs, levels, ent, stats = search_block(rp, ent, u, cap, window, min_share, max_depth, room, stride=stride,
-                                              work=work)
+                                              work=work, threads=threads)
     k = len(inputs)
     glob[u:u + k] = first_agg + np.arange(k)
     lengths = np.empty(len(rp) - 1, dtype=np.int64)
@@ -420,13 +421,17 @@ def searched_blocks(blocks: list[tuple[int, int]], start: int, end: int | None, 
     ``made_by`` (the counts of the blocks before ``start``) gets each block's count as it is yielded.
     Up to ``workers`` blocks are searched at once, each on its own thread with its own buffers and its
     share (:func:`block_caps`) set when it starts; a block's aggregation ids are shifted into place
-    when it is yielded, so the HAG is the one a single worker finds."""
+    when it is yielded, so the HAG is the one a single worker finds. numba's threads beyond the
+    workers sort and count a block's rows with them (one worker on two cores: its counting on both)."""
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor
 
     for j in range(start):    # (a block's share depends on the shares before it)
         share(j, made_by)
     spare: list[dict] = [{} for _ in range(workers)]   # each running block's buffers, kept across blocks
+    import numba
+
+    inner = max(1, numba.get_num_threads() // max(1, workers))
 
     def job(i: int, cap_i: int, work: dict):
         t0 = time.perf_counter()
@@ -434,7 +439,7 @@ def searched_blocks(blocks: list[tuple[int, int]], start: int, end: int | None, 
         p0, p1 = int(indptr[r0]), int(indptr[r1])
         rp = (indptr[r0:r1 + 1] - p0).astype(np.int64)
         found = block_search(read(p0, p1), rp, rank, n, n, cap_i, plan.window, min_share, max_depth, room,
-                             plan.stride, order, work)
+                             plan.stride, order, work, inner)
         return found, time.perf_counter() - t0, work
 
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hag-search") if workers > 1 else None

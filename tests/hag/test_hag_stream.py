@@ -563,6 +563,39 @@ def test_keeps_cut_takes_the_pairs_counted_most_then_the_smallest(seed, monkeypa
     assert ties  # some cut split a run of tied counts
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_the_counting_split_over_threads_finds_the_same_candidates(seed, monkeypatch):
+    """Rows split over threads for the passes over the block, buckets for the counting: the same
+    candidates (as a set) for 1, 2 and 3 threads, a room of one group of buckets and of many; also
+    a block of fewer rows than threads and one without pairs."""
+    rng = np.random.default_rng(300 + seed)
+    u = int(rng.choice([60, 3000]))
+    rp, ent = _random_block(rng, int(rng.integers(2, 1500)), u, int(rng.choice([3, 30])))
+    w, big, stride = int(rng.choice([4, 16])), u + 5, int(rng.choice([1, 3]))
+    if seed % 2:
+        monkeypatch.setattr(G, "BUCKET_PAIRS", 64)
+        monkeypatch.setattr(G, "STEP_OPS", 97)
+    for room in (1 << 26, 3000):
+        for keep in (None, 40):
+            want = G.count_candidates(rp, ent, w, big, room, 2, keep=keep, stride=stride, threads=1)
+            for threads in (2, 3):
+                got = G.count_candidates(rp, ent, w, big, room, 2, keep=keep, stride=stride, threads=threads)
+                assert dict(zip(*(a.tolist() for a in got))) == dict(zip(*(a.tolist() for a in want)))
+    one = np.array([0, 2], np.int64), np.array([0, 1], np.int32)
+    for threads in (1, 4):
+        assert len(G.count_candidates(*one, 4, 10, 1 << 20, 2, threads=threads)[0]) == 0
+
+
+def test_a_block_searched_with_its_counting_on_two_threads_is_the_same_hag():
+    rng = np.random.default_rng(11)
+    rp, ent = _random_block(rng, 3000, 2000, 24)
+    cap = 300
+    runs = [G.search_block(rp.copy(), ent.copy(), 2000, cap, 16, threads=t) for t in (1, 2)]
+    for a, b in zip(runs[0][:3], runs[1][:3]):
+        assert np.array_equal(a, b)
+    assert len(runs[0][0]) > 50
+
+
 def test_local_ids_number_a_blocks_ids_by_frequency_rank():
     rng = np.random.default_rng(3)
     n = 1000
