@@ -36,7 +36,9 @@ from gnnprep.hag.greedy import (
     order_by_count,
     relabel_sort_rows,
     rewire_rows,
+    row_parts,
     search_block,
+    side_by_side,
     window_pairs,
 )
 from gnnprep.hag.structure import Hag
@@ -357,8 +359,8 @@ def block_search(ids: np.ndarray, rp: np.ndarray, rank: np.ndarray, n: int, firs
     Returns (lengths of the rewired in-lists, their ids — aggregation node j of this block is
     ``first_agg + j`` — inputs [k, 2] and levels [k] of the block's aggregation nodes).
     ``order``: rank's inverse (computed when not given; :func:`gnnprep.hag.greedy.local_ids`);
-    ``work``: buffers reused across blocks; ``threads``: the rows sorted and the pairs counted on that
-    many threads (:func:`gnnprep.hag.greedy.search_block`)."""
+    ``work``: buffers reused across blocks; ``threads``: the rows sorted, the pairs counted
+    (:func:`gnnprep.hag.greedy.search_block`) and the rows rewired on that many threads."""
     if order is None:
         order = np.empty(n, dtype=rank.dtype)
         order[rank] = np.arange(n, dtype=rank.dtype)
@@ -370,8 +372,17 @@ def block_search(ids: np.ndarray, rp: np.ndarray, rank: np.ndarray, n: int, firs
     glob[u:u + k] = first_agg + np.arange(k)
     lengths = np.empty(len(rp) - 1, dtype=np.int64)
     out = np.empty(len(ent), dtype=np.int32 if first_agg + k < 2**31 else np.int64)
-    used = rewire_rows(rp, ids, stats.pop("orig"), ent, u, glob, first_agg, out, lengths)
-    return lengths, out[:used], glob[inputs], levels
+    orig = stats.pop("orig")
+    # row ranges rewired side by side, each into out from its first entry's place (a row never
+    # grows), then moved down after the ranges before it
+    parts = row_parts(rp, max(1, int(threads)))
+    used = side_by_side(lambda r0, r1: rewire_rows(rp[r0:r1 + 1], ids, orig, ent, u, glob, first_agg,
+                                                   out[rp[r0]:], lengths[r0:r1]), parts)
+    at = used[0]
+    for (r0, _), k_used in zip(parts[1:], used[1:]):
+        out[at:at + k_used] = out[rp[r0]:rp[r0] + k_used]
+        at += k_used
+    return lengths, out[:at], glob[inputs], levels
 
 
 def block_caps(indptr: np.ndarray, blocks: list[tuple[int, int]], cap: int,

@@ -596,6 +596,22 @@ def test_a_block_searched_with_its_counting_on_two_threads_is_the_same_hag():
     assert len(runs[0][0]) > 50
 
 
+def test_a_block_rewired_on_several_threads_is_the_same_block():
+    """block_search's rows rewired in row ranges side by side (each moved down after the ones before):
+    the same lengths, rows, inputs and levels as on one thread, rows with repeated ids among them."""
+    from gnnprep.hag.stream import block_search
+
+    rng = np.random.default_rng(5)
+    n = 3000
+    rp, ent = _random_block(rng, 2500, n, 20)
+    rank = rng.permutation(n).astype(np.int32)
+    runs = [block_search(ent.copy(), rp.copy(), rank, n, n + 7, 400, 16, 2, 16, 1 << 24, threads=t) for t in (1, 2, 3)]
+    assert len(runs[0][2]) > 50
+    for other in runs[1:]:
+        for a, b in zip(runs[0], other):
+            assert np.array_equal(a, b)
+
+
 def test_local_ids_number_a_blocks_ids_by_frequency_rank():
     rng = np.random.default_rng(3)
     n = 1000
