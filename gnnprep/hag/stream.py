@@ -71,6 +71,8 @@ PARALLEL_GAIN = 0.8           # each worker beyond the first adds this share of 
 LONG_SEARCH_S = 120.0         # the default blocks keep a search predicted longer than this within it (time_bounded_block)
 PILOT_FROM = 0.1              # ... and one predicted over this share of it, in blocks larger than the reference,
                               # searches a reference-size block first and cuts the rest by its measured time (after_pilot)
+HALVE_FROM_BLOCKS = 4         # a search of this many blocks, one at a time, searches its first block alone too: where
+                              # that saves little (saves_little), the rest goes in blocks half as large, two at once
 LOW_SAVINGS_RATIO = 1.01      # a search whose blocks so far save less than 1% of the transfers says so (low_savings_note)
 LOW_SAVINGS_AFTER_SHARE = 0.05  # ... once it has searched this share of the entries
 LOW_SAVINGS_LONG_S = 120.0    # ... where its pace so far puts the whole search at this long or more
@@ -263,9 +265,13 @@ def pilots(plan: StreamPlan, max_block: int | None) -> bool:
     """Whether the default search runs a pilot block first: with no ``max_block`` (``--block-entries``),
     a plan predicted over :data:`PILOT_FROM` · :data:`LONG_SEARCH_S` in blocks larger than
     :data:`SEARCH_BLOCK_REF_ENTRIES` first searches the rows of one block of that size and cuts the
-    rest by its measured time (:func:`after_pilot`)."""
-    return (max_block is None and plan.block_entries > SEARCH_BLOCK_REF_ENTRIES
-            and plan.seconds > PILOT_FROM * LONG_SEARCH_S)
+    rest by its measured time, and a plan of :data:`HALVE_FROM_BLOCKS` or more blocks searched one at
+    a time first searches its first block and halves the rest's blocks where it saved little
+    (:func:`after_pilot`)."""
+    if max_block is not None:
+        return False
+    timed = plan.block_entries > SEARCH_BLOCK_REF_ENTRIES and plan.seconds > PILOT_FROM * LONG_SEARCH_S
+    return timed or (plan.workers == 1 and plan.blocks >= HALVE_FROM_BLOCKS)
 
 
 def pilot_end(indptr: np.ndarray, plan: StreamPlan, max_block: int | None) -> int | None:
@@ -274,11 +280,14 @@ def pilot_end(indptr: np.ndarray, plan: StreamPlan, max_block: int | None) -> in
 
     if not pilots(plan, max_block):
         return None
-    return row_blocks(indptr, 0, len(indptr) - 1, SEARCH_BLOCK_REF_ENTRIES)[0][1]
+    n = len(indptr) - 1
+    if plan.block_entries <= SEARCH_BLOCK_REF_ENTRIES:   # the plan's own first block
+        return row_blocks(indptr, 0, n, plan.block_entries)[0][1]
+    return row_blocks(indptr, 0, n, SEARCH_BLOCK_REF_ENTRIES)[0][1]
 
 
 def after_pilot(sizes: tuple[int, int, int, int, int], cap: int, budget: int | None, scale: float, plan: StreamPlan,
-                entries: int, seconds: float, threads: int = 1) -> tuple[StreamPlan, StreamPlan, float]:
+                entries: int, seconds: float, threads: int = 1, little: bool = False) -> tuple[StreamPlan, StreamPlan, float]:
     """(the plan for the rows after the pilot block, the budget's, k) from the pilot's measured
     ``seconds`` for its ``entries``: k = seconds / the prediction for them (the reference-size blocks'
     time per entry on one thread, :func:`stream_plan`: the pilot's block is searched alone), and the
@@ -287,7 +296,13 @@ def after_pilot(sizes: tuple[int, int, int, int, int], cap: int, budget: int | N
     shape; the pilot measures this machine on this graph (on a 2-core Xeon VM the 1/10 shape searched in
     1.4x its prediction, the R-MAT graph at 1/40 measured 8.4x in its pilot and took 136 s against 139 s
     predicted after it), so the time bound holds where the sizes alone mislead, at the price of the
-    pairs the pilot's block shares with the next."""
+    pairs the pilot's block shares with the next.
+
+    ``little``: the pilot's block saved less than 1% of its transfers (:func:`saves_little`), so
+    larger blocks find little more and the rest is searched in blocks half as large, two at once
+    where the budget holds two (:func:`search_workers`; one at a time it stays as planned). On the
+    papers100M shape at 1/10 under 2 GiB (aggregation ratio 1.0098 in 15M-entry blocks, one at a
+    time) the search took 50.5 s; see docs/internals.md for it halved."""
     n, m = sizes[0], sizes[1]
     ref = stream_plan(n, m, sizes[2], cap, budget, sizes[3], pairs=sizes[4], scale=scale,
                       max_block=SEARCH_BLOCK_REF_ENTRIES)
@@ -295,6 +310,12 @@ def after_pilot(sizes: tuple[int, int, int, int, int], cap: int, budget: int | N
     rest, widest = search_plan(sizes, cap, budget, scale * k, None, threads)
     if rest.block_entries > plan.block_entries:
         rest = search_plan(sizes, cap, budget, scale * k, plan.block_entries, threads)[0]
+    if little and rest.workers == 1:
+        # two blocks of h entries and one in-list past each fit where one block of 2h + longest did
+        half = max(MIN_BLOCK_ENTRIES, (rest.block_entries - sizes[2]) // 2)
+        halved = search_plan(sizes, cap, budget, scale * k, half, threads)[0]
+        if halved.workers > 1:
+            rest = halved
     return rest, widest, k
 
 
@@ -603,17 +624,22 @@ def build_streamed(store, output, input_path, cap: int, budget: int | None, wind
     told: dict = {}
     rest_plan = [plan]   # the plan of the blocks after a pilot's (its blocks, workers and peak)
 
+    def rest_blocks(size: int) -> list[tuple[int, int]]:   # the plan's own where the pilot is its first block
+        whole = row_blocks(indptr, 0, n, size)
+        return whole[1:] if whole[0][1] == pilot else row_blocks(indptr, pilot, n, size)
+
     def rest_after_pilot(seconds: float | None) -> None:   # the blocks after the pilot's, cut by its time
         if seconds is None:   # (resumed after it: as cut then)
             rest_plan[0] = search_plan(sizes, cap, budget, scale, int(out.state["rest_block_entries"]), threads)[0]
-            blocks.extend(row_blocks(indptr, pilot, n, rest_plan[0].block_entries))
+            blocks.extend(rest_blocks(rest_plan[0].block_entries))
             return
-        rest, wide, k = after_pilot(sizes, cap, budget, scale, plan, int(indptr[pilot]), seconds, threads)
-        blocks.extend(row_blocks(indptr, pilot, n, rest.block_entries))
+        little = saves_little(kept["entries"], kept["transfers"])
+        rest, wide, k = after_pilot(sizes, cap, budget, scale, plan, int(indptr[pilot]), seconds, threads, little)
+        blocks.extend(rest_blocks(rest.block_entries))
         rest_plan[0] = rest
         out.state["rest_block_entries"] = rest.block_entries
         told.update(entries=int(indptr[pilot]), seconds=round(seconds, 3), measured_over_predicted=round(k, 3),
-                    rest_block_entries=rest.block_entries)
+                    rest_block_entries=rest.block_entries, saved_little=little, rest_workers=rest.workers)
         if on_plan is not None:
             on_plan(replace(rest, blocks=len(blocks)), wide)
 

@@ -219,6 +219,7 @@ def test_the_command_streams_in_blocks_and_leaves_no_partial_file(store, tmp_pat
     from gnnprep.graph.store import GraphStore
 
     monkeypatch.setattr(S, "MIN_BLOCK_ENTRIES", 16)
+    monkeypatch.setattr(S, "saves_little", lambda *a: False)   # (the blocks as the budget's: none halved)
     with GraphStore(store) as g:
         m, n = g.num_edges, g.num_nodes
         fixed = S.fixed_bytes(n, n // 4)
@@ -350,6 +351,7 @@ def _pilot_setup(monkeypatch, store, tick: float):
     monkeypatch.setattr(S, "SEARCH_BLOCK_REF_ENTRIES", 64)
     monkeypatch.setattr(S, "SEARCH_SECONDS_FIXED", 0.0)
     monkeypatch.setattr(S, "PILOT_FROM", 0.0)
+    monkeypatch.setattr(S, "saves_little", lambda *a: False)   # (the rest cut by time alone)
     monkeypatch.setattr(S, "time", _Clock(tick))
     monkeypatch.setattr(B, "warm_up", lambda index_dtype: None)
     with GraphStore(store) as g:
@@ -380,6 +382,36 @@ def test_a_pilot_block_measures_the_search_and_cuts_the_rest_by_its_time(store, 
     assert rep.stream["pilot"]["measured_over_predicted"] < 1 and rep.stream["blocks"] == 2
     assert rep.stream["pilot"]["rest_block_entries"] == int(indptr[-1])
     assert "pilot" not in build(store, tmp_path / "b.h5", HagConfig(block_entries=10**9), search_scale=1e3).stream
+
+
+def test_a_first_block_that_saves_little_halves_the_rest_two_at_a_time(store, tmp_path, monkeypatch):
+    """A budget of several blocks searched one at a time: the first block is searched alone, and where it
+    saves under 1% the rest goes in blocks half as large, two at once (an exact HAG, resumable as
+    before); where it saves more, the blocks stay the budget's."""
+    import numba
+
+    import gnnprep.hag.stream as S
+    from gnnprep.graph.store import GraphStore
+    from gnnprep.hag.builder import HagConfig, build
+
+    if numba.get_num_threads() < 2:
+        pytest.skip("two blocks at once need two threads")
+    monkeypatch.setattr(S, "MIN_BLOCK_ENTRIES", 16)
+    with GraphStore(store) as g:
+        m, n = g.num_edges, g.num_nodes
+        indptr, indices = g.indptr(), g.indices()
+        longest = int(np.diff(indptr).max())
+    budget = S.fixed_bytes(n, n // 4) + S.BLOCK_ENTRY_BYTES * (m // 5 + longest)
+    monkeypatch.setattr(S, "saves_little", lambda *a: True)
+    rep = build(store, tmp_path / "h.h5", HagConfig(memory_budget=budget))
+    pilot = rep.stream["pilot"]
+    assert pilot["saved_little"] and pilot["rest_workers"] == 2
+    assert pilot["rest_block_entries"] <= (m // 5) // 2 and rep.stream["workers"] == 2
+    _check_exact(read_hag(tmp_path / "h.h5")[0], indptr, indices, np.random.default_rng(0))
+    monkeypatch.setattr(S, "saves_little", lambda *a: False)
+    rep = build(store, tmp_path / "k.h5", HagConfig(memory_budget=budget))
+    assert not rep.stream["pilot"]["saved_little"] and rep.stream["workers"] == 1
+    assert rep.stream["pilot"]["rest_block_entries"] == m // 5
 
 
 def _stopping_after(blocks: int, real, calls: list):
