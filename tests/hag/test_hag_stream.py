@@ -450,6 +450,37 @@ def test_a_search_interrupted_after_its_pilot_resumes_with_the_rest_cut_as_befor
         np.testing.assert_array_equal(whole[k], resumed[k])
 
 
+def test_a_search_interrupted_after_its_rest_was_halved_resumes_to_the_same_file(store, tmp_path, monkeypatch):
+    """The halved rest (a first block that saved little) is kept in the resumable state: a search
+    stopped two blocks after its pilot resumes in the same half blocks, to the same file."""
+    import numba
+
+    import gnnprep.hag.stream as S
+    from gnnprep.graph.store import GraphStore
+    from gnnprep.hag.builder import HagConfig, build
+
+    if numba.get_num_threads() < 2:
+        pytest.skip("two blocks at once need two threads")
+    monkeypatch.setattr(S, "MIN_BLOCK_ENTRIES", 16)
+    monkeypatch.setattr(S, "saves_little", lambda *a: True)
+    with GraphStore(store) as g:
+        m, n = g.num_edges, g.num_nodes
+        longest = int(np.diff(g.indptr()).max())
+    config = HagConfig(memory_budget=S.fixed_bytes(n, n // 4) + S.BLOCK_ENTRY_BYTES * (m // 5 + longest))
+    whole = build(store, tmp_path / "whole.h5", config)
+    assert whole.stream["workers"] == 2
+    real, calls = S.block_search, []
+    monkeypatch.setattr(S, "block_search", _stopping_after(3, real, calls))
+    with pytest.raises(KeyboardInterrupt):
+        build(store, tmp_path / "h.h5", config)
+    monkeypatch.setattr(S, "block_search", real)
+    rep = build(store, tmp_path / "h.h5", config)
+    assert rep.stream["resumed"] and rep.stream["blocks"] == whole.stream["blocks"]
+    a, b = _arrays(tmp_path / "whole.h5"), _arrays(tmp_path / "h.h5")
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k])
+
+
 def test_an_interrupted_search_resumes_to_the_same_file(store, tmp_path, monkeypatch):
     import gnnprep.hag.builder as B
     import gnnprep.hag.stream as S
