@@ -101,7 +101,7 @@ def hag(dataset, output, capacity, method, aggregate, window, max_depth, min_sha
                     f"{d['budget_blocks']['block_entries']}): the search {d['budget_blocks']['predicted_search_seconds']:.0f}"
                     " s, finding more savings (pairs shared across blocks are merged once)"]
                    if d["budget_blocks"]["block_entries"] > d["block_entries"] else [])
-                + ([_pilot_line(d["block_entries"])] if d["pilot"] else []))
+                + ([_pilot_line(d)] if d["pilot"] else []))
             return
         s = build(store_path, output, config, progress=progress, command=" ".join(["gnnprep"] + sys.argv[1:]),
                   search_scale=profile.hag_search_scale, warn=None if quiet else lambda text: warn(quiet, text))
@@ -121,12 +121,12 @@ def hag(dataset, output, capacity, method, aggregate, window, max_depth, min_sha
         if (s.compile_seconds or 0) >= 1.0 else []))   # (loading them from the cache: 0.3-0.4 s)
 
 
-def _pilot_line(block_entries: int) -> str:
+def _pilot_line(d: dict) -> str:
     """What ``--dry-run`` says of the pilot block (:func:`gnnprep.hag.stream.pilots`)."""
-    from gnnprep.hag.stream import SEARCH_BLOCK_REF_ENTRIES
-
-    if block_entries > SEARCH_BLOCK_REF_ENTRIES:
+    if d["halved"] is None:
         return ("a first block of the reference size is searched before the rest, which is cut by its measured "
                 "time (this machine, this graph)")
+    h = d["halved"]
     return ("the first block is searched alone before the rest: where it saves under 1% of its transfers, the "
-            "rest goes in blocks half as large, two at once")
+            f"rest goes in blocks of up to {h['block_entries']:,} entries, {h['workers']} at once (the search then "
+            f"~{h['predicted_search_seconds']:.0f} s)")

@@ -319,12 +319,14 @@ def predict(sizes: tuple[int, int, int, int, int], weighted: bool, config: HagCo
     longer than the search, :func:`_copy_pays`); ``predicted_seconds`` is their sum. ``budget_blocks``:
     the search's prediction in the largest blocks the budget holds (slower per entry, finding more
     savings; the plan's own where its blocks are those). ``pilot``: whether the search measures a first
-    block of the reference size and cuts the rest by its time (:func:`gnnprep.hag.stream.pilots`)."""
+    block of the reference size and cuts the rest by its time, or searches its first block alone and
+    halves the rest's blocks where that saves little (:func:`gnnprep.hag.stream.pilots`); ``halved``:
+    then, the rest's blocks and the search's predicted seconds (None where no halving applies)."""
     import numba
 
     from gnnprep.core.device import default_budget
     from gnnprep.hag.order import relabel_seconds
-    from gnnprep.hag.stream import pilots, search_plan
+    from gnnprep.hag.stream import SEARCH_BLOCK_REF_ENTRIES, SEARCH_SECONDS_FIXED, halved_plan, pilots, search_plan
 
     config.check()
     budget = default_budget("cpu") if config.memory_budget is None else int(config.memory_budget)
@@ -335,6 +337,14 @@ def predict(sizes: tuple[int, int, int, int, int], weighted: bool, config: HagCo
     relabel = 0.0 if weighted else round(search_scale * relabel_seconds(n, m + 2 * cap, cap, budget), 3)
     keeps = not weighted and _copy_pays(relabel, plan.seconds)
     relabel = relabel if keeps else 0.0
+    pilot = pilots(plan, config.block_entries)
+    halved = halved_plan(sizes, cap, budget, search_scale, plan, numba.get_num_threads()) \
+        if pilot and plan.block_entries <= SEARCH_BLOCK_REF_ENTRIES else None
+    if halved is not None:   # the first block's share at the plan's pace, the rest at the halved one's
+        first = min(m, plan.block_entries) / max(1, m)
+        variable = (plan.seconds - SEARCH_SECONDS_FIXED) * first + (halved.seconds - SEARCH_SECONDS_FIXED) * (1 - first)
+        halved = {"block_entries": halved.block_entries, "workers": halved.workers,
+                  "predicted_search_seconds": round(SEARCH_SECONDS_FIXED + variable, 3)}
     return {"dry_run": True, "num_nodes": n, "entries": m, "method": config.method, "capacity": cap,
             "memory_budget": budget, "blocks": plan.blocks, "block_entries": plan.block_entries,
             "window": plan.window, "sample_stride": plan.stride, "workers": plan.workers,
@@ -342,7 +352,7 @@ def predict(sizes: tuple[int, int, int, int, int], weighted: bool, config: HagCo
             "predicted_search_seconds": plan.seconds, "predicted_relabel_seconds": relabel, "keeps_relabelled": keeps,
             "predicted_seconds": round(plan.seconds + relabel, 3),
             "budget_blocks": {"block_entries": widest.block_entries, "predicted_search_seconds": widest.seconds},
-            "pilot": pilots(plan, config.block_entries)}
+            "pilot": pilot, "halved": halved}
 
 
 def block_note(plan: StreamPlan, widest: StreamPlan) -> str | None:

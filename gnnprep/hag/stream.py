@@ -310,13 +310,21 @@ def after_pilot(sizes: tuple[int, int, int, int, int], cap: int, budget: int | N
     rest, widest = search_plan(sizes, cap, budget, scale * k, None, threads)
     if rest.block_entries > plan.block_entries:
         rest = search_plan(sizes, cap, budget, scale * k, plan.block_entries, threads)[0]
-    if little and rest.workers == 1:
-        # two blocks of h entries and one in-list past each fit where one block of 2h + longest did
-        half = max(MIN_BLOCK_ENTRIES, (rest.block_entries - sizes[2]) // 2)
-        halved = search_plan(sizes, cap, budget, scale * k, half, threads)[0]
-        if halved.workers > 1:
-            rest = halved
+    if little:
+        rest = halved_plan(sizes, cap, budget, scale * k, rest, threads) or rest
     return rest, widest, k
+
+
+def halved_plan(sizes: tuple[int, int, int, int, int], cap: int, budget: int | None, scale: float, plan: StreamPlan,
+                threads: int) -> StreamPlan | None:
+    """``plan`` (one block at a time) in blocks of (its block − the longest in-list) / 2 entries — two
+    of them, each with an in-list past its end, fit the room of one — where two then run at once;
+    else None (:func:`after_pilot` with ``little``)."""
+    if plan.workers != 1:
+        return None
+    half = max(MIN_BLOCK_ENTRIES, (plan.block_entries - sizes[2]) // 2)
+    halved = search_plan(sizes, cap, budget, scale, half, threads)[0]
+    return halved if halved.workers > 1 else None
 
 
 def saves_little(entries: int, transfers: int) -> bool:

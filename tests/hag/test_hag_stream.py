@@ -450,6 +450,31 @@ def test_a_search_interrupted_after_its_pilot_resumes_with_the_rest_cut_as_befor
         np.testing.assert_array_equal(whole[k], resumed[k])
 
 
+def test_the_dry_run_gives_the_halved_rest_and_its_time(store, tmp_path, monkeypatch):
+    """``--dry-run`` of a search of several blocks one at a time says the first block is searched alone
+    and, where it saves little, the rest's blocks, how many at once and the search's time then
+    (below the plan's); none with ``--block-entries``."""
+    import numba
+
+    import gnnprep.hag.stream as S
+    from gnnprep.graph.store import GraphStore
+
+    if numba.get_num_threads() < 2:
+        pytest.skip("two blocks at once need two threads")
+    monkeypatch.setattr(S, "MIN_BLOCK_ENTRIES", 16)
+    with GraphStore(store) as g:
+        m, n = g.num_edges, g.num_nodes
+        longest = int(np.diff(g.indptr()).max())
+    budget = str(S.fixed_bytes(n, n // 4) + S.BLOCK_ENTRY_BYTES * (m // 5 + longest))
+    args = ["hag", store, "-o", tmp_path / "d.h5", "--dry-run", "--memory-budget", budget]
+    dry = run_json(args)
+    assert dry["pilot"] and dry["workers"] == 1 and dry["halved"]["workers"] == 2
+    assert dry["halved"]["block_entries"] <= dry["block_entries"] // 2
+    assert dry["halved"]["predicted_search_seconds"] < dry["predicted_search_seconds"]
+    assert f"{dry['halved']['block_entries']:,} entries, 2 at once" in run(args).stdout
+    assert run_json(args + ["--block-entries", str(m // 5)])["halved"] is None
+
+
 def test_a_search_interrupted_after_its_rest_was_halved_resumes_to_the_same_file(store, tmp_path, monkeypatch):
     """The halved rest (a first block that saved little) is kept in the resumable state: a search
     stopped two blocks after its pilot resumes in the same half blocks, to the same file."""
