@@ -271,7 +271,7 @@ def _keep_in_order(store: GraphStore, output, summary: dict, budget: int, progre
         return {"path": None, "why": "a weighted store: a HAG sums unweighted in-lists"}
     if saves_little(entries, transfers):
         return {"path": None, "why": f"the HAG saves {100 * saved_share(entries, transfers):.2f}% of the transfers, "
-                                     "too little for a hop through it to be faster (precompute --hag relabels it if asked)"}
+                                     "too little for a hop through it to be faster"}
     if not in_memory and 1.25 * (streamed_bytes(n, num_agg, room) + (64 << 20)) > budget:
         return {"path": None, "why": "the budget does not hold even the relabelling out of core"}
     predicted = search_scale * relabel_seconds(n, transfers, num_agg, budget)
@@ -355,17 +355,20 @@ def predict(sizes: tuple[int, int, int, int, int], weighted: bool, config: HagCo
             "pilot": pilot, "halved": halved}
 
 
-def block_note(plan: StreamPlan, widest: StreamPlan) -> str | None:
+def block_note(plan: StreamPlan, widest: StreamPlan, little: bool = False) -> str | None:
     """What to tell a user whose search runs in smaller blocks than the budget holds
-    (:func:`gnnprep.hag.stream.time_bounded_block`): both predicted times and how to have the larger
-    blocks' savings; None where the blocks are the budget's."""
+    (:func:`gnnprep.hag.stream.time_bounded_block`, or ``little``: the rest halved after a first block
+    that saved under 1%, :func:`gnnprep.hag.stream.after_pilot`): both predicted times and how to
+    have the larger blocks' savings; None where the blocks are the budget's."""
     if plan.block_entries >= widest.block_entries:
         return None
 
     def took(s: float) -> str:
         return f"~{s:.0f} s" if s < 600 else f"~{s / 60:.0f} min"
 
-    return (f"searching in {plan.blocks} blocks of up to {plan.block_entries:,} entries ({took(plan.seconds)} "
+    why = (f"the first block saved under 1% of its transfers, so the rest goes {plan.workers} blocks at once: "
+           if little else "")
+    return (f"{why}searching in {plan.blocks} blocks of up to {plan.block_entries:,} entries ({took(plan.seconds)} "
             f"predicted); the budget's blocks of {widest.block_entries:,} would find more savings in "
             f"{took(widest.seconds)} (--block-entries {widest.block_entries})")
 
@@ -376,8 +379,8 @@ def _note_to(warn: Callable[[str], None] | None):
     if warn is None:
         return None
 
-    def on_plan(plan: StreamPlan, widest: StreamPlan) -> None:
-        message = block_note(plan, widest)
+    def on_plan(plan: StreamPlan, widest: StreamPlan, little: bool = False) -> None:
+        message = block_note(plan, widest, little)
         if message is not None:
             warn(message)
     return on_plan

@@ -595,7 +595,7 @@ def search_arrays(indptr: np.ndarray, indices: np.ndarray, capacity: int | None 
 def build_streamed(store, output, input_path, cap: int, budget: int | None, window: int | None, max_depth: int,
                    min_share: int, aggregate: str, provenance, progress=None,
                    scale: float = 1.0, max_block: int | None = None,
-                   on_plan: Callable[[StreamPlan, StreamPlan], None] | None = None,
+                   on_plan: Callable[[StreamPlan, StreamPlan, bool], None] | None = None,
                    threads: int | None = None,
                    warn: Callable[[str], None] | None = None) -> tuple[dict, StreamPlan, bool, dict | None]:
     """Search ``store`` (an open :class:`gnnprep.graph.store.GraphStore`) block by block and write
@@ -605,7 +605,7 @@ def build_streamed(store, output, input_path, cap: int, budget: int | None, wind
     written, the plan — with a pilot, the blocks searched and their peak —, whether it resumed, the
     pilot's figures or None). ``provenance()`` gives the provenance to write (called once the search
     is done, so it can hold the search's time); ``scale`` and ``max_block``: the plan's
-    (:func:`search_plan`); ``on_plan(plan, in the budget's blocks)`` is told the plan before the search
+    (:func:`search_plan`); ``on_plan(plan, in the budget's blocks, halved)`` is told the plan before the search
     starts — with a pilot block (:func:`pilot_end`), after it, the rest's plan as its time corrects it.
     ``threads``: the most blocks searched at once (None: numba's threads; the plan's ``workers``).
     ``warn``: told once, part way, where the blocks searched so far save almost nothing
@@ -627,7 +627,7 @@ def build_streamed(store, output, input_path, cap: int, budget: int | None, wind
     plan, widest = search_plan(sizes, cap, budget, scale, max_block, threads)
     pilot = pilot_end(indptr, plan, max_block)
     if on_plan is not None and pilot is None:
-        on_plan(plan, widest)
+        on_plan(plan, widest, False)
     blocks = row_blocks(indptr, 0, n, plan.block_entries) if pilot is None else [(0, pilot)]
     told: dict = {}
     rest_plan = [plan]   # the plan of the blocks after a pilot's (its blocks, workers and peak)
@@ -649,7 +649,7 @@ def build_streamed(store, output, input_path, cap: int, budget: int | None, wind
         told.update(entries=int(indptr[pilot]), seconds=round(seconds, 3), measured_over_predicted=round(k, 3),
                     rest_block_entries=rest.block_entries, saved_little=little, rest_workers=rest.workers)
         if on_plan is not None:
-            on_plan(replace(rest, blocks=len(blocks)), wide)
+            on_plan(replace(rest, blocks=len(blocks)), wide, little and rest.workers > 1)
 
     key = json.dumps({"graph": store.fingerprint, "capacity": cap, "window": plan.window, "max_depth": max_depth,
                       "min_share": min_share, "block_entries": plan.block_entries, "aggregate": aggregate,

@@ -403,7 +403,10 @@ def test_a_first_block_that_saves_little_halves_the_rest_two_at_a_time(store, tm
         longest = int(np.diff(indptr).max())
     budget = S.fixed_bytes(n, n // 4) + S.BLOCK_ENTRY_BYTES * (m // 5 + longest)
     monkeypatch.setattr(S, "saves_little", lambda *a: True)
-    rep = build(store, tmp_path / "h.h5", HagConfig(memory_budget=budget))
+    told = []
+    rep = build(store, tmp_path / "h.h5", HagConfig(memory_budget=budget), warn=told.append)
+    assert any(t.startswith("the first block saved under 1% of its transfers, so the rest goes 2 blocks at once")
+               for t in told), told
     pilot = rep.stream["pilot"]
     assert pilot["saved_little"] and pilot["rest_workers"] == 2
     assert pilot["rest_block_entries"] <= (m // 5) // 2 and rep.stream["workers"] == 2
