@@ -122,11 +122,16 @@ def hag(dataset, output, capacity, method, aggregate, window, max_depth, min_sha
 
 
 def _pilot_line(d: dict) -> str:
-    """What ``--dry-run`` says of the pilot block (:func:`gnnprep.hag.stream.pilots`)."""
-    if d["halved"] is None:
-        return ("a first block of the reference size is searched before the rest, which is cut by its measured "
-                "time (this machine, this graph)")
+    """What ``--dry-run`` says of the pilot block (:func:`gnnprep.hag.stream.pilots`): where the plan's
+    blocks are larger than the reference's, the rest cut by its measured time; where the rest may be
+    halved, its blocks and time then."""
+    from gnnprep.hag.stream import SEARCH_BLOCK_REF_ENTRIES
+
+    timed = d["block_entries"] > SEARCH_BLOCK_REF_ENTRIES
+    line = ("a first block of the reference size is searched before the rest, which is cut by its measured time "
+            "(this machine, this graph)" if timed else "the first block is searched alone before the rest")
     h = d["halved"]
-    return ("the first block is searched alone before the rest: where it saves under 1% of its transfers, the "
-            f"rest goes in blocks of up to {h['block_entries']:,} entries, {h['workers']} at once (the search then "
-            f"~{h['predicted_search_seconds']:.0f} s)")
+    if h is None:
+        return line
+    return (f"{line}: where it saves under 1% of its transfers, the rest goes in blocks of up to "
+            f"{h['block_entries']:,} entries, {h['workers']} at once (the search then ~{h['predicted_search_seconds']:.0f} s)")

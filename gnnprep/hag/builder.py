@@ -326,7 +326,7 @@ def predict(sizes: tuple[int, int, int, int, int], weighted: bool, config: HagCo
 
     from gnnprep.core.device import default_budget
     from gnnprep.hag.order import relabel_seconds
-    from gnnprep.hag.stream import SEARCH_BLOCK_REF_ENTRIES, SEARCH_SECONDS_FIXED, halved_plan, pilots, search_plan
+    from gnnprep.hag.stream import SEARCH_SECONDS_FIXED, halved_plan, pilots, search_plan
 
     config.check()
     budget = default_budget("cpu") if config.memory_budget is None else int(config.memory_budget)
@@ -338,8 +338,7 @@ def predict(sizes: tuple[int, int, int, int, int], weighted: bool, config: HagCo
     keeps = not weighted and _copy_pays(relabel, plan.seconds)
     relabel = relabel if keeps else 0.0
     pilot = pilots(plan, config.block_entries)
-    halved = halved_plan(sizes, cap, budget, search_scale, plan, numba.get_num_threads()) \
-        if pilot and plan.block_entries <= SEARCH_BLOCK_REF_ENTRIES else None
+    halved = halved_plan(sizes, cap, budget, search_scale, plan, numba.get_num_threads()) if pilot else None
     if halved is not None:   # the first block's share at the plan's pace, the rest at the halved one's
         first = min(m, plan.block_entries) / max(1, m)
         variable = (plan.seconds - SEARCH_SECONDS_FIXED) * first + (halved.seconds - SEARCH_SECONDS_FIXED) * (1 - first)

@@ -297,30 +297,32 @@ def count_candidates(rp, ent, w, big, room, min_share=2, check=None, keep=None, 
     shift = lg - (nb.bit_length() - 1)
     nmask = np.uint64(nbits - 1)
     rows = row_parts(rp, max(1, int(threads)))
+    between = check if len(rows) == 1 else None   # between kernel calls on one thread; after each pass on several
 
     def hist_of(r0: int, r1: int) -> np.ndarray:
         hist = np.zeros(nb, dtype=np.int64)
         while r0 < r1:
             r0 = _pair_hist(rp, ent, r0, r1, w, big, stride, nmask, shift, hist, STEP_OPS)
-            if check is not None and len(rows) == 1:
-                check()
+            if between is not None:
+                between()
         return hist
 
     hists = side_by_side(hist_of, rows)
     if check is not None:
         check()
-    pk, pc = _bucket_counts(rp, ent, w, big, stride, room, rows, hists, (nb, shift, nmask), check, work)
+    pk, pc = _bucket_counts(rp, ent, w, big, stride, room, rows, hists, (nb, shift, nmask), check, between, work)
     good = pc >= min_share
     pk, pc = pk[good], pc[good]
     return (pk, pc) if keep is None else _top(pk, pc, keep)
 
 
-def _bucket_counts(rp, ent, w, big, stride, room, rows, hists, geometry, check, work):
+def _bucket_counts(rp, ent, w, big, stride, room, rows, hists, geometry, check, between, work):
     """The pairs whose filter bit is "twice" (keys, counts): the buckets scattered as many at a time
     as the room holds (8 bytes a pair; an eighth of the room kept for the output), each counted on
     its own. ``rows``: the row ranges scattered side by side, ``hists`` their pairs per bucket (each
     range's pairs go after the ranges' before it in a bucket); the buckets of a group are counted
-    side by side in as many ranges."""
+    side by side in as many ranges. ``check`` is called after each pass, ``between`` between kernel
+    calls too (None: not inside the threads)."""
     nb, shift, nmask = geometry
     hist = np.sum(hists, axis=0) if len(hists) > 1 else hists[0]
     pairs = int(hist.sum())
@@ -347,8 +349,8 @@ def _bucket_counts(rp, ent, w, big, stride, room, rows, hists, geometry, check, 
         def scatter(r0: int, r1: int, pos: np.ndarray) -> None:
             while r0 < r1:
                 r0 = _pair_scatter(rp, ent, r0, r1, w, big, stride, nmask, shift, b0, b1, pos, hashes, STEP_OPS)
-                if check is not None and len(rows) == 1:
-                    check()
+                if between is not None:
+                    between()
 
         side_by_side(scatter, [(r0, r1, pos) for (r0, r1), pos in zip(rows, places)])
         if check is not None:
@@ -358,8 +360,7 @@ def _bucket_counts(rp, ent, w, big, stride, room, rows, hists, geometry, check, 
         bounds = sorted({b0, b1, *(b0 + int(c) for c in cuts if 0 < c < b1 - b0)})
 
         def count(c0: int, c1: int) -> tuple[np.ndarray, np.ndarray]:
-            return _count_range(hashes, starts, b0, c0, c1, nmask, lowmask, shift, biggest, out_len,
-                                check if len(rows) == 1 else None)
+            return _count_range(hashes, starts, b0, c0, c1, nmask, lowmask, shift, biggest, out_len, between)
 
         for k, c in side_by_side(count, list(zip(bounds[:-1], bounds[1:]))):
             outs[0].append(k)

@@ -280,10 +280,8 @@ def pilot_end(indptr: np.ndarray, plan: StreamPlan, max_block: int | None) -> in
 
     if not pilots(plan, max_block):
         return None
-    n = len(indptr) - 1
-    if plan.block_entries <= SEARCH_BLOCK_REF_ENTRIES:   # the plan's own first block
-        return row_blocks(indptr, 0, n, plan.block_entries)[0][1]
-    return row_blocks(indptr, 0, n, SEARCH_BLOCK_REF_ENTRIES)[0][1]
+    # the plan's own first block, or one of the reference size where the plan's are larger
+    return row_blocks(indptr, 0, len(indptr) - 1, min(plan.block_entries, SEARCH_BLOCK_REF_ENTRIES))[0][1]
 
 
 def after_pilot(sizes: tuple[int, int, int, int, int], cap: int, budget: int | None, scale: float, plan: StreamPlan,
