@@ -207,7 +207,8 @@ def _hash_keys(seed: int, a: np.ndarray, b: np.ndarray, c: int) -> np.ndarray:
 
 def _adjacency(indptr: np.ndarray, indices: np.ndarray) -> sp.csr_matrix:
     n = len(indptr) - 1
-    return sp.csr_matrix((np.ones(len(indices), dtype=np.int8), indices, indptr), shape=(n, n))
+    # path counts as int32: a node reached from 256 frontier nodes summed to 0 in int8 and was dropped
+    return sp.csr_matrix((np.ones(len(indices), dtype=np.int32), indices, indptr), shape=(n, n))
 
 
 def in_blocks(total: int, size: int, run, progress=None, stage: str = "", limit: int = WORK_PER_CALL,

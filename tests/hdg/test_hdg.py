@@ -298,3 +298,19 @@ def test_cli_errors_are_one_line(tmp_path):
         assert r.exit_code == code and r.stderr.startswith("Error: ") and msg in r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "h.h5").exists()
+
+
+@pytest.mark.parametrize("paths", [200, 256, 512])
+def test_anchor_distances_count_many_paths_exactly(paths):
+    """A node reached from hundreds of frontier nodes at once keeps its distance: anchor 0 → nodes
+    1..paths → node paths + 1 (the path counts once summed in int8, where 256 paths wrapped to 0 and
+    the node was dropped from its shell)."""
+    from gnnprep.hdg.select import _anchor_distances
+
+    n = paths + 2
+    mids = np.arange(1, paths + 1)
+    rows = [[]] + [[0] for _ in mids] + [list(mids)]   # in-lists: mids read 0, the last node reads every mid
+    indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
+    indices = np.concatenate([np.asarray(r, dtype=np.int64) for r in rows])
+    dist = _anchor_distances(indptr, indices, np.array([0]), hops=2).toarray()[:, 0]
+    assert dist[0] == 1 and (dist[mids] == 2).all() and dist[n - 1] == 3   # d + 1
