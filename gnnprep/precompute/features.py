@@ -109,7 +109,9 @@ def select_rows(store: GraphStore, rows: str) -> np.ndarray | None:
     return np.unique(np.concatenate(list(splits.values()))).astype(np.int64)
 
 
-def _hop_chunks(rows: int, width: int, c: int, dtype: str) -> tuple | None:
+def hop_chunks(rows: int, width: int, c: int, dtype: str) -> tuple | None:
+    """The chunk shape of a hop dataset of ``rows`` rows in ``c`` column blocks ``width`` wide (None:
+    contiguous)."""
     # one column block: contiguous rows (a single pwrite per write, row-block reads for training);
     # several: chunks one column block wide, so block writes never rewrite each other's chunks
     if c == 1:
@@ -120,7 +122,7 @@ def _hop_chunks(rows: int, width: int, c: int, dtype: str) -> tuple | None:
 def staged_bytes(rows: int, width: int, c: int, dtype: str, step: int) -> int:
     """The most bytes one write of a hop stages around the page cache: ``step`` rows of the one
     column block (contiguous hops), or one chunk of a column block (chunked ones)."""
-    chunks = _hop_chunks(rows, width, c, dtype)
+    chunks = hop_chunks(rows, width, c, dtype)
     return (min(rows, step) if chunks is None else chunks[0]) * width * np.dtype(dtype).itemsize
 
 
@@ -165,8 +167,8 @@ def create_layout(f: h5py.File, store: GraphStore, out_rows: np.ndarray | None, 
     channels (all rows), labels and splits of the stored rows."""
     n, d = store.features.shape
     r = n if out_rows is None else len(out_rows)
-    channels = _create_hops(f, hops, operators, _allocated((r, d), dtype, _hop_chunks(r, width, c, dtype)))
-    _create_hdg_channels(channels, hdg_channels, hops, (n, d), dtype, _hop_chunks(n, width, c, dtype))
+    channels = _create_hops(f, hops, operators, _allocated((r, d), dtype, hop_chunks(r, width, c, dtype)))
+    _create_hdg_channels(channels, hdg_channels, hops, (n, d), dtype, hop_chunks(n, width, c, dtype))
     _rows_labels_splits(f, store, out_rows)
 
 
@@ -571,7 +573,7 @@ def create_shard_layout(f: h5py.File, rows: int, columns: int, hops: int, operat
     """Allocate a shard's hop datasets: ``/channels/<op>/<k>`` [rows, columns] (hop 0 shared by
     the operators, ``/hops/<k>`` links to the first operator's), in ``c`` column blocks of
     ``width`` (one block: contiguous, written with O_DIRECT like a one-process artifact)."""
-    _create_hops(f, hops, operators, _allocated((rows, columns), dtype, _hop_chunks(rows, width, c, dtype)))
+    _create_hops(f, hops, operators, _allocated((rows, columns), dtype, hop_chunks(rows, width, c, dtype)))
 
 
 def create_hdg_shard_layout(f: h5py.File, channels: tuple[str, ...], hops: int, rows: int, columns: int, dtype: str,
@@ -579,7 +581,7 @@ def create_hdg_shard_layout(f: h5py.File, channels: tuple[str, ...], hops: int, 
     """Allocate a rank's HDG file: ``/channels/<channel>/<k>`` [rows, columns] for every HDG channel
     and hop, chunked as a one-process artifact's channels (``c`` column blocks of ``width``)."""
     _create_hdg_channels(f.create_group(CHANNELS), channels, hops, (rows, columns), dtype,
-                         _hop_chunks(rows, width, c, dtype))
+                         hop_chunks(rows, width, c, dtype))
 
 
 def publish_hdg_channels(f: h5py.File, n: int, d: int, hops: int, channels: tuple[str, ...], dtype: str,
@@ -600,7 +602,7 @@ def publish_hdg_channels(f: h5py.File, n: int, d: int, hops: int, channels: tupl
                     layout[:, c0:c1] = h5py.VirtualSource(s["file"], name, shape=(n, c1 - c0), dtype=np.dtype(dtype))
                 g.create_virtual_dataset(str(k), layout, fillvalue=np.nan)
                 continue
-            ds = create_early(g, str(k), (n, d), dtype, _hop_chunks(n, width, c, dtype))
+            ds = create_early(g, str(k), (n, d), dtype, hop_chunks(n, width, c, dtype))
             for s in shards:
                 c0, c1 = s["columns"]
                 with open_shard(merge_from / s["file"]) as src:
