@@ -276,14 +276,14 @@ def _measured_key(store: GraphStore, job: Job) -> str:
 
 def _record_measured(store: GraphStore, job: Job, report: PrecomputeReport) -> None:
     """Keep this run's seconds for ``--hag auto``'s later runs (:mod:`gnnprep.precompute.measured`):
-    on the CPU kernel, where a HAG was given or is cached beside the store, for a whole run (not a
-    resumed one, whose seconds are a part)."""
+    on the CPU kernel, beside a store with a cached HAG (the only one auto takes: without it, the
+    record would be a file written beside the input for nothing), for a whole run (not a resumed one,
+    whose seconds are a part)."""
     from gnnprep.hag import builder as hags
     from gnnprep.hag import file as hag_file
     from gnnprep.precompute import measured
 
-    if job.backend != "numba" or report.resumed_units or job.user or \
-            (job.config.hag is None and not hags.cache_path(store.path).exists()):
+    if job.backend != "numba" or report.resumed_units or job.user or not hags.cache_path(store.path).exists():
         return
     variant = "plain"
     if job.uses_hag:

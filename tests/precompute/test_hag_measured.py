@@ -137,3 +137,17 @@ def test_variants_measured_hours_apart_are_compared_by_their_bests(tmp_path):
     use, why = measured.measured_choice(store, key, hag)
     assert use and why.endswith("(best runs, g.hag-runs.json)")
     assert "pair" not in json.loads(measured.memo_path(store).read_text())[key][hag]
+
+
+@pytest.mark.parametrize("hag", ["auto", "given"])
+def test_nothing_is_written_beside_a_store_without_a_cached_hag(cliques, tmp_path, hag):
+    """``--hag auto`` on a store with no cached HAG (it finds none and searches none), or ``--hag``
+    naming a HAG elsewhere: the store's folder gets no runs file (auto takes only the cached HAG's)."""
+    folder = tmp_path / "store"
+    folder.mkdir()
+    shutil.copy2(cliques / "g.h5", folder / "g.h5")
+    given = tmp_path / "h.h5"
+    shutil.copy2(cliques / "g.hag.h5", given)
+    before = sorted(p.name for p in folder.iterdir())
+    precompute(folder / "g.h5", tmp_path / "a.h5", config(hag="auto" if hag == "auto" else str(given)))
+    assert sorted(p.name for p in folder.iterdir()) == before
