@@ -36,6 +36,17 @@ def format_size(n: float) -> str:
     return f"{n} B"
 
 
+def format_size_up(n: float) -> str:
+    """``n`` bytes as :func:`format_size` writes it, rounded up (a budget given back as printed is
+    then at least ``n``: what an error naming the least budget prints)."""
+    import math
+
+    for unit, scale in (("KiB", 2**10), ("MiB", 2**20), ("GiB", 2**30)):
+        if n < 1024 * scale:
+            return f"{math.ceil(10 * n / scale) / 10:.1f} {unit}"
+    return f"{math.ceil(10 * n / 2**40) / 10:.1f} TiB"
+
+
 def available_ram() -> int:
     import psutil
 

@@ -29,7 +29,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from gnnprep.core.errors import ArgumentError, OptionError
-from gnnprep.core.sizes import format_size
+from gnnprep.core.sizes import format_size, format_size_up
 from gnnprep.hag.greedy import (
     count_ids,
     local_ids,
@@ -146,9 +146,9 @@ def stream_plan(n: int, m: int, longest: int, cap: int, budget: int | None, wind
         room = budget - fixed
         block = room // BLOCK_ENTRY_BYTES - longest  # a block may run one in-list past its entries
         if block < MIN_BLOCK_ENTRIES and block < m:
-            need = fixed + BLOCK_ENTRY_BYTES * min(m, MIN_BLOCK_ENTRIES)
+            need = fixed + BLOCK_ENTRY_BYTES * (min(m, MIN_BLOCK_ENTRIES) + longest)   # the least that passes this test
             raise OptionError("--memory-budget", f"{format_size(budget)} is too small for a HAG search over {n:,} "
-                                                 f"nodes (needs at least {format_size(need)})")
+                                                 f"nodes (needs at least {format_size_up(need)})")
         block = int(max(1, min(block, m)))
     if max_block is not None:
         block = int(max(1, min(block, max_block)))

@@ -32,7 +32,7 @@ import numpy as np
 
 from gnnprep.core.errors import GnnprepError, OptionError
 from gnnprep.core.record import Record
-from gnnprep.core.sizes import format_size
+from gnnprep.core.sizes import format_size, format_size_up
 from gnnprep.graph.order import ORDER_MIN_GAIN
 from gnnprep.precompute.profile import Profile
 
@@ -277,27 +277,20 @@ def predict_seconds(p: Problem, prof: Profile, b: int, c: int) -> float:
     return compute + stream + io + overhead + fresh
 
 
-def choose_plan(p: Problem, budget: int, prof: Profile, baseline_rss: int = 0,
-                blocks: tuple[int, int, int] | None = None) -> Plan:
-    """The feasible (a, b, c) with the least predicted time, or the user's counts checked."""
+def _make_plan(p: Problem, budget: int, prof: Profile, baseline_rss: int, b: int, c: int, source: str) -> Plan:
+    """The plan of ``b`` edge blocks and ``c`` column blocks (as many as that width needs)."""
     n, d = p.num_nodes, max(p.num_features, 1)
-    a = max(1, math.ceil((8 * n + _s_bytes(p)) / max(1, budget - 16 * n))) if budget > 16 * n else None
+    a = max(1, math.ceil((8 * n + _s_bytes(p)) / max(1, budget - 16 * n))) if budget > 16 * n else b
+    w = math.ceil(d / c)
+    c = math.ceil(d / w)  # the number of blocks of that width actually needed
+    return Plan(a=min(a, max(1, n)), b=b, c=c, width=w, s_resident=(b == 1), device=p.device, budget=budget,
+                predicted_peak=memory(p, b, c), predicted_seconds=round(predict_seconds(p, prof, b, c), 3),
+                baseline_rss=baseline_rss, source=source)
 
-    def make(b: int, c: int, source: str) -> Plan:
-        w = math.ceil(d / c)
-        c = math.ceil(d / w)  # the number of blocks of that width actually needed
-        aa = a if a is not None else b
-        return Plan(a=min(aa, max(1, n)), b=b, c=c, width=w, s_resident=(b == 1), device=p.device, budget=budget,
-                    predicted_peak=memory(p, b, c), predicted_seconds=round(predict_seconds(p, prof, b, c), 3),
-                    baseline_rss=baseline_rss, source=source)
 
-    if blocks is not None:
-        a_user, b, c = blocks
-        if min(blocks) < 1:
-            raise OptionError("--blocks", f"{a_user},{b},{c}: counts must be positive integers")
-        b, c = min(b, max(1, n)), min(c, d)
-        plan = make(b, c, "user")
-        return Plan(**{**plan.to_dict(), "a": min(a_user, max(1, n))})
+def _auto_plans(p: Problem, budget: int, prof: Profile, baseline_rss: int) -> list[Plan]:
+    """For each column-block count, the fewest edge blocks that fit ``budget`` (none where none do)."""
+    n, d = p.num_nodes, max(p.num_features, 1)
     plans = []
     max_b = max(1, n)
     for c in _column_counts(d):
@@ -312,12 +305,52 @@ def choose_plan(p: Problem, budget: int, prof: Profile, baseline_rss: int = 0,
             b = b * 2 if b < 64 else b + max(1, b // 4)
         if b > max_b:
             continue
-        plans.append(make(b, c, "auto"))
+        plans.append(_make_plan(p, budget, prof, baseline_rss, b, c, "auto"))
+    return plans
+
+
+def choose_plan(p: Problem, budget: int, prof: Profile, baseline_rss: int = 0,
+                blocks: tuple[int, int, int] | None = None) -> Plan:
+    """The feasible (a, b, c) with the least predicted time, or the user's counts checked. Where no
+    blocking fits ``budget``, an error naming the least budget that has a plan (:func:`least_budget`)."""
+    n, d = p.num_nodes, max(p.num_features, 1)
+    if blocks is not None:
+        a_user, b, c = blocks
+        if min(blocks) < 1:
+            raise OptionError("--blocks", f"{a_user},{b},{c}: counts must be positive integers")
+        b, c = min(b, max(1, n)), min(c, d)
+        plan = _make_plan(p, budget, prof, baseline_rss, b, c, "user")
+        return Plan(**{**plan.to_dict(), "a": min(a_user, max(1, n))})
+    plans = _auto_plans(p, budget, prof, baseline_rss)
     if not plans:
-        need = memory(p, max_b, d)
-        raise OptionError("--memory-budget", f"{format_size(budget)} is too small for this graph: even one column "
-                                             f"and row-sized edge blocks need about {format_size(need)}")
+        least = least_budget(p, prof, baseline_rss, budget)
+        if least is None:
+            raise OptionError("--memory-budget", f"{format_size(budget)} is too small for this graph: no budget "
+                                                 "has a plan for it")
+        raise OptionError("--memory-budget", f"{format_size(budget)} is too small for this graph: the least budget "
+                                             f"with a plan is about {format_size_up(least)}")
     return least_memory_of_fastest(aligned_first(plans, d))
+
+
+def least_budget(p: Problem, prof: Profile, baseline_rss: int, floor: int) -> int | None:
+    """About the least budget (within 1%, rounded up) under which :func:`choose_plan` finds a plan for
+    ``p``, given that ``floor`` bytes is too little; None when even 2**62 bytes is. A bisection from
+    the least memory any blocking needs (one column, row-sized edge blocks): that figure alone, which
+    the error named until 2026-11-29, was below the least budget the search for blocks accepts (the
+    papers100M shape at 1/10: "about 365.6 MiB", where 455 MiB was the first budget with a plan)."""
+    def fits(budget: int) -> bool:
+        return bool(_auto_plans(p, budget, prof, baseline_rss))
+
+    lo = floor
+    hi = max(floor + 1, memory(p, max(1, p.num_nodes), max(1, p.num_features)))
+    while not fits(hi):
+        lo, hi = hi, 2 * hi
+        if hi > 2**62:
+            return None
+    while hi - lo > max(1, hi // 100):
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if fits(mid) else (mid, hi)
+    return hi
 
 
 # column blocks are planned this many columns wide (an X tile: 64 bytes of a float32 row), or all d

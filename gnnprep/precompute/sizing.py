@@ -41,7 +41,7 @@ from gnnprep.precompute.plan import (
     Problem,
     choose_plan,
     decide_order,
-    memory,
+    least_budget,
     pruned_hop_entries,
     pruned_last_inputs,
 )
@@ -122,38 +122,6 @@ def check_sizes(*, option_names: bool = False, **values) -> None:
                              "entries (self-loops are dropped at ingest)")
 
 
-def least_budget(p: Problem, prof, baseline_rss: int, floor: int) -> int | None:
-    """About the least budget (within 1%, rounded up) under which :func:`choose_plan` finds a plan for
-    ``p``, given that ``floor`` bytes is too little; None when even 2**62 bytes is. A bisection from
-    the least memory any blocking needs (one column, row-sized edge blocks)."""
-    def fits(budget: int) -> bool:
-        try:
-            choose_plan(p, budget, prof, baseline_rss)
-            return True
-        except GnnprepError:
-            return False
-
-    lo = floor
-    hi = max(floor + 1, memory(p, max(1, p.num_nodes), max(1, p.num_features)))
-    while not fits(hi):
-        lo, hi = hi, 2 * hi
-        if hi > 2**62:
-            return None
-    while hi - lo > max(1, hi // 100):
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if fits(mid) else (mid, hi)
-    return hi
-
-
-def _size_up(n: int) -> str:
-    """``n`` bytes as :func:`~gnnprep.core.sizes.format_size` writes it, rounded up (a budget given
-    back as printed is then at least ``n``)."""
-    for unit, scale in (("KiB", 2**10), ("MiB", 2**20), ("GiB", 2**30)):
-        if n < 1024 * scale:
-            return f"{math.ceil(10 * n / scale) / 10:.1f} {unit}"
-    return f"{math.ceil(10 * n / 2**40) / 10:.1f} TiB"
-
-
 def _degrees(mean: float, seed: int) -> np.ndarray:
     """A power-law degree sample of ``SAMPLE`` nodes with the given mean (1 + Pareto(2) weights)."""
     w = 1.0 + np.random.default_rng(seed).pareto(2.0, SAMPLE)
@@ -210,8 +178,7 @@ def plan_for_sizes(nodes: int, entries: int, features: int, hops: int, memory_bu
         plan = choose_plan(p, memory_budget, prof, baseline_rss)
     except GnnprepError as e:
         least = least_budget(p, prof, baseline_rss, memory_budget)
-        error = str(e) if least is None else (f"--memory-budget {format_size(memory_budget)} is too small for this "
-                                              f"graph: the least budget with a plan is about {_size_up(least)}")
+        error = str(e)
         return {"plan": None, "error": error, "least_budget": least, "hop_entries": list(p.hop_entries),
                 "profile": prof.measured}
     plan, why = decide_order(plan, p, prof, 1 / 3, reorder, memory_budget)

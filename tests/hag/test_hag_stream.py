@@ -960,3 +960,20 @@ def test_a_search_that_saves_almost_nothing_says_so_once_part_way_and_keeps_no_r
     told = []
     build(tmp_path / "g.h5", tmp_path / "g.hag.h5", HagConfig(block_entries=2000), warn=told.append)
     assert not [t for t in told if t.startswith("the HAG saves")], told
+
+
+@pytest.mark.parametrize("longest", [1, 64, 5000])
+def test_a_budget_too_small_names_a_budget_that_searches(longest):
+    """The least budget the error names passes the same test (it left out a block's one in-list of
+    overrun and rounded to the nearest 0.1 MiB: "needs at least 452.3 MiB", where 453 MiB was refused)."""
+    import gnnprep.hag.stream as S
+    from gnnprep.core.errors import OptionError
+    from gnnprep.core.sizes import parse_size
+
+    n, m = 11_105_996, 308_000_000
+    with pytest.raises(OptionError) as e:
+        S.stream_plan(n, m, longest, n // 4, 64 << 20)
+    need = parse_size(re.search(r"needs at least (\S+ \S+)\)", str(e.value))[1].replace(" ", ""))
+    S.stream_plan(n, m, longest, n // 4, need)   # a plan
+    with pytest.raises(OptionError):
+        S.stream_plan(n, m, longest, n // 4, need - (1 << 20) - S.BLOCK_ENTRY_BYTES * 1024)

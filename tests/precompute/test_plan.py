@@ -5,7 +5,7 @@ import pytest
 from fixtures import run
 
 from gnnprep.core.errors import GnnprepError
-from gnnprep.precompute.plan import Problem, choose_plan, memory
+from gnnprep.precompute.plan import Problem, choose_plan, least_budget, memory
 from gnnprep.precompute.profile import Profile, load_profile
 
 
@@ -199,3 +199,25 @@ def test_on_a_cuda_device_a_tie_goes_to_the_fewest_column_blocks():
                 device="cuda", x_tile=32)
     assert choose_plan(p, 70 << 30, load_profile("cuda")).c == 1
     assert choose_plan(replace(p, device="cpu"), 70 << 30, load_profile("cpu")).c > 1
+
+
+def test_a_budget_too_small_names_the_least_budget_with_a_plan():
+    """The error names a budget that has a plan, and one 2% under it has none (it named the memory
+    of one column and row-sized edge blocks, below what the blocks' search accepts: on
+    papers100M's shape at 1/10 "about 365.6 MiB" where 455 MiB was the first budget with a plan)."""
+    import re
+
+    from gnnprep.core.errors import OptionError
+    from gnnprep.core.sizes import parse_size
+    from gnnprep.precompute.sizing import sizes_problem
+
+    p = sizes_problem(11_105_996, 308_000_000, 128, 3, rows=153_263, machine_memory=24 << 30)
+    prof = Profile()
+    with pytest.raises(OptionError) as e:
+        choose_plan(p, 300 << 20, prof)
+    named = parse_size(re.search(r"least budget with a plan is about (\S+ \S+)", str(e.value))[1].replace(" ", ""))
+    choose_plan(p, named, prof)   # the budget named has a plan
+    least = least_budget(p, prof, 0, 300 << 20)
+    assert least <= named <= least * 1.01 + (1 << 20)
+    with pytest.raises(OptionError):
+        choose_plan(p, int(least * 0.98), prof)
