@@ -113,7 +113,8 @@ def hag(dataset, output, capacity, method, aggregate, window, max_depth, min_sha
         f"{s.search_seconds:.2f} s, peak {size(peak) if peak is not None else 'n/a'})",
         f"aggregations {s.aggregations_graph:,} -> {s.aggregations_hag:,} ({s.aggregation_ratio:.2f}x fewer); "
         f"transfers {s.transfers_graph:,} -> {s.transfers_hag:,} ({s.transfer_ratio:.2f}x)",
-    ] + ([] if s.kept_copy is None else [
+    ] + (["resumed the interrupted search's partial output (the blocks it had finished were kept)"]
+         if (s.stream or {}).get("resumed") else []) + ([] if s.kept_copy is None else [
         f"relabelled to the store's node order for precompute: {s.kept_copy['path']} ({s.kept_copy['how']}, "
         f"{s.kept_copy['seconds']:.2f} s)" if s.kept_copy.get("path") else
         f"not relabelled to the store's node order ({s.kept_copy['why']}): precompute --hag relabels it"]) + (

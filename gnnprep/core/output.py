@@ -260,6 +260,30 @@ def work_folder(near: str | os.PathLike, tmp_dir: str | os.PathLike | None = Non
         _remove(folder)
 
 
+def _key_difference(old, new: str) -> str:
+    """What differs between a partial output's key and this run's, in words: the settings named
+    where both are JSON objects (``block_entries 14993541, now 5406560``), else "other settings"."""
+    import json
+
+    try:
+        a, b = json.loads(old), json.loads(new)
+    except (TypeError, ValueError):
+        return "other settings or inputs"
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return "other settings or inputs"
+    names = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    if not names:
+        return "other settings or inputs"
+
+    def short(v) -> str:
+        text = json.dumps(v) if not isinstance(v, str) else v
+        return text if len(text) <= 40 else text[:37] + "..."
+
+    shown = [f"{k} {short(a.get(k))}, now {short(b.get(k))}" for k in names[:3]]
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    return "other settings (" + "; ".join(shown) + more + ")"
+
+
 class ResumableOutput:
     """An output built in units over a long run that survives crashes and continues.
 
@@ -294,6 +318,9 @@ class ResumableOutput:
             raise GnnprepError(f"{self.path}: another gnnprep process is writing this output") from None
         self.done: list = []
         self.resumed = False
+        # why an interrupted run's partial output found here was not continued (None: none was found),
+        # for the command to say before it is removed: its work is lost, which should be no surprise
+        self.discarded: str | None = None
         if (self.partial.exists() or self.work.is_dir()) and self.progress_file.exists():
             try:
                 state = json.loads(self.progress_file.read_text())
@@ -303,6 +330,10 @@ class ResumableOutput:
                 self.done = [tuple(u) for u in state.get("done", [])]
                 self.resumed = True
                 self.state = state
+            else:
+                self.discarded = (f"{self.partial}: an interrupted run's partial output, made with "
+                                  f"{_key_difference(state.get('key'), key)}, was removed; starting afresh "
+                                  "(the same command as then resumes it)")
         if not self.resumed:
             self.discard_partial()
             self.state = {"key": key, "done": []}

@@ -529,6 +529,8 @@ def _ingest_source(source: GraphSource, output: str | Path, config: IngestConfig
     inputs = source.input_files()
     key = _resume_key(source, config, symmetrize, inputs)
     out = ResumableOutput(output, key or f"unresumable-{os.getpid()}-{time.time_ns()}", inputs)
+    # said in the report, not kept in the store's provenance (it is of this run, not of the data)
+    notes = [out.discarded] if out.discarded else []
     with out.writing(None), work_folder(output, config.tmp_dir) as work:
         mark = out.state.get("adjacency") if out.resumed else None
         # the buckets' spills are kept for a rerun beside the output, not in --tmp-dir
@@ -606,7 +608,7 @@ def _ingest_source(source: GraphSource, output: str | Path, config: IngestConfig
         symmetric=symmetrize, num_features=int(source.num_features), num_classes=num_classes,
         edges_read=stats["edges_read"], self_loops_dropped=stats["self_loops_dropped"],
         duplicates_dropped=stats["duplicates_dropped"], seconds=round(time.perf_counter() - t0, 3),
-        warnings=tuple(source.warnings), order=order, resumed=resumed or None)
+        warnings=tuple(notes + source.warnings), order=order, resumed=resumed or None)
 
 
 def _order_of_written(f: h5py.File, n: int, stats: dict, budget: int, order: str):

@@ -644,8 +644,11 @@ def build_streamed(store, output, input_path, cap: int, budget: int | None, wind
         blocks.extend(rest_blocks(rest.block_entries))
         rest_plan[0] = rest
         out.state["rest_block_entries"] = rest.block_entries
+        # predicted_seconds_after: the whole search predicted again with the pilot's measured pace (the
+        # report's predicted_seconds is the plan's, from sizes alone)
         told.update(entries=int(indptr[pilot]), seconds=round(seconds, 3), measured_over_predicted=round(k, 3),
-                    rest_block_entries=rest.block_entries, saved_little=little, rest_workers=rest.workers)
+                    rest_block_entries=rest.block_entries, saved_little=little, rest_workers=rest.workers,
+                    predicted_seconds_after=round(rest.seconds, 3))
         if on_plan is not None:
             on_plan(replace(rest, blocks=len(blocks)), wide, little and rest.workers > 1)
 
@@ -654,6 +657,8 @@ def build_streamed(store, output, input_path, cap: int, budget: int | None, wind
                       "stride": plan.stride, "pilot": pilot, "lag": SEARCH_LAG},
                      sort_keys=True)
     out = ResumableOutput(output, key, [input_path])
+    if out.discarded and warn is not None:
+        warn(out.discarded)
     ids_dtype = np.int32 if n + cap < 2**31 else np.int64
     needed = m * np.dtype(ids_dtype).itemsize * 2 + 16 * (n + cap)
     out.check_room(needed)

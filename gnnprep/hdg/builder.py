@@ -150,7 +150,9 @@ def _build(store_path, output, sel, seed: int, memory_budget: int | None, progre
             return stream.stream_anchors(*args, symmetric=g.symmetric)
         return stream.stream_metapath(*args, node_type=g.node_type, type_names=g.type_names)
 
-    said: list[str] = []
+    said: list[str] = [out.discarded] if out.discarded else []
+    for message in said:
+        warn(message)
     with out.writing(plan.predicted_disk_bytes):
         try:
             skeleton, levels, blocks = selection()

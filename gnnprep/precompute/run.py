@@ -583,6 +583,8 @@ def _precompute(graph_path, output, config: PrecomputeConfig, progress: Progress
         meter = PeakMeter().start()
         job.baseline = meter.baseline
         out = ResumableOutput(output, run_key(store, job), inputs)
+        if out.discarded:
+            say(out.discarded)
         out.check_room(_artifact_bytes(store, job))
         with out.writing(_artifact_bytes(store, job)):
             _resume_plan(job, out, say)

@@ -248,3 +248,19 @@ def test_features_changed_since_their_mark_are_copied_again(tmp_path, monkeypatc
     ingest(papers, tmp_path / "whole.h5", IngestConfig())
     got, want = contents(out), contents(tmp_path / "whole.h5")
     assert {k: v for k, v in got.items() if k != "/"} == {k: v for k, v in want.items() if k != "/"}
+
+
+def test_a_partial_store_not_resumed_is_said_in_the_report_not_the_store(tmp_path, monkeypatch):
+    root = tmp_path / "data"
+    spec = str(make_papers100m_like(root, n=300, m=2000, d=4, seed=1).path)
+    out = tmp_path / "g.h5"
+    interrupted(monkeypatch, spec, out, IngestConfig(memory_budget=4 << 20), "adjacency")
+    make_papers100m_like(root, n=300, m=2100, d=4, seed=2)
+    r = ingest(spec, out, IngestConfig())
+    said = [w for w in r.warnings if "partial output" in w]
+    assert len(said) == 1 and "starting afresh" in said[0]
+    import json
+
+    import h5py
+    with h5py.File(out, "r") as f:
+        assert not [w for w in json.loads(f.attrs["provenance"])["warnings"] if "partial output" in w]

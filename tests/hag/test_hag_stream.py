@@ -374,6 +374,8 @@ def test_a_pilot_block_measures_the_search_and_cuts_the_rest_by_its_time(store, 
     pilot = rep.stream["pilot"]
     assert pilot["entries"] == int(indptr[row_blocks(indptr, 0, len(indptr) - 1, 64)[0][1]])
     assert pilot["measured_over_predicted"] > 1 and pilot["rest_block_entries"] == 64
+    # the whole search predicted again at the pilot's pace: more than the plan's from sizes alone
+    assert pilot["predicted_seconds_after"] > rep.stream["predicted_seconds"]
     assert rep.stream["blocks"] == len(row_blocks(indptr, 0, len(indptr) - 1, 64))
     _check_exact(read_hag(tmp_path / "slow.h5")[0], indptr, indices, np.random.default_rng(0))
     assert any("blocks of up to 64 entries" in t for t in told), told
@@ -977,3 +979,29 @@ def test_a_budget_too_small_names_a_budget_that_searches(longest):
     S.stream_plan(n, m, longest, n // 4, need)   # a plan
     with pytest.raises(OptionError):
         S.stream_plan(n, m, longest, n // 4, need - (1 << 20) - S.BLOCK_ENTRY_BYTES * 1024)
+
+
+def test_an_interrupted_search_rerun_with_other_settings_says_its_partial_is_dropped(store, tmp_path, monkeypatch):
+    """Rerun with another --memory-budget (other blocks): the partial output cannot be continued; the
+    run says so, naming what differed, and starts afresh (it was removed without a word)."""
+    import gnnprep.hag.builder as B
+    import gnnprep.hag.stream as S
+    from gnnprep.graph.store import GraphStore
+    from gnnprep.hag.builder import HagConfig, build
+
+    monkeypatch.setattr(S, "MIN_BLOCK_ENTRIES", 16)
+    monkeypatch.setattr(B, "warm_up", lambda index_dtype: None)
+    with GraphStore(store) as g:
+        budget = S.fixed_bytes(g.num_nodes, g.num_nodes // 4) + S.BLOCK_ENTRY_BYTES * (g.num_edges // 6)
+    real, calls = S.block_search, []
+    monkeypatch.setattr(S, "block_search", _stopping_after(2, real, calls))
+    with pytest.raises(KeyboardInterrupt):
+        build(store, tmp_path / "h.h5", HagConfig(memory_budget=budget))
+    monkeypatch.setattr(S, "block_search", real)
+    told = []
+    build(store, tmp_path / "h.h5", HagConfig(memory_budget=2 * budget), warn=told.append)
+    said = [t for t in told if "partial output" in t]
+    assert len(said) == 1 and "block_entries" in said[0] and "starting afresh" in said[0], told
+    told.clear()
+    build(store, tmp_path / "h2.h5", HagConfig(memory_budget=budget), warn=told.append)
+    assert not [t for t in told if "partial output" in t]   # nothing found: nothing said
