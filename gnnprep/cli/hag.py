@@ -113,13 +113,28 @@ def hag(dataset, output, capacity, method, aggregate, window, max_depth, min_sha
         f"{s.search_seconds:.2f} s, peak {size(peak) if peak is not None else 'n/a'})",
         f"aggregations {s.aggregations_graph:,} -> {s.aggregations_hag:,} ({s.aggregation_ratio:.2f}x fewer); "
         f"transfers {s.transfers_graph:,} -> {s.transfers_hag:,} ({s.transfer_ratio:.2f}x)",
-    ] + (["resumed the interrupted search's partial output (the blocks it had finished were kept)"]
+    ] + _low_savings(s) + (["resumed the interrupted search's partial output (the blocks it had finished were kept)"]
          if (s.stream or {}).get("resumed") else []) + ([] if s.kept_copy is None else [
         f"relabelled to the store's node order for precompute: {s.kept_copy['path']} ({s.kept_copy['how']}, "
         f"{s.kept_copy['seconds']:.2f} s)" if s.kept_copy.get("path") else
         f"not relabelled to the store's node order ({s.kept_copy['why']}): precompute --hag relabels it"]) + (
         [f"first run: the search's kernels compiled in {s.compile_seconds:.1f} s before it (kept in numba's cache)"]
         if (s.compile_seconds or 0) >= 1.0 else []))   # (loading them from the cache: 0.3-0.4 s)
+
+
+def _low_savings(s) -> list[str]:
+    """A line where the HAG saves under 1% of the transfers (:func:`gnnprep.hag.stream.saves_little`):
+    a hop through it gains at most half of that, so ``precompute --hag auto`` will not take it (papers100M's
+    shape at 1/10: 0.18%, in a 1.3 GB file)."""
+    from gnnprep.hag.stream import saved_share, saves_little
+
+    if not saves_little(s.transfers_graph, s.transfers_hag):
+        return []
+    if s.kept_copy is not None and "of the transfers" in str(s.kept_copy.get("why", "")):
+        return []   # (the line of the copy not kept says it already)
+    return [f"this HAG saves {100 * saved_share(s.transfers_graph, s.transfers_hag):.2f}% of the transfers (a graph "
+            "with little shared between its in-lists): a hop through it gains at most half of that, and precompute "
+            "--hag auto runs without it where it does not pay"]
 
 
 def _pilot_line(d: dict) -> str:

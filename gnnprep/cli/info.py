@@ -97,7 +97,7 @@ def info(file, as_json):
                  f"  aggregation nodes {d['num_agg']:,} in {d['levels']} levels (capacity {d['capacity']:,})",
                  f"  aggregations   {d['aggregations_graph']:,} -> {d['aggregations_hag']:,} ({d['aggregation_ratio']:.2f}x)",
                  f"  transfers      {d['transfers_graph']:,} -> {d['transfers_hag']:,} ({d['transfer_ratio']:.2f}x)",
-                 f"  search seconds {d['search_seconds']}; peak {size(d['peak_bytes']) if d.get('peak_bytes') else 'n/a'}; "
+                 f"  search seconds {_seconds(d['search_seconds'])}; peak {size(d['peak_bytes']) if d.get('peak_bytes') else 'n/a'}; "
                  f"size on disk {size(d['size_bytes'])}"]
     elif d["format"] == "gnnprep.hdg":
         lines = [f"{d['file']}: gnnprep HDG (format version {d['format_version']}, {d['spec']}, seed {d['seed']})",
@@ -108,3 +108,8 @@ def info(file, as_json):
     else:
         lines = [f"{d['file']}: {d['format']} (format version {d['format_version']}), {size(d['size_bytes'])}"]
     emit(as_json, d, lines)
+
+
+def _seconds(value) -> str:
+    """Seconds as a reader wants them (two decimals); anything else as it is."""
+    return f"{value:.2f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)

@@ -123,7 +123,11 @@ def _precompute(dataset, output, options: dict, merge, cache_dir, root, as_json,
              f"device {p['device']}, budget {size(p['budget'])}; predicted peak {size(p['predicted_peak'])} "
              f"above a {size(p['baseline_rss'])} baseline, predicted {p['predicted_seconds']:.2f} s"]
     if not r.dry_run:
-        measured = size(r.measured_peak_bytes) if r.measured_peak_bytes is not None else "n/a"
+        # above the baseline, as predicted; and the process's peak RSS the run then had (what `time -v`
+        # or a cgroup sees, the baseline included)
+        measured = (f"{size(r.measured_peak_bytes)} above the {size(r.baseline_rss_bytes)} baseline (peak RSS "
+                    f"{size(r.measured_peak_bytes + r.baseline_rss_bytes)})" if r.measured_peak_bytes is not None
+                    else "n/a")
         lines.insert(0, f"{r.output}: {r.hops + 1} hops x {len(r.operators)} operator(s) ({', '.join(r.operators)}), "
                         f"{r.rows:,} rows, {r.dtype}; {r.seconds:.2f} s")
         lines.append(f"measured peak {measured}; hop seconds " + ", ".join(f"{s:.2f}" for s in r.hop_seconds)

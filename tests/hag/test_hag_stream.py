@@ -1005,3 +1005,33 @@ def test_an_interrupted_search_rerun_with_other_settings_says_its_partial_is_dro
     told.clear()
     build(store, tmp_path / "h2.h5", HagConfig(memory_budget=budget), warn=told.append)
     assert not [t for t in told if "partial output" in t]   # nothing found: nothing said
+
+
+def test_the_command_says_when_a_hag_saves_little(tmp_path, rng):
+    """A graph with next to nothing shared between its in-lists (sparse random edges): the summary
+    says the HAG saves under 1% and what that means; one that shares (cliques) says nothing of it."""
+    from fixtures import clique_store
+
+    sparse, *_ = make_store(tmp_path, rng, n=3000, m=3000, d=4)
+    r = run(["hag", sparse, "-o", tmp_path / "h.h5"])
+    assert r.exit_code == 0, r.stderr
+    line = [t for t in r.stdout.splitlines() if "saves 0.00% of the transfers" in t]
+    assert len(line) == 1, r.stdout   # said once (by the line of the relabelled copy not kept, or its own)
+    cl = tmp_path / "cl"
+    cl.mkdir()
+    clique_store(cl, 2, 300, 120, 6)
+    r = run(["hag", cl / "g.h5", "-o", tmp_path / "c.h5"])
+    assert r.exit_code == 0 and "% of the transfers" not in r.stdout, r.stdout
+
+
+def test_the_low_savings_line_where_no_relabelled_copy_says_it():
+    from types import SimpleNamespace
+
+    from gnnprep.cli.hag import _low_savings
+
+    little = dict(transfers_graph=308_340_370, transfers_hag=307_779_436)
+    (line,) = _low_savings(SimpleNamespace(**little, kept_copy=None))
+    assert "saves 0.18% of the transfers" in line
+    said = {"why": "the HAG saves 0.18% of the transfers, too little for a hop through it to be faster"}
+    assert _low_savings(SimpleNamespace(**little, kept_copy=said)) == []
+    assert _low_savings(SimpleNamespace(transfers_graph=100, transfers_hag=90, kept_copy=None)) == []
