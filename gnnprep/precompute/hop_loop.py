@@ -613,7 +613,9 @@ class HopRun:
         return {
             "command": self.command or "precompute",
             "parameters": {**dataclasses.asdict(config), "device": job.device, "backend": job.backend},
-            "inputs": [{"path": str(Path(self.store.path).absolute()), "graph_fingerprint": self.store.fingerprint}],
+            # the store's source (an OGB data set's name): train scores by its evaluator whatever the paths
+            "inputs": [{"path": str(Path(self.store.path).absolute()), "graph_fingerprint": self.store.fingerprint,
+                        "source": str(self.store.attrs.get("source", ""))}],
             "plan": self.plan.to_dict(),
             "timings": {**self.timer.timings, "hop_seconds": [round(s, 4) for s in self.hop_seconds]},
             "reorder": None if self.graph.reorder_info is None else self.graph.reorder_info.to_dict(),

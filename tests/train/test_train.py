@@ -386,3 +386,20 @@ def test_train_on_precomputed_graph(tmp_path, rng):
     precompute(tmp_path / "g.h5", tmp_path / "f.h5", PrecomputeConfig(hops=2, operators=("sym", "rw"), rows="labeled"))
     out = run_json(["train", "sign", tmp_path / "f.h5", "-o", tmp_path / "run", "--epochs", "3", "--hidden", "8"])
     assert out["epochs_run"] == 3 and 0 <= out["test_acc"] <= 1
+
+
+def test_ogb_evaluator_from_the_stores_source_whatever_the_paths(tmp_path):
+    """A store ingested from papers100M's folder, precomputed and trained under paths that name no
+    data set: the artifact's provenance carries the store's source, and train scores by ogb's
+    evaluator (it fell back to the plain one)."""
+    from ogb_layouts import make_papers100m_like
+
+    from gnnprep.graph.ingest import IngestConfig, ingest
+    from gnnprep.precompute.config import PrecomputeConfig
+    from gnnprep.precompute.run import precompute
+
+    spec = str(make_papers100m_like(tmp_path / "data", n=400, m=1500, d=6, seed=1).path)
+    ingest(spec, tmp_path / "g.h5", IngestConfig())
+    precompute(tmp_path / "g.h5", tmp_path / "f.h5", PrecomputeConfig(hops=2, rows="labeled"))
+    out = run_json(["train", "sgc", tmp_path / "f.h5", "-o", tmp_path / "run", "--epochs", "2", "--quiet"])
+    assert out["evaluator"] == "ogbn-papers100M"
