@@ -20,6 +20,7 @@ import numpy as np
 
 from gnnprep.core import h5file
 from gnnprep.core.files import NotRegularFile, TooLarge, open_regular
+from gnnprep.core.sizes import format_size, format_size_up
 from gnnprep.graph.store import INDICES, INDPTR, ORDER_GROUP
 from gnnprep.sparse import order as node_order
 from gnnprep.sparse.order import PROPAGATE_BUFFER, group_by_label, near_share_windows, propagate_labels, row_blocks
@@ -417,8 +418,8 @@ def _degree_candidate(f, kind: str, memory_budget: int) -> tuple[np.ndarray | No
     indptr_ds, indices = f[INDPTR], f[INDICES]
     n = int(indptr_ds.shape[0]) - 1
     if DEGREE_BYTES_PER_NODE * n > memory_budget:
-        return None, {"error": f"the {kind} order needs ~{DEGREE_BYTES_PER_NODE * n / 2**30:.1f} GiB, more than "
-                               f"--memory-budget"}
+        return None, {"error": f"the {kind} order needs ~{format_size_up(DEGREE_BYTES_PER_NODE * n)}, more than "
+                               f"--memory-budget {format_size(memory_budget)}"}
     t0 = time.perf_counter()
     indptr = indptr_ds[:].astype(np.int64, copy=False)
     order = node_order.degree_order(indptr) if kind == "degree" else node_order.degree_bucket_order(indptr)
