@@ -125,9 +125,9 @@ def _precompute(dataset, output, options: dict, merge, cache_dir, root, as_json,
     if not r.dry_run:
         # above the baseline, as predicted; and the process's peak RSS the run then had (what `time -v`
         # or a cgroup sees, the baseline included)
-        measured = (f"{size(r.measured_peak_bytes)} above the {size(r.baseline_rss_bytes)} baseline (peak RSS "
-                    f"{size(r.measured_peak_bytes + r.baseline_rss_bytes)})" if r.measured_peak_bytes is not None
-                    else "n/a")
+        measured = size(r.measured_peak_bytes) if r.measured_peak_bytes is not None else "n/a"
+        measured += f" above the {size(r.baseline_rss_bytes)} baseline" + (
+            f" (the process's peak RSS {size(r.peak_rss_bytes)})" if r.peak_rss_bytes is not None else "")
         lines.insert(0, f"{r.output}: {r.hops + 1} hops x {len(r.operators)} operator(s) ({', '.join(r.operators)}), "
                         f"{r.rows:,} rows, {r.dtype}; {r.seconds:.2f} s")
         lines.append(f"measured peak {measured}; hop seconds " + ", ".join(f"{s:.2f}" for s in r.hop_seconds)

@@ -174,13 +174,17 @@ def peak_rss(pid: int | str = "self") -> int | None:
 
 
 class PeakMeter:
-    """Peak memory above the RSS at :meth:`start`: ``m = PeakMeter().start(); ...; m.above()``."""
+    """Peak memory above the RSS at :meth:`start`: ``m = PeakMeter().start(); ...; m.above()``;
+    :meth:`process_peak`: the process's peak RSS over its whole life (what ``time -v`` reports),
+    the part before :meth:`start` included."""
 
     def __init__(self) -> None:
         self.ok = False
         self.baseline = 0
+        self.before: int | None = None
 
     def start(self) -> "PeakMeter":
+        self.before = peak_rss()   # (the reset below forgets it)
         self.ok = reset_peak()
         self.baseline = rss()
         return self
@@ -188,6 +192,12 @@ class PeakMeter:
     def above(self) -> int | None:
         peak = peak_rss() if self.ok else None
         return None if peak is None else peak - self.baseline
+
+    def process_peak(self) -> int | None:
+        now = peak_rss()
+        if now is None:
+            return None
+        return max(now, self.before or 0)
 
 
 _ALLOCATOR_TUNED = False

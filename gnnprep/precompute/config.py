@@ -131,6 +131,9 @@ class PrecomputeReport(Record):
     # per hop, where its seconds went on the compute thread: {"kernel", "reads" (X for hop 0, streamed S
     # blocks), "writes_waited" (its rows reaching the disk), "other" (gathers, queueing, bookkeeping)}
     hop_breakdown: tuple[dict, ...] = ()
+    # the process's peak RSS over the whole command (planning and loading included: what `time -v`
+    # reports); measured_peak_bytes is the run's above its baseline, as the plan predicts it
+    peak_rss_bytes: int | None = None
 
     def to_dict(self) -> dict:
         return Record.to_dict(self)

@@ -591,5 +591,6 @@ def _precompute(graph_path, output, config: PrecomputeConfig, progress: Progress
             report = HopRun(store, out, job, progress, command, t_start).execute()
             fa.sweep_shards(out.path, keep=())  # an earlier sharded run's files: nothing reads them now
         _record_measured(store, job, report)
-        return dataclasses.replace(report, measured_peak_bytes=meter.above(), hag=job.hag_info,
+        return dataclasses.replace(report, measured_peak_bytes=meter.above(), peak_rss_bytes=meter.process_peak(),
+                                   hag=job.hag_info,
                                    warnings=tuple(warnings))
