@@ -68,10 +68,17 @@ def regime_defaults(model: str, regime: str, train_rows: int, hops_in_file: int,
     return values
 
 
+# fields a model has no use for (SGC is one linear layer on the K-th hop, with input dropout): filled
+# like any other, so a checkpoint's config stays whole, but not listed among the defaults used
+UNUSED_FIELDS = {"sgc": ("hidden", "layers", "dropout")}
+
+
 def resolve(config: TrainConfig, train_rows: int, hops_in_file: int, prenormalized: bool = False
             ) -> tuple[TrainConfig, str, dict]:
-    """(the config with every unset regime field filled, the regime, the values filled in)."""
+    """(the config with every unset regime field filled, the regime, the values filled in that the
+    model uses)."""
     regime = choose_regime(train_rows)
     values = regime_defaults(config.model, regime, train_rows, hops_in_file, prenormalized)
     filled = {k: values[k] for k in REGIME_FIELDS if getattr(config, k) is None and values[k] is not None}
-    return dataclasses.replace(config, **filled), regime, filled
+    unused = UNUSED_FIELDS.get(config.model, ())
+    return dataclasses.replace(config, **filled), regime, {k: v for k, v in filled.items() if k not in unused}

@@ -115,3 +115,13 @@ def test_precompute_normalisation_is_a_different_output_and_is_read_by_train(tmp
     assert out["defaults"]["normalize_features"] == "none"         # X was normalised already
     bad = run(["precompute", str(store), "-o", str(tmp_path / "x.h5"), "--normalize-features", "l3"])
     assert bad.exit_code == 2 and not (tmp_path / "x.h5").exists()
+
+
+def test_defaults_list_only_what_the_model_uses():
+    """SGC is one linear layer: its hidden width, layers and dropout are filled (the config stays
+    whole) but not listed among the defaults used; an MLP-bodied model lists them."""
+    cfg, _, shown = resolve(TrainConfig(model="sgc"), train_rows=60_000, hops_in_file=3)
+    assert cfg.hidden == LARGE["hidden"] and "hidden" not in shown and "dropout" not in shown
+    assert "input_dropout" in shown and "lr" in shown
+    _, _, shown = resolve(TrainConfig(model="lc-gprgnn"), train_rows=60_000, hops_in_file=3)
+    assert "hidden" in shown and "dropout" in shown
