@@ -130,7 +130,7 @@ def _low_savings(s) -> list[str]:
 
     if not saves_little(s.transfers_graph, s.transfers_hag):
         return []
-    if s.kept_copy is not None and "of the transfers" in str(s.kept_copy.get("why", "")):
+    if (s.kept_copy or {}).get("saves_little"):
         return []   # (the line of the copy not kept says it already)
     return [f"this HAG saves {100 * saved_share(s.transfers_graph, s.transfers_hag):.2f}% of the transfers (a graph "
             "with little shared between its in-lists): a hop through it gains at most half of that, and precompute "

@@ -270,8 +270,9 @@ def _keep_in_order(store: GraphStore, output, summary: dict, budget: int, progre
     if store.weighted:
         return {"path": None, "why": "a weighted store: a HAG sums unweighted in-lists"}
     if saves_little(entries, transfers):
-        return {"path": None, "why": f"the HAG saves {100 * saved_share(entries, transfers):.2f}% of the transfers, "
-                                     "too little for a hop through it to be faster"}
+        return {"path": None, "saves_little": True,
+                "why": f"the HAG saves {100 * saved_share(entries, transfers):.2f}% of the transfers, "
+                       "too little for a hop through it to be faster"}
     if not in_memory and 1.25 * (streamed_bytes(n, num_agg, room) + (64 << 20)) > budget:
         return {"path": None, "why": "the budget does not hold even the relabelling out of core"}
     predicted = search_scale * relabel_seconds(n, transfers, num_agg, budget)

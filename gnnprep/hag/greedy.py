@@ -242,7 +242,8 @@ def _buffer(work, name, size, dtype):
 
 
 def row_parts(rp: np.ndarray, parts: int) -> list[tuple[int, int]]:
-    """``parts`` contiguous row ranges of about equal entries (fewer where the rows are fewer)."""
+    """``parts`` contiguous ranges of the rows (or buckets) of a pointer array ``rp``, of about equal
+    entries (fewer where the rows are fewer)."""
     nrows = len(rp) - 1
     cuts = np.searchsorted(rp, np.linspace(0, int(rp[-1]), parts + 1)[1:-1]).tolist()
     bounds = sorted({0, nrows, *(min(nrows, max(0, int(c))) for c in cuts)})
@@ -355,14 +356,11 @@ def _bucket_counts(rp, ent, w, big, stride, room, rows, hists, geometry, check, 
         side_by_side(scatter, [(r0, r1, pos) for (r0, r1), pos in zip(rows, places)])
         if check is not None:
             check()
-        # the group's buckets in ranges of about equal pairs, one a thread
-        cuts = np.searchsorted(starts, np.linspace(0, int(starts[-1]), len(rows) + 1)[1:-1])
-        bounds = sorted({b0, b1, *(b0 + int(c) for c in cuts if 0 < c < b1 - b0)})
-
+        # the group's buckets in ranges of about equal pairs, one a thread (starts: the buckets' pointer)
         def count(c0: int, c1: int) -> tuple[np.ndarray, np.ndarray]:
-            return _count_range(hashes, starts, b0, c0, c1, nmask, lowmask, shift, biggest, out_len, between)
+            return _count_range(hashes, starts, b0, b0 + c0, b0 + c1, nmask, lowmask, shift, biggest, out_len, between)
 
-        for k, c in side_by_side(count, list(zip(bounds[:-1], bounds[1:]))):
+        for k, c in side_by_side(count, row_parts(starts, len(rows))):
             outs[0].append(k)
             outs[1].append(c)
         if check is not None:

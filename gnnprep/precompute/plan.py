@@ -324,11 +324,11 @@ def choose_plan(p: Problem, budget: int, prof: Profile, baseline_rss: int = 0,
     plans = _auto_plans(p, budget, prof, baseline_rss)
     if not plans:
         least = least_budget(p, prof, baseline_rss, budget)
-        if least is None:
-            raise OptionError("--memory-budget", f"{format_size(budget)} is too small for this graph: no budget "
-                                                 "has a plan for it")
-        raise OptionError("--memory-budget", f"{format_size(budget)} is too small for this graph: the least budget "
-                                             f"with a plan is about {format_size_up(least)}")
+        error = OptionError("--memory-budget", f"{format_size(budget)} is too small for this graph: " + (
+            "no budget has a plan for it" if least is None else
+            f"the least budget with a plan is about {format_size_up(least)}"))
+        error.least_budget = least   # (for gnnprep plan's report: not found again)
+        raise error
     return least_memory_of_fastest(aligned_first(plans, d))
 
 
@@ -767,12 +767,9 @@ def choose_hag(plan: Plan, p: Problem, prof: Profile, cached: dict | None, budge
     """
     if p.weighted:  # (the CPU-only rule is decided by the caller, gnnprep.precompute.run)
         return HagVerdict(False, False, "HAG aggregation shares sums over unweighted in-lists")
-    w = plan.width
-    widths = _widths(p.num_features, w)
-
-    # the plain run's kernel seconds, hop by hop over the entries each reads (a pruned run's hops
-    # read fewer: --rows labeled on papers100M's shape, hop 3 1.4% of them): all a perfect HAG saves
-    plain = _passes(p) * sum(prof.spmm_seconds(e, p.num_nodes, wj) for e in _hop_entries(p, plan.b) for wj in widths)
+    # the plain run's kernel seconds over the entries its hops read (a pruned run's read fewer:
+    # --rows labeled on papers100M's shape, hop 3 1.4% of them): all a perfect HAG saves
+    plain = kernel_seconds(p, prof, plan.b, plan.width)
     if cached is None:
         search = p.num_entries * HAG_SEARCH_NS_PER_ENTRY * 1e-9 if search_s is None else search_s
         if plain > search:

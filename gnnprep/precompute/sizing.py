@@ -177,9 +177,8 @@ def plan_for_sizes(nodes: int, entries: int, features: int, hops: int, memory_bu
     try:
         plan = choose_plan(p, memory_budget, prof, baseline_rss)
     except GnnprepError as e:
-        least = least_budget(p, prof, baseline_rss, memory_budget)
-        error = str(e)
-        return {"plan": None, "error": error, "least_budget": least, "hop_entries": list(p.hop_entries),
+        least = e.least_budget if hasattr(e, "least_budget") else least_budget(p, prof, baseline_rss, memory_budget)
+        return {"plan": None, "error": str(e), "least_budget": least, "hop_entries": list(p.hop_entries),
                 "profile": prof.measured}
     plan, why = decide_order(plan, p, prof, 1 / 3, reorder, memory_budget)
     m = max(1, p.num_entries)

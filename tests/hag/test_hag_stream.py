@@ -1032,6 +1032,7 @@ def test_the_low_savings_line_where_no_relabelled_copy_says_it():
     little = dict(transfers_graph=308_340_370, transfers_hag=307_779_436)
     (line,) = _low_savings(SimpleNamespace(**little, kept_copy=None))
     assert "saves 0.18% of the transfers" in line
-    said = {"why": "the HAG saves 0.18% of the transfers, too little for a hop through it to be faster"}
+    said = {"saves_little": True, "why": "the HAG saves 0.18% of the transfers, too little for a hop through it "
+                                         "to be faster"}
     assert _low_savings(SimpleNamespace(**little, kept_copy=said)) == []
     assert _low_savings(SimpleNamespace(transfers_graph=100, transfers_hag=90, kept_copy=None)) == []
