@@ -83,6 +83,7 @@ class Job:
     hag_order: tuple | None = None     # (order, inv) the HAG was relabelled to; (None, None): stored order
     hag_order_choice: tuple | None = None  # --hag auto: (order, inv, kind, why) a run through the HAG would use
     hag_planned: bool = False          # --dry-run: the plan goes through the HAG (its arrays not read)
+    hag_relabels: bool = False         # the run relabels the HAG to its node order (no relabelled copy kept)
     hdg: Hdg | None = None
     hdg_channels: tuple[str, ...] = ()
     baseline: int = 0

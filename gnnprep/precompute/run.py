@@ -245,9 +245,11 @@ def _auto_hag(store: GraphStore, plan: Plan, problem: Problem, profile, budget: 
     if cached is None:  # the search that would run, predicted from sizes as `gnnprep hag --dry-run` does
         search_s = float(hags.dry_run(store.path, hags.HagConfig(memory_budget=budget), scale)["predicted_seconds"])
 
+    def is_kept() -> bool:
+        return choice is not None and ordered_copy.is_kept(cache, ordered_copy.copy_kind(choice), store, choice[0])
+
     def judge(cached: dict | None, search_s: float | None = None):
-        kept = choice is not None and ordered_copy.is_kept(cache, ordered_copy.copy_kind(choice), store, choice[0])
-        return choose_hag(plan, problem, profile, cached, budget, backend, search_s, speedup, kept)
+        return choose_hag(plan, problem, profile, cached, budget, backend, search_s, speedup, is_kept())
 
     verdict = judge(cached, search_s)
     if verdict.build and not dry_run:
@@ -261,7 +263,8 @@ def _auto_hag(store: GraphStore, plan: Plan, problem: Problem, profile, budget: 
     if cached is not None and measured_key is not None:
         from gnnprep.precompute import measured
 
-        told = measured.measured_choice(store.path, measured_key, measured.hag_variant(cached))
+        relabels = choice is not None and not is_kept()
+        told = measured.measured_choice(store.path, measured_key, measured.hag_variant(cached, relabels))
         if told is not None:
             verdict = dataclasses.replace(verdict, use=told[0], reason=told[1])
     return (cache if verdict.use else None), HagChoice("auto", verdict.use, str(cache) if verdict.use else None,
@@ -290,7 +293,7 @@ def _record_measured(store: GraphStore, job: Job, report: PrecomputeReport) -> N
         summary = hag_file.read_hag_summary(job.hag_path, store.fingerprint)
         if summary is None:
             return
-        variant = measured.hag_variant(summary)
+        variant = measured.hag_variant(summary, job.hag_relabels)
     measured.record(store.path, _measured_key(store, job), variant, report.seconds)
 
 
@@ -332,6 +335,7 @@ def _choose_hag(job: Job, store: GraphStore, profile, budget: int) -> None:
         if job.backend == "numba":
             # relabelled out of core where the HAG as read and its relabelled copy do not fit together
             num_agg, transfers, levels, kept, _ = plan_facts(job.hag_path, store, job.hag_order_choice)
+            job.hag_relabels = job.hag_order_choice is not None and not kept
             # planned before the HAG is read: a budget too small for it is refused before any of it is
             # held, and a plan that streams its in-lists opens the kept copy instead of reading it
             early = plan_with_hag(job.problem, profile, budget, job.baseline, num_agg, transfers, config.blocks,

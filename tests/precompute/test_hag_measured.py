@@ -3,6 +3,7 @@ store (:mod:`gnnprep.precompute.measured`), and once the plain run and the cache
 measured for the same settings, auto runs the faster."""
 
 import json
+import os
 import shutil
 
 import numpy as np
@@ -26,8 +27,9 @@ def cliques(tmp_path_factory):
 
 @pytest.fixture
 def graph(cliques, tmp_path):
-    for name in ("g.h5", "g.hag.h5"):
-        shutil.copy2(cliques / name, tmp_path / name)
+    shutil.copy2(cliques / "g.h5", tmp_path / "g.h5")
+    for name in ("g.hag.h5", *(p.name for p in cliques.glob("g.hag.order-*.h5"))):
+        os.link(cliques / name, tmp_path / name)   # the HAG with the relabelled copy its build kept (the same inode)
     return tmp_path / "g.h5"
 
 
@@ -151,3 +153,37 @@ def test_nothing_is_written_beside_a_store_without_a_cached_hag(cliques, tmp_pat
     before = sorted(p.name for p in folder.iterdir())
     precompute(folder / "g.h5", tmp_path / "a.h5", config(hag="auto" if hag == "auto" else str(given)))
     assert sorted(p.name for p in folder.iterdir()) == before
+
+
+def test_runs_that_relabel_the_hag_are_another_variant(graph, tmp_path):
+    """A run that relabels the HAG (no relabelled copy beside it) pays for that and may plan otherwise:
+    its time is kept apart from runs that read the kept copy, and auto judges a HAG by the runs of its
+    own state (a HAG copied beside a store without its copy was taken by the original's times)."""
+    kept = sorted(graph.parent.glob("g.hag.order-*.h5"))
+    assert kept   # the fixture's build kept the relabelled copy beside the HAG
+    for p in kept:
+        p.unlink()
+    precompute(graph, tmp_path / "a.h5", config())
+    precompute(graph, tmp_path / "b.h5", config(hag=str(cache_path(graph))))   # relabels it (and keeps the copy)
+    precompute(graph, tmp_path / "c.h5", config(hag=str(cache_path(graph))))   # reads the kept copy
+    (runs,) = memo(graph).values()
+    hags = sorted(v for v in runs if v.startswith("hag:"))
+    assert len(hags) == 2 and hags[1] == hags[0] + ",relabelled by the run"
+    assert runs[hags[0]]["runs"] == runs[hags[1]]["runs"] == 1
+    # the kept copy's runs measured slower than plain, the relabelling runs faster: with the copy
+    # gone again, auto goes by the relabelling runs
+    def set_bests():   # (their recent runs dropped: no pair measured side by side)
+        data = memo(graph)
+        (key, runs), = data.items()
+        for v, s in ((hags[0], 9.0), (hags[1], 1.0), ("plain", 5.0)):
+            runs[v] = {"best": s, "runs": 1}
+        measured.memo_path(graph).write_text(json.dumps(data))
+
+    set_bests()
+    r = precompute(graph, tmp_path / "auto.h5", config(hag="auto"))   # the copy is kept: its runs decide
+    assert not r.hag.used and "9.00 s through the cached HAG" in r.hag.reason
+    for p in graph.parent.glob("g.hag.order-*.h5"):
+        p.unlink()
+    set_bests()
+    r = precompute(graph, tmp_path / "auto2.h5", config(hag="auto"))
+    assert r.hag.used and "1.00 s through the cached HAG" in r.hag.reason
