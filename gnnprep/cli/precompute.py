@@ -11,6 +11,7 @@ import sys
 import click
 
 from gnnprep.core.errors import OptionError
+from gnnprep.precompute.profile import BUILT_IN
 
 from . import ranks
 from .common import Progress, budget_option, device_option, emit, json_option, parsed_by, quiet_option, size, warn
@@ -121,7 +122,8 @@ def _precompute(dataset, output, options: dict, merge, cache_dir, root, as_json,
     p = r.plan
     lines = [f"plan: a={p['a']} b={p['b']} c={p['c']} (width {p['width']}), S {'resident' if p['s_resident'] else 'streamed'}, "
              f"device {p['device']}, budget {size(p['budget'])}; predicted peak {size(p['predicted_peak'])} "
-             f"above a {size(p['baseline_rss'])} baseline, predicted {p['predicted_seconds']:.2f} s"]
+             f"above a {size(p['baseline_rss'])} baseline, predicted {p['predicted_seconds']:.2f} s"
+             + _predicted_with(r.predicted_with)]
     if not r.dry_run:
         # above the baseline, as predicted; and the process's peak RSS the run then had (what `time -v`
         # or a cgroup sees, the baseline included)
@@ -147,3 +149,17 @@ def _precompute(dataset, output, options: dict, merge, cache_dir, root, as_json,
                   f" in {s['seconds']:.2f} s" + (" (complete from an earlier run)" if s["skipped"] else "")
                   for s in r.shards if s["file"]]
     emit(as_json, r.to_dict(), lines)
+
+
+def _predicted_with(told: dict | None) -> str:
+    """What the plan line adds of its prediction: that it is another machine's (the built-in profile),
+    and how much of X the disk serves."""
+    if not told:
+        return ""
+    notes = []
+    x = (told.get("page_cached") or {}).get("x")
+    if x is not None and x < 0.5:
+        notes.append(f"X {100 * x:.0f}% in the page cache, the rest read from the disk")
+    if told.get("profile") == BUILT_IN:
+        notes.append("built-in cost profile: `gnnprep calibrate` measures this machine's")
+    return f" ({'; '.join(notes)})" if notes else ""

@@ -14,7 +14,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from gnnprep.core import h5file
+from gnnprep.core import h5file, pagecache
 from gnnprep.core.artifact import (
     FORMAT_VERSIONS,
     Artifact,
@@ -190,6 +190,11 @@ class GraphStore(Artifact):
     def weighted(self) -> bool:
         """Whether the store has edge weights (``/adj/weights``)."""
         return "adj/weights" in self.f
+
+    def page_cached(self) -> tuple[float | None, float | None]:
+        """The shares of X's and of ``/adj/indices``' bytes the page cache holds now (None: unknown;
+        :func:`gnnprep.core.pagecache.dataset_share`): what the planner counts as read from the disk."""
+        return pagecache.dataset_share(self.f["nodes/features"]), pagecache.dataset_share(self.f["adj/indices"])
 
     @property
     def index_dtype(self) -> np.dtype:

@@ -134,6 +134,9 @@ class PrecomputeReport(Record):
     # the process's peak RSS over the whole command (planning and loading included: what `time -v`
     # reports); measured_peak_bytes is the run's above its baseline, as the plan predicts it
     peak_rss_bytes: int | None = None
+    # what the prediction was made with: {"profile": the cost profile's source, "page_cached": {"x",
+    # "s", "copy": shares in the page cache at planning}} (hop_loop.predicted_with)
+    predicted_with: dict | None = None
 
     def to_dict(self) -> dict:
         return Record.to_dict(self)

@@ -84,6 +84,8 @@ class Job:
     hag_order_choice: tuple | None = None  # --hag auto: (order, inv, kind, why) a run through the HAG would use
     hag_planned: bool = False          # --dry-run: the plan goes through the HAG (its arrays not read)
     hag_relabels: bool = False         # the run relabels the HAG to its node order (no relabelled copy kept)
+    # the shares of X, S and the ordered copy's S in the page cache when planned (plan.Problem)
+    page_cached: dict = dataclasses.field(default_factory=dict)
     hdg: Hdg | None = None
     hdg_channels: tuple[str, ...] = ()
     baseline: int = 0
@@ -638,4 +640,12 @@ class HopRun:
             reorder=self.graph.reorder_info, hop_entries=tuple(self.job.problem.hop_entries),
             decisions=self.job.decisions or None, ordered_copy=self.graph.copy_report,
             hop_disk_read_bytes=None if self.hop_read is None else tuple(self.hop_read),
-            hop_breakdown=self.hop_breakdown())
+            hop_breakdown=self.hop_breakdown(), predicted_with=predicted_with(self.job))
+
+
+def predicted_with(job: Job) -> dict:
+    """What the plan's prediction was made with, for the report: the cost profile (``gnnprep
+    calibrate``'s, or the built-in defaults: another machine's) and the shares of X, S and the
+    ordered copy's S the page cache held (the rest counted at the disk's rate)."""
+    profile = job.profile.measured if job.profile is not None else None
+    return {"profile": profile, "page_cached": {k: None if v is None else round(v, 3) for k, v in job.page_cached.items()}}

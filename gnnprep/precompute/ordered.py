@@ -54,6 +54,7 @@ import numpy as np
 from numba import njit, prange
 
 from gnnprep.core.errors import GnnprepError
+from gnnprep.core.pagecache import dataset_share
 from gnnprep.graph.order import DamagedOrderWarning
 from gnnprep.graph.store import GraphStore
 
@@ -183,6 +184,10 @@ class OrderedCopy:
         self.weighted = "weights" in f
         self._identity = identity   # (st_dev, st_ino) of the file opened: removed only if still it
         self._verified: set = set()  # (name, p0, p1) ranges whose checksum matched
+
+    def page_cached(self) -> float | None:
+        """The share of the copy's indices the page cache holds now (None: unknown)."""
+        return dataset_share(self.f["indices"])
 
     def read_indices(self, p0: int, p1: int, out: np.ndarray | None = None, check: bool = True) -> np.ndarray:
         """Entries p0..p1-1 (new ids), checked to lie in [0, n) (unless the caller checked them

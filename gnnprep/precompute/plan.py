@@ -82,6 +82,12 @@ class Problem:
     # that can keep S between its passes: a streamed S larger than that is read from the disk again
     # on every pass (see predict_seconds)
     machine_memory: int = 0
+    # shares of X's, S's and the ordered copy's S's bytes the page cache holds when the run starts
+    # (gnnprep.core.pagecache: mincore; None: unknown, taken as cached): the rest of their first
+    # read comes from the disk (cold_read_seconds)
+    x_cached: float | None = None
+    s_cached: float | None = None
+    copy_cached: float | None = None
 
 
 @dataclass(frozen=True)
@@ -246,6 +252,19 @@ def x_read_rate(p: Problem, prof: Profile, b: int, c: int) -> float:
     return prof.cold_tile_read_bytes_per_s if cold else prof.read_bytes_per_s
 
 
+def cold_read_seconds(nbytes: float, cached: float | None, prof: Profile) -> float:
+    """What a first read of ``nbytes`` costs beyond the profile's ``read_bytes_per_s`` where only the
+    share ``cached`` is in the page cache (None: unknown, nothing added): the rest at the disk's
+    ``cold_tile_read_bytes_per_s``. The page cache's state is the largest term the sizes cannot give:
+    on the papers100M shape at 1/10 (2 GiB, ``--rows labeled``, 2-core VM) X read from the disk took
+    11.0 s of hop 0 (4.4 GB at 0.40 GB/s) where the model counted 1.3 s, and S's first pass 3 s more;
+    the run measured 60.5 s cold against 39.4 s warm."""
+    if cached is None:
+        return 0.0
+    extra = 1.0 / prof.cold_tile_read_bytes_per_s - 1.0 / prof.read_bytes_per_s
+    return max(0.0, nbytes * (1.0 - min(1.0, max(0.0, cached))) * extra)
+
+
 LISTED_BLOCKS = 4096  # above this many column blocks the kernel term counts equal widths instead of listing them
 
 
@@ -262,10 +281,14 @@ def predict_seconds(p: Problem, prof: Profile, b: int, c: int) -> float:
                                    for e in _hop_entries(p, b))
     reads = s_reads(p, b, len(widths))
     reread = prof.read_bytes_per_s if s_rereads_from_disk(p, b, len(widths)) else prof.reread_bytes_per_s
-    stream = _s_bytes(p) / prof.read_bytes_per_s + max(0, reads - 1) * _s_bytes(p) / reread
+    stream = (_s_bytes(p) / prof.read_bytes_per_s + max(0, reads - 1) * _s_bytes(p) / reread
+              + cold_read_seconds(_s_bytes(p), p.s_cached, prof))
     if p.device.startswith("cuda"):
         stream += reads * _s_bytes(p) / prof.copy_bytes_per_s + p.operators * 2 * K * n * d * 4 / prof.copy_bytes_per_s
-    io = x_read_bytes(p, len(widths)) / x_read_rate(p, prof, b, len(widths))
+    rate = x_read_rate(p, prof, b, len(widths))
+    io = x_read_bytes(p, len(widths)) / rate
+    if rate == prof.read_bytes_per_s:   # (X's reads all counted at the disk's rate otherwise)
+        io += cold_read_seconds(n * d * p.in_itemsize, p.x_cached, prof)
     written = (p.operators * K + 1) * p.out_rows * d * p.out_itemsize
     # every plan's writes go direct: a column block's whole chunks as one block's rows do
     # (gnnprep.precompute.hop_writer); the 3.5x dearer writes counted for c > 1 when they went through
@@ -528,6 +551,8 @@ def _ordered(plan: Plan, p: Problem, prof: Profile) -> tuple[Plan, bool]:
     if from_copy:
         room = copy_build_room(p, plan)
         cost = copy_seconds(p, prof, room)
+        if p.ordered_copy == "present":   # S's first pass from the copy's file, not the store's
+            cost += cold_read_seconds(_s_bytes(p), p.copy_cached, prof) - cold_read_seconds(_s_bytes(p), p.s_cached, prof)
         # the stored rows' new ids, a chunk of the order; every id's when every row is stored
         extra = _copy_extra(p)
         peak = plan.predicted_peak + int(SLACK * extra)
@@ -825,7 +850,8 @@ def _hag_stream_seconds(p: Problem, prof: Profile, b: int, c: int, rewired: int)
     """Reading a HAG's in-lists streamed in b row blocks: each (pass, hop, column block) reads them
     (4 bytes a rewired entry), the first from the disk, later ones from the page cache where the
     copy fits beside the plan (:func:`s_rereads_from_disk`, as a streamed S), plus each block's launch."""
-    ids = Problem(**{**asdict(p), "num_entries": rewired, "index_bytes": 4, "weighted": False, "value_bytes": 0})
+    ids = Problem(**{**asdict(p), "num_entries": rewired, "index_bytes": 4, "weighted": False, "value_bytes": 0,
+                     "s_cached": None, "copy_cached": None})
     reads = s_reads(ids, b, c)   # (a pruned run's last hop reads the stored rows' in-lists, extracted once)
     reread = prof.read_bytes_per_s if s_rereads_from_disk(ids, b, c) else prof.reread_bytes_per_s
     return _s_bytes(ids) / prof.read_bytes_per_s + max(0, reads - 1) * _s_bytes(ids) / reread \
@@ -892,7 +918,8 @@ def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num
             tuple(round(HAG_ENTRY_COST * rewired * e / max(1, p.num_entries) + (2 + HAG_ROW_ENTRIES) * num_agg)
                   for e in p.hop_entries)
         q = Problem(**{**asdict(p), "num_entries": entries, "hop_entries": pruned,
-                       "last_inputs": p.last_inputs if pruned else 0})
+                       "last_inputs": p.last_inputs if pruned else 0,
+                       "s_cached": None, "copy_cached": None})   # (its in-lists are the HAG's file, not S's)
         setup = HAG_KEPT_SETUP_NS_PER_ENTRY if (kept or room is not None) and not torch else HAG_SETUP_NS_PER_ENTRY
         seconds = predict_seconds(q, prof, 1, c) + hag_entries * setup * 1e-9
         if room is not None:  # the passes over the in-lists

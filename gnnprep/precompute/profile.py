@@ -17,6 +17,8 @@ from pathlib import Path
 
 from gnnprep.core.files import NotRegularFile, TooLarge, read_regular
 
+BUILT_IN = "built-in defaults"   # a profile's ``measured`` where no calibration was found (another machine's figures)
+
 
 @dataclass(frozen=True)
 class Profile:
@@ -94,7 +96,7 @@ class Profile:
     # more than the kernels: 1.29 on calibrate's 3.9M-entry graph on an AMD EPYC VM where the kernels
     # were faster than here (2026-11-26; 1.45 there on the papers100M shape at 1/40, 77M entries)
     hag_search_scale: float = 1.0
-    measured: str = "built-in defaults"
+    measured: str = BUILT_IN
 
     def spmm_seconds(self, nnz: int, rows: int, width: int) -> float:
         table = sorted((int(k), float(v)) for k, v in self.spmm_ns_per_nnz.items())

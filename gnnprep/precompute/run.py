@@ -50,7 +50,7 @@ from gnnprep.core.sizes import format_size
 from gnnprep.graph.store import GraphStore
 from gnnprep.precompute import features as fa
 from gnnprep.precompute.config import HagChoice, PrecomputeConfig, PrecomputeReport
-from gnnprep.precompute.hop_loop import HopRun, Job
+from gnnprep.precompute.hop_loop import HopRun, Job, predicted_with
 from gnnprep.precompute.operators import make_operator
 from gnnprep.precompute.plan import (
     Plan,
@@ -157,7 +157,8 @@ def _problem(store: GraphStore, config: PrecomputeConfig, device: str, backend: 
                    buffers=3 if any(_steps(name) > 1 for name in config.operators) else 2,
                    index_bytes=store.index_dtype.itemsize, weighted=store.weighted,
                    out_itemsize=np.dtype(config.dtype).itemsize, in_itemsize=store.features.dtype.itemsize,
-                   device=device if backend == "torch" else "cpu", machine_memory=machine_memory() or 0)
+                   device=device if backend == "torch" else "cpu", machine_memory=machine_memory() or 0,
+                   **dict(zip(("x_cached", "s_cached"), store.page_cached())))
 
 
 def _prune_reason(config: PrecomputeConfig, backend: str, out_rows) -> str | None:
@@ -389,7 +390,10 @@ def _plan_order(job: Job, store: GraphStore, problem: Problem, profile, budget: 
     mode = kept_order.order_mode(config.reorder, chosen_none, gain)
     state, copy, copy_why = ("", None, "") if mode == "none" else \
         _copy_state(store, kind, known, job.reserve_bytes, problem, job.warn)
-    ordered_problem = dataclasses.replace(problem, order_known=known, ordered_copy=state)
+    ordered_problem = dataclasses.replace(problem, order_known=known, ordered_copy=state,
+                                          copy_cached=copy.page_cached() if copy is not None else None)
+    if copy is not None:
+        job.page_cached["copy"] = ordered_problem.copy_cached
     job.plan, why = plan_order(job.plan, ordered_problem, profile, kept_order.sampled_locality(store), kind=kind,
                                mode=mode, requested=config.reorder, budget=budget, chosen_none=chosen_none,
                                gain=gain, copy_why=copy_why)
@@ -440,6 +444,7 @@ def prepare_job(store: GraphStore, config: PrecomputeConfig, device: str, backen
     job = Job(config, device, backend, choose_plan(problem, budget, profile, baseline, config.blocks), problem,
                out_rows, baseline=baseline, profile=profile, user=user, degrees=user_degrees, warn=warn)
     job.reserve_bytes = _artifact_bytes(store, job)
+    job.page_cached = {"x": problem.x_cached, "s": problem.s_cached}
     # --hag auto weighs the HAG against the plain run as it would run, in its own node order
     plain_why = _plan_order(job, store, problem, profile, budget) \
         if config.hag == "auto" and backend == "numba" and _hag_unsupported(backend, store, user) is None else None
@@ -580,7 +585,7 @@ def _precompute(graph_path, output, config: PrecomputeConfig, progress: Progress
                                     job.problem.out_rows, config.dtype, (), 0.0, job.plan.predicted_peak, None,
                                     job.baseline, 0, dry_run=True, hag=job.hag_info,
                                     hop_entries=tuple(job.problem.hop_entries), decisions=job.decisions,
-                                    warnings=tuple(warnings))
+                                    warnings=tuple(warnings), predicted_with=predicted_with(job))
         for name in config.operators:  # refuse before anything is written
             if name not in job.user:
                 make_operator(name, np.zeros(1), store.symmetric)
