@@ -88,6 +88,7 @@ class Problem:
     x_cached: float | None = None
     s_cached: float | None = None
     copy_cached: float | None = None
+    hag_cached: float | None = None   # ... and of the file a run through a HAG reads its in-lists from
 
 
 @dataclass(frozen=True)
@@ -919,7 +920,7 @@ def plan_with_hag(p: Problem, prof: Profile, budget: int, baseline_rss: int, num
                   for e in p.hop_entries)
         q = Problem(**{**asdict(p), "num_entries": entries, "hop_entries": pruned,
                        "last_inputs": p.last_inputs if pruned else 0,
-                       "s_cached": None, "copy_cached": None})   # (its in-lists are the HAG's file, not S's)
+                       "s_cached": p.hag_cached, "copy_cached": None})   # (its in-lists are the HAG's, not S's)
         setup = HAG_KEPT_SETUP_NS_PER_ENTRY if (kept or room is not None) and not torch else HAG_SETUP_NS_PER_ENTRY
         seconds = predict_seconds(q, prof, 1, c) + hag_entries * setup * 1e-9
         if room is not None:  # the passes over the in-lists

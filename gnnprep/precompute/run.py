@@ -250,7 +250,9 @@ def _auto_hag(store: GraphStore, plan: Plan, problem: Problem, profile, budget: 
         return choice is not None and ordered_copy.is_kept(cache, ordered_copy.copy_kind(choice), store, choice[0])
 
     def judge(cached: dict | None, search_s: float | None = None):
-        return choose_hag(plan, problem, profile, cached, budget, backend, search_s, speedup, is_kept())
+        kept = is_kept()
+        with_pages = _hag_pages(problem, cache, choice, kept) if cached is not None else problem
+        return choose_hag(plan, with_pages, profile, cached, budget, backend, search_s, speedup, kept)
 
     verdict = judge(cached, search_s)
     if verdict.build and not dry_run:
@@ -328,6 +330,7 @@ def _choose_hag(job: Job, store: GraphStore, profile, budget: int) -> None:
     plain, planned = job.plan, None
     if config.dry_run:  # planned from the HAG's attributes: its arrays (gigabytes at papers100M) not read
         num_agg, transfers, levels, kept, why = plan_facts(job.hag_path, store, job.hag_order_choice)
+        job.problem = _hag_pages(job.problem, job.hag_path, job.hag_order_choice, kept)
         if job.backend == "numba":
             job.decisions["order"] = why
         job.hag_planned = True
@@ -337,6 +340,7 @@ def _choose_hag(job: Job, store: GraphStore, profile, budget: int) -> None:
             # relabelled out of core where the HAG as read and its relabelled copy do not fit together
             num_agg, transfers, levels, kept, _ = plan_facts(job.hag_path, store, job.hag_order_choice)
             job.hag_relabels = job.hag_order_choice is not None and not kept
+            job.problem = _hag_pages(job.problem, job.hag_path, job.hag_order_choice, kept)
             # planned before the HAG is read: a budget too small for it is refused before any of it is
             # held, and a plan that streams its in-lists opens the kept copy instead of reading it
             early = plan_with_hag(job.problem, profile, budget, job.baseline, num_agg, transfers, config.blocks,
@@ -349,8 +353,10 @@ def _choose_hag(job: Job, store: GraphStore, profile, budget: int) -> None:
                                                                   streamed_room=room, stream=streamed)
             job.hag_order = job.hag_order_choice[:2]
         else:
+            job.problem = _hag_pages(job.problem, job.hag_path, None, False)
             job.hag = load_for(job.hag_path, store)
         num_agg, transfers, levels = job.hag.num_agg, job.hag.transfers(), len(job.hag.level_ptr) - 1
+    job.page_cached["hag"] = job.problem.hag_cached
     job.plan = planned or plan_with_hag(job.problem, profile, budget, job.baseline, num_agg, transfers, config.blocks,
                                         backend=job.backend, levels=levels,
                                         speedup=_hag_speedup(profile, job.hag_order_choice), kept=kept)
@@ -364,6 +370,20 @@ def _choose_hag(job: Job, store: GraphStore, profile, budget: int) -> None:
             job.warn(message)
         else:
             warnings.warn(message, stacklevel=3)
+
+
+def _hag_pages(problem: Problem, hag_path: Path, choice, kept: bool) -> Problem:
+    """``problem`` with the page cache's share of the file a run through the HAG at ``hag_path``
+    reads its in-lists from (its relabelled copy where ``kept``, else the HAG file itself)."""
+    from gnnprep.core.pagecache import resident_share
+    from gnnprep.hag import ordered_copy
+
+    path = ordered_copy.copy_path(hag_path, ordered_copy.copy_kind(choice)) if kept and choice is not None else hag_path
+    try:
+        share = resident_share(path, [(0, Path(path).stat().st_size)])
+    except OSError:
+        share = None
+    return dataclasses.replace(problem, hag_cached=share)
 
 
 def _hag_speedup(profile, choice) -> float | None:

@@ -145,3 +145,22 @@ def test_the_report_says_what_the_prediction_was_made_with(tmp_path, rng):
         assert all(v is None or 0.0 <= v <= 1.0 for v in told["page_cached"].values())
     out = CliRunner().invoke(cli, ["precompute", str(path), "-o", str(tmp_path / "out.h5"), "--dry-run"])
     assert out.exit_code == 0 and "`gnnprep calibrate` measures this machine's" in out.output.splitlines()[0]
+
+
+def test_a_run_through_a_hag_is_judged_by_the_hag_files_pages():
+    """The HAG's in-lists are read from its file (or its relabelled copy), not S's: their cold share
+    is what a plan through it adds, and S's share changes nothing there."""
+    from gnnprep.precompute.plan import cold_read_seconds, plan_with_hag
+
+    prof = Profile()
+    q = Problem(num_nodes=200_000, num_entries=8_000_000, num_features=64, hops=3)
+    agg, entries = 50_000, 6_000_000
+
+    def seconds(**kw):
+        return plan_with_hag(Problem(**{**q.__dict__, **kw}), prof, 4 * GiB, 0, agg, entries, (1, 1, 1)).predicted_seconds
+
+    assert seconds(s_cached=0.0, hag_cached=1.0) == seconds(s_cached=1.0, hag_cached=1.0) == seconds()
+    cold = seconds(hag_cached=0.0) - seconds(hag_cached=1.0)
+    # about the HAG's entries (its in-lists and aggregation rows, as the model weighs them) read cold, well
+    # under S's
+    assert 0.5 * cold_read_seconds(4 * entries, 0.0, prof) < cold < cold_read_seconds(_s_bytes(q), 0.0, prof)
