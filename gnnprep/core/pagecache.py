@@ -14,6 +14,7 @@ import ctypes
 import ctypes.util
 import mmap
 import os
+import sys
 
 import numpy as np
 
@@ -40,7 +41,7 @@ def resident_share(path, ranges) -> float | None:
     the page cache holds now, weighted by length; None where it cannot be told (not Linux, no such
     file, an empty set of ranges). A range of more than :data:`MAX_PAGES` pages is asked about in
     evenly spaced windows of that many pages in all."""
-    if not hasattr(os, "posix_fadvise") or not ranges:
+    if not sys.platform.startswith("linux") or not ranges:
         return None
     try:
         lib = _lib()
