@@ -383,6 +383,12 @@ class HopGraph:
             self._op_values = (op, out)
         return self._op_values[1]
 
+    def release(self) -> None:
+        """Drop S's resident arrays and every kept buffer once the hops are done (``precompute --hdg``
+        aggregates the hops read back from the file in that room)."""
+        self._indices = self._weights = self._op_values = self._selected = self._spare = None
+        self._buffers = {}
+
     def close(self) -> None:
         """Close the ordered copy (waiting for the thread that opens or writes it)."""
         setup, self._setup = self._setup, None

@@ -447,6 +447,7 @@ def prepare_job(store: GraphStore, config: PrecomputeConfig, device: str, backen
     missing = [name for name in user if name not in config.operators]
     if missing:  # a file's function is a channel of its own, after the named operators
         config = dataclasses.replace(config, operators=tuple(config.operators) + tuple(missing))
+    hdg, budget = _load_hdg(store, config, user_degrees, budget)
     problem = _problem(store, config, device, backend, out_rows)
     if any(factors.values in ("entry", "weight") for _, factors in user.values()):
         # a user operator's per-entry values: held like weights (computed in the node order, if any);
@@ -496,16 +497,34 @@ def prepare_job(store: GraphStore, config: PrecomputeConfig, device: str, backen
         if out_rows is not None and not job.plan.s_resident:
             pruned.warm_up((index_dtype,), tuple({problem.weighted, False}))
     job.decisions = {"order": order_why, "pruning": _pruning(job)}
-    if config.hdg is not None:
-        from gnnprep.hdg.builder import load_for
-
-        job.hdg, channels = load_for(config.hdg, store, tuple(config.operators), config.rows, config.hdg_reduce)
-        job.hdg_channels = tuple(channels)
-        if config.hdg_weight is not None:
-            job.hdg_weight = _hdg_weight(store, config.hdg_weight, job.hdg, job.degrees)
-    elif config.hdg_weight is not None:
-        raise OptionError("--hdg-weight", "re-weights the members of an HDG's levels; give --hdg too")
+    job.hdg, job.hdg_channels, job.hdg_weight = hdg
     return job
+
+
+def _load_hdg(store: GraphStore, config: PrecomputeConfig, degrees, budget: int) -> tuple[tuple, int]:
+    """((the HDG, its channels, the ``--hdg-weight`` (function, re-weighted HDG) or None), the budget
+    left for the plan once the HDG's arrays are held: they stay held for the whole run, so the plan
+    fits beside them (a budget they fill is refused here)."""
+    if config.hdg is None:
+        if config.hdg_weight is not None:
+            raise OptionError("--hdg-weight", "re-weights the members of an HDG's levels; give --hdg too")
+        return (None, (), None), budget
+    from gnnprep.hdg.builder import load_for
+
+    hdg, channels = load_for(config.hdg, store, tuple(config.operators), config.rows, config.hdg_reduce)
+    weight = _hdg_weight(store, config.hdg_weight, hdg, degrees) if config.hdg_weight is not None else None
+    from gnnprep.sparse import kernels
+
+    vertex_ids = {lvl.ids.dtype for lvl in hdg.levels() if lvl.kind == "vertices"}
+    if config.hdg_reduce == "max":   # (the levels' ids as int64, float32 weights)
+        kernels.warm_up((np.int64,), (True,), hag=False, gather=False, max_reduce=True)
+    else:
+        kernels.warm_up((), (), hag=False, gather=False, segments=tuple(vertex_ids))
+    held = hdg.nbytes() + (weight[1].nbytes() if weight is not None else 0)
+    if held >= budget:
+        raise OptionError("--memory-budget", f"{format_size(budget)} is too small for this run: the HDG {config.hdg} "
+                                             f"alone holds {format_size(held)}")
+    return (hdg, tuple(channels), weight), budget - held
 
 
 def run_key(store: GraphStore, job: Job) -> str:

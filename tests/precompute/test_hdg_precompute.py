@@ -9,8 +9,8 @@ from fixtures import assert_close, make_store, reference_hops, run
 from gnnprep.core.errors import GnnprepError
 from gnnprep.graph.store import GraphStore
 from gnnprep.hdg.file import read_hdg, write_hdg
-from gnnprep.hdg.select import HopShellsSelect, RandomWalkSelect, select, select_spec
-from gnnprep.hdg.structure import aggregate
+from gnnprep.hdg.select import AnchorsSelect, HopShellsSelect, RandomWalkSelect, select, select_spec
+from gnnprep.hdg.structure import aggregate, aggregation_bytes, root_blocks
 from gnnprep.precompute.config import PrecomputeConfig
 from gnnprep.precompute.features import FeatureStore
 from gnnprep.precompute.run import precompute
@@ -69,3 +69,49 @@ def test_sign_and_gprgnn_train_on_hdg_channels_end_to_end(tmp_path):
     r = run(["train", "lc-gprgnn", tmp_path / "f.h5", "-o", tmp_path / "run2", "--operator", "topk", "--epochs", "3",
              "--hidden", "16", "--threads", "1", "--json"])
     assert r.exit_code == 0, r.stderr
+
+
+@pytest.mark.parametrize("sel", [HopShellsSelect(2, cap=3), RandomWalkSelect(6, 3, 4), AnchorsSelect(3, 5)],
+                         ids=["shells", "walks", "anchors"])
+@pytest.mark.parametrize("reduce", ["mean", "sum", "max"])
+def test_aggregation_in_node_ranges_is_the_whole(tmp_path, rng, sel, reduce):
+    """The channels of a node range are those rows of the whole aggregation, bit for bit, however the
+    nodes are cut (precompute --hdg aggregates range by range within its budget)."""
+    path, *_ = make_store(tmp_path, rng, n=300, m=1500)
+    h, _ = read_hdg(_hdg(tmp_path, path, sel))
+    x = rng.standard_normal((300, 5)).astype(np.float32)
+    whole = aggregate(h, x, reduce)
+    blocks = root_blocks(h, 5, 1)   # a byte of room: every step of nodes a block of its own
+    assert blocks[0][0] == 0 and blocks[-1][1] == 300 and all(a[1] == b[0] for a, b in zip(blocks, blocks[1:]))
+    for r0, r1 in [(0, 300), (0, 1), (17, 18), (5, 133), (299, 300)]:
+        part = aggregate(h, x, reduce, (r0, r1))
+        for ch, arr in whole.items():
+            np.testing.assert_array_equal(part[ch], arr[r0:r1])
+    assert aggregation_bytes(h, 5, 0, 300) == sum(aggregation_bytes(h, 5, a, b) for a, b in [(0, 120), (120, 300)])
+
+
+def test_hdg_channels_in_node_ranges_stay_the_same_and_the_budget_counts_the_hdg(tmp_path, rng, monkeypatch):
+    """precompute --hdg aggregates a hop in node ranges that fit one column buffer (at least 64 MiB;
+    made tiny here, with the ranges ROOT_STEP nodes apart made small too): the same channels bit for
+    bit; and a budget the HDG's arrays fill is refused up front."""
+    from gnnprep.hdg import structure
+    from gnnprep.precompute import hop_loop
+
+    path, *_ = make_store(tmp_path, rng, n=300, m=1500)
+    hdg_path = _hdg(tmp_path, path, AnchorsSelect(3, 5))
+    cfg = PrecomputeConfig(hops=2, device="cpu", hdg=str(hdg_path), hdg_reduce="max")
+    precompute(path, tmp_path / "whole.h5", cfg)
+    cut = []
+    real = structure.root_blocks
+    monkeypatch.setattr(structure, "ROOT_STEP", 16)
+    monkeypatch.setattr(structure, "root_blocks", lambda *a: cut.append(real(*a)) or cut[-1])
+    monkeypatch.setattr(hop_loop, "hdg_room", lambda n, w: 2000)
+    precompute(path, tmp_path / "cut.h5", cfg)
+    assert cut and len(cut[0]) > 4
+    with FeatureStore(tmp_path / "whole.h5") as a, FeatureStore(tmp_path / "cut.h5") as b:
+        for ch in json.loads(a.f.attrs["hdg_channels"]):
+            for k in range(3):
+                np.testing.assert_array_equal(a.hop(k, ch)[:], b.hop(k, ch)[:])
+    with pytest.raises(GnnprepError, match="the HDG .* alone holds"):
+        precompute(path, tmp_path / "f.h5", PrecomputeConfig(hops=1, device="cpu", hdg=str(hdg_path), memory_budget=1000))
+    assert not (tmp_path / "f.h5").exists()
