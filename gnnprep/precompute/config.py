@@ -137,6 +137,9 @@ class PrecomputeReport(Record):
     # what the prediction was made with: {"profile": the cost profile's source, "page_cached": {"x",
     # "s", "copy": shares in the page cache at planning}} (hop_loop.predicted_with)
     predicted_with: dict | None = None
+    # precompute --hdg: the HDG channels written beside the operators' hops, and their seconds
+    hdg_channels: tuple[str, ...] = ()
+    hdg_seconds: float | None = None
 
     def to_dict(self) -> dict:
         return Record.to_dict(self)

@@ -650,7 +650,9 @@ class HopRun:
             reorder=self.graph.reorder_info, hop_entries=tuple(self.job.problem.hop_entries),
             decisions=self.job.decisions or None, ordered_copy=self.graph.copy_report,
             hop_disk_read_bytes=None if self.hop_read is None else tuple(self.hop_read),
-            hop_breakdown=self.hop_breakdown(), predicted_with=predicted_with(self.job))
+            hop_breakdown=self.hop_breakdown(), predicted_with=predicted_with(self.job),
+            hdg_channels=tuple(self.job.hdg_channels),
+            hdg_seconds=round(self.timer.timings["hdg"], 3) if "hdg" in self.timer.timings else None)
 
 
 def predicted_with(job: Job) -> dict:

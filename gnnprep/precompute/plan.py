@@ -89,6 +89,11 @@ class Problem:
     s_cached: float | None = None
     copy_cached: float | None = None
     hag_cached: float | None = None   # ... and of the file a run through a HAG reads its in-lists from
+    # precompute --hdg: the HDG's vertex-level members, its inner levels' instances and its channels
+    # (hdg_seconds: the channels of every hop, aggregated after the hops)
+    hdg_members: int = 0
+    hdg_instances: int = 0
+    hdg_channels: int = 0
 
 
 @dataclass(frozen=True)
@@ -264,6 +269,32 @@ def cold_read_seconds(nbytes: float, cached: float | None, prof: Profile) -> flo
         return 0.0
     extra = 1.0 / prof.cold_tile_read_bytes_per_s - 1.0 / prof.read_bytes_per_s
     return max(0.0, nbytes * (1.0 - min(1.0, max(0.0, cached))) * extra)
+
+
+# precompute --hdg's channels, per (hop, column block) and column (2-core Xeon VM, papers100M's shape
+# at 1/40, 2026-11-29): a hop read back (and to float32) per row, each channel converted and written
+# per row, a vertex level's gather per member, an inner level's reduce per instance
+HDG_READ_NS = 6.0
+HDG_WRITE_NS = 5.0
+HDG_MEMBER_NS = 1.5
+HDG_INSTANCE_NS = 2.1
+
+
+def hdg_seconds(p: Problem, width: int) -> float:
+    """The HDG channels' seconds (``precompute --hdg``, :meth:`gnnprep.precompute.hop_loop.HopRun.
+    _hdg_channels`): for each hop 0..K and column block of w columns, w · (n · (HDG_READ_NS + channels ·
+    HDG_WRITE_NS) + members · HDG_MEMBER_NS + instances · HDG_INSTANCE_NS). Measured at 1/40 of
+    papers100M (2.8M nodes, 2 cores): random-walk top-8 (22.2M members, 4 blocks of 32 columns, 3
+    hops) 2.3 s a unit, 28 s in all, predicted 2.05 / 24.6 s; anchors (22.2M instances, max, 2
+    blocks of 64, 2 hops) 5 s a unit, fitted. Left out of the plan before: 7.6 s predicted
+    against 46 s measured. Added to the chosen plan's seconds, not weighed between plans: the same
+    for every blocking, it would make every plan look within a few percent of the fastest."""
+    if not p.hdg_channels:
+        return 0.0
+    n = p.num_nodes
+    per_column = (n * (HDG_READ_NS + p.hdg_channels * HDG_WRITE_NS) + p.hdg_members * HDG_MEMBER_NS
+                  + p.hdg_instances * HDG_INSTANCE_NS) * 1e-9
+    return (p.hops + 1) * sum(_widths(p.num_features, width)) * per_column
 
 
 LISTED_BLOCKS = 4096  # above this many column blocks the kernel term counts equal widths instead of listing them

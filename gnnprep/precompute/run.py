@@ -60,6 +60,7 @@ from gnnprep.precompute.plan import (
     copy_build_room,
     copy_disk_bytes,
     hag_relabel_room,
+    hdg_seconds,
     keep_columns,
     order_speedup,
     plan_order,
@@ -449,6 +450,11 @@ def prepare_job(store: GraphStore, config: PrecomputeConfig, device: str, backen
         config = dataclasses.replace(config, operators=tuple(config.operators) + tuple(missing))
     hdg, budget = _load_hdg(store, config, user_degrees, budget)
     problem = _problem(store, config, device, backend, out_rows)
+    if hdg[0] is not None:   # its channels' seconds in the plan's (plan.hdg_seconds)
+        levels = hdg[0].levels()
+        problem = dataclasses.replace(problem, hdg_channels=len(hdg[1]),
+                                      hdg_members=sum(len(lvl.ids) for lvl in levels if lvl.kind == "vertices"),
+                                      hdg_instances=sum(lvl.num_children for lvl in levels if lvl.kind != "vertices"))
     if any(factors.values in ("entry", "weight") for _, factors in user.values()):
         # a user operator's per-entry values: held like weights (computed in the node order, if any);
         # on a weighted store beside the stored weights (one operator's values at a time)
@@ -498,6 +504,9 @@ def prepare_job(store: GraphStore, config: PrecomputeConfig, device: str, backen
             pruned.warm_up((index_dtype,), tuple({problem.weighted, False}))
     job.decisions = {"order": order_why, "pruning": _pruning(job)}
     job.hdg, job.hdg_channels, job.hdg_weight = hdg
+    if problem.hdg_channels:   # the channels' seconds after the hops (the same for every plan: added here)
+        job.plan = dataclasses.replace(job.plan, predicted_seconds=round(
+            job.plan.predicted_seconds + hdg_seconds(problem, job.plan.width), 3))
     return job
 
 
@@ -624,7 +633,8 @@ def _precompute(graph_path, output, config: PrecomputeConfig, progress: Progress
                                     job.problem.out_rows, config.dtype, (), 0.0, job.plan.predicted_peak, None,
                                     job.baseline, 0, dry_run=True, hag=job.hag_info,
                                     hop_entries=tuple(job.problem.hop_entries), decisions=job.decisions,
-                                    warnings=tuple(warnings), predicted_with=predicted_with(job))
+                                    warnings=tuple(warnings), predicted_with=predicted_with(job),
+                                    hdg_channels=tuple(job.hdg_channels))
         for name in config.operators:  # refuse before anything is written
             if name not in job.user:
                 make_operator(name, np.zeros(1), store.symmetric)
