@@ -77,9 +77,12 @@ def plan_store(store_path, sel, memory_budget: int | None = None):
     """:func:`gnnprep.hdg.stream.plan_hdg` for the graph store at ``store_path``: its n, m, index
     dtype and symmetry, and Σ deg² read from its indptr in blocks (nothing else is read)."""
     from gnnprep.graph.store import GraphStore
+    from gnnprep.hdg.select import MetapathSelect, check_types
     from gnnprep.hdg.stream import plan_hdg
 
     with GraphStore(store_path) as g:
+        if isinstance(sel, MetapathSelect):   # refused as the run refuses it
+            check_types(sel, g.node_types() if "nodes/type" in g.f else None)
         n, m = g.num_nodes, g.num_edges
         indptr = g.indptr()
         deg2, step = 0.0, 1 << 22

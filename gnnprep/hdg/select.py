@@ -369,6 +369,19 @@ def metapath_block(indptr, indices, node_type, targets, types: list[int], cap, s
     return paths[np.lexsort(paths.T[::-1])], peak  # by target, then members: a canonical order
 
 
+def check_types(sel: MetapathSelect, type_names: list[str] | None) -> None:
+    """Refuse a metapath selection on a store without typed nodes (``type_names`` None) or naming a
+    type the store does not have: the same refusal for a run and its ``--dry-run``."""
+    if type_names is None:
+        raise OptionError("--select", "metapath: needs a heterogeneous graph store (typed nodes, e.g. ingested from "
+                                      "the ogbn-mag layout); this store has no /nodes/type")
+    for name, types in sel.paths:
+        unknown = [t for t in types if t not in type_names]
+        if unknown:
+            raise OptionError("--select", f"metapath: {name} uses node type {unknown[0]!r}; the store has "
+                                          f"{', '.join(type_names)}")
+
+
 def select_metapath(indptr, indices, sel: MetapathSelect, node_type: np.ndarray | None,
                     type_names: list[str] | None, seed: int = 0, block: int = 4096) -> Hdg:
     """MAGNN-style metapath instances (Fu et al., WWW 2020): for each target v of type T1, every
@@ -377,17 +390,11 @@ def select_metapath(indptr, indices, sel: MetapathSelect, node_type: np.ndarray 
     most C instances per target are kept, a seeded sample by splitmix64 keys of (target, path
     position), independent of the block split. Targets are enumerated in blocks of at most
     ``block`` (halved where the expansion is heavy) so the expansion's memory follows the block."""
-    if node_type is None or type_names is None:
-        raise OptionError("--select", "metapath: needs a heterogeneous graph store (typed nodes, e.g. ingested from "
-                                      "the ogbn-mag layout); this store has no /nodes/type")
+    check_types(sel, type_names if node_type is not None else None)
     n = len(indptr) - 1
     code = {t: i for i, t in enumerate(type_names)}
     roots = []
     for name, types in sel.paths:
-        unknown = [t for t in types if t not in code]
-        if unknown:
-            raise OptionError("--select", f"metapath: {name} uses node type {unknown[0]!r}; the store has "
-                                          f"{', '.join(type_names)}")
         targets = np.flatnonzero(node_type == code[types[0]])
         typed = [code[t] for t in types]
         parts = _in_blocks(len(targets), block, lambda b0, b1: metapath_block(

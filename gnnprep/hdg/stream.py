@@ -410,18 +410,11 @@ def stream_metapath(indptr, indices, sel: MetapathSelect, seed: int, plan: HdgPl
     """MAGNN metapath instances (:func:`gnnprep.hdg.select.select_metapath`) in blocks of targets, path
     after path (a resumed run continues the path it stopped in, from its next block of targets)."""
     from gnnprep.hdg.file import LevelStream
-    from gnnprep.hdg.select import metapath_block
+    from gnnprep.hdg.select import check_types, metapath_block
 
-    if node_type is None or type_names is None:
-        raise OptionError("--select", "metapath: needs a heterogeneous graph store (typed nodes, e.g. ingested from "
-                                      "the ogbn-mag layout); this store has no /nodes/type")
+    check_types(sel, type_names if node_type is not None else None)
     n = len(indptr) - 1
     code = {t: i for i, t in enumerate(type_names)}
-    for name, types in sel.paths:
-        unknown = [t for t in types if t not in code]
-        if unknown:
-            raise OptionError("--select", f"metapath: {name} uses node type {unknown[0]!r}; the store has "
-                                          f"{', '.join(type_names)}")
     limit = int(max(1, min(WORK_PER_CALL, plan.room // METAPATH_WORK_BYTES)))
     at = marks.place()
     here = at.get("path", 0)   # paths before it are whole in their files, the one it names in part

@@ -111,3 +111,17 @@ def test_heterogeneous_sample_metapath_recovers_coauthorship(tmp_path):
         ip, ind = g.indptr(), g.indices()
     want = {(v, int(u)) for v in range(n_auth) for u in ind[ip[v]:ip[v + 1]]}
     assert coauthor == want  # authors are ids 0..n_auth-1 in both stores (types in sorted order)
+
+
+def test_metapath_dry_run_is_refused_as_the_run_is(tmp_path, rng):
+    """--dry-run on a store without typed nodes (or with a type it lacks) exits as the run does."""
+    from fixtures import make_store
+
+    untyped, *_ = make_store(tmp_path, rng)
+    codes = []
+    for extra in ([], ["--dry-run"]):
+        r = run(["hdg", untyped, "--select", "metapath:PAP=paper-author-paper", "-o", tmp_path / "h.h5", *extra])
+        assert "needs a heterogeneous graph store" in r.stderr and r.stdout == "", (extra, r.stderr)
+        assert not (tmp_path / "h.h5").exists()
+        codes.append(r.exit_code)
+    assert codes[0] == codes[1] != 0
