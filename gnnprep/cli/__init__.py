@@ -126,6 +126,10 @@ def _interrupted_line(e: BaseException) -> str:
     if getattr(e, "as_finished", False):   # raised again before the result was printed (cli.common.emit)
         return "Error: interrupted as the command finished (its output, if any, is complete)"
     line = "Error: interrupted; no output was written"
+    checkpoint = getattr(e, "kept_checkpoint", None)
+    if checkpoint:   # train: model.pt and metrics.json not written, the checkpoint kept
+        return (f"Error: interrupted; the run's results were not written (the checkpoint in {checkpoint} is kept: "
+                "run the same command with --resume to continue)")
     return line if not kept else f"{line} (the finished part is kept in {kept}: run the same command again to resume)"
 
 

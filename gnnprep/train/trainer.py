@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from gnnprep.core import device as devices
-from gnnprep.core.errors import GnnprepError
+from gnnprep.core.errors import GnnprepError, Interrupted
 from gnnprep.core.memory import keep_freed_memory
 from gnnprep.core.output import says_no_room, write_json
 from gnnprep.train.batches import Data, global_batches, normalize_rows, open_data, rank_slice, take_rows  # noqa: F401 (re-exported)
@@ -218,6 +218,9 @@ def train(features, run_dir, config: TrainConfig, progress=None, resume: bool = 
         if created and not any(run_dir.iterdir()):
             run_dir.rmdir()  # nothing was written (a full disk, say): leave no empty folder behind
         raise _checkpoint_kept(e, run_dir) from None
+    except (KeyboardInterrupt, Interrupted) as e:
+        _say_checkpoint_kept(e, run_dir)
+        raise
 
 
 def _train_shared(features, run_dir, config: TrainConfig, progress, resume: bool, dist) -> TrainReport:
@@ -257,6 +260,19 @@ def _train_shared(features, run_dir, config: TrainConfig, progress, resume: bool
         if dist.is_root and created and run_dir.is_dir() and not any(run_dir.iterdir()):
             run_dir.rmdir()
         raise _checkpoint_kept(e, run_dir) from None
+    except (KeyboardInterrupt, Interrupted) as e:
+        _say_checkpoint_kept(e, run_dir)
+        raise
+
+
+def _say_checkpoint_kept(e: BaseException, run_dir: Path) -> None:
+    """An interrupted run whose folder has a checkpoint says so in its one line (gnnprep.cli): the
+    checkpoint is kept and ``--resume`` continues from it (it said "no output was written")."""
+    if (run_dir / "checkpoint.pt").is_file():
+        try:
+            e.kept_checkpoint = str(run_dir)
+        except AttributeError:
+            pass
 
 
 def _checkpoint_kept(e: GnnprepError, run_dir: Path) -> GnnprepError:

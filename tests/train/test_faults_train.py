@@ -260,3 +260,27 @@ def test_read_only_run_folder_is_refused(tmp_path, rng, monkeypatch):
         assert snapshot(tmp_path) == before
     finally:
         ro.chmod(0o755)
+
+
+def test_an_interrupted_run_says_its_checkpoint_is_kept(tmp_path, rng, monkeypatch):
+    """Dogfood finding: an interrupted train said "no output was written" while checkpoint.pt was kept
+    and --resume continued from it; its one line now says so."""
+    from gnnprep.train import trainer
+
+    write_features(tmp_path / "f.h5", rng, n=40, d=8, K=2)
+    real, saved = trainer.save_torch, []
+
+    def save_then_interrupt(obj, path, *a, **k):
+        real(obj, path, *a, **k)
+        saved.append(path)
+        if path.name == "checkpoint.pt" and len(saved) >= 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(trainer, "save_torch", save_then_interrupt)
+    r = run(["train", "lc-gcn", tmp_path / "f.h5", "-o", tmp_path / "run", "--hidden", "8", "--batch-size", "16",
+             "--dropout", "0.3", "--epochs", "10", "--checkpoint-every", "0", "--quiet"])
+    assert r.exit_code == 130
+    (line,) = r.stderr.strip().splitlines()
+    assert "checkpoint in" in line and "--resume" in line and (tmp_path / "run" / "checkpoint.pt").is_file()
+    monkeypatch.setattr(trainer, "save_torch", real)
+    assert _train(tmp_path, "run", "--epochs", "10", "--resume")["epochs_run"] == 10
