@@ -41,6 +41,7 @@ def _parse_operators(text: str) -> tuple[str, ...]:
 @click.option("--hops", type=click.IntRange(min=0), default=3, show_default=True, help="K: write S^k X for k = 0..K.")
 @click.option("--operator", "operators", default=None, callback=parsed_by(_parse_operators), help="sym, rw, sym-noloop, norm:a=A,b=B,loop=L (D̃^-a (A + L I) D̃^-b), comma-separated for several channels. Default: sym, or none when --operator-file is given.")
 @click.option("--operator-file", "operator_files", multiple=True, metavar="FILE.py:NAME",
+              callback=parsed_by(lambda specs: tuple(_spec(s, "--operator-file") for s in specs)),
               help="A user operator: NAME(src_deg, dst_deg, w) returns each edge's coefficient (vectorised numpy; "
                    "optional NAME.reduce = sum|mean|max, NAME.loop = self-loop weight); the channel is NAME. "
                    "Repeat for several.")
@@ -60,6 +61,7 @@ def _parse_operators(text: str) -> tuple[str, ...]:
 @click.option("--hdg-reduce", type=click.Choice(["mean", "sum", "max"]), default="mean", show_default=True,
               help="Reduction at the HDG's levels: mean, sum or max (elementwise; an empty parent gives 0).")
 @click.option("--hdg-weight", "hdg_weight", default=None, metavar="FILE.py:NAME",
+              callback=parsed_by(lambda spec: _spec(spec, "--hdg-weight")),
               help="Re-weight the HDG's members: NAME(member_deg, root_deg, w) returns each member's weight "
                    "(the --operator-file contract; w is the selector's weight, 1 where it has none).")
 @click.option("--reorder", type=click.Choice(["auto", "none", "community", "bfs", "degree", "degree-bucket"]),
@@ -165,3 +167,11 @@ def _predicted_with(told: dict | None) -> str:
     if told.get("profile") == BUILT_IN:
         notes.append("built-in cost profile: `gnnprep calibrate` measures this machine's")
     return f" ({'; '.join(notes)})" if notes else ""
+
+
+def _spec(spec: str, option: str) -> str:
+    """A FILE.py:NAME value, its form checked before any work (exit 2; the file is read by the run)."""
+    from gnnprep.precompute.user_operators import check_spec
+
+    check_spec(spec, option)
+    return spec

@@ -127,7 +127,7 @@ def _hdg_weight(store: GraphStore, spec: str, hdg, deg=None):
     from gnnprep.precompute import user_operators as udf
     from gnnprep.precompute.operators import OPERATORS
 
-    fn = udf.load(spec, OPERATORS)
+    fn = udf.load(spec, OPERATORS, option="--hdg-weight", args=udf.HDG_ARGS)
     if fn.reduce != "sum" or fn.loop != 0:
         raise GnnprepError(f"{fn.path}: {fn.name}.reduce/.loop do not apply to --hdg-weight (a member's weight); "
                            "the HDG's levels reduce by --hdg-reduce")

@@ -80,6 +80,10 @@ WAKE_S = 0.05          # the longest the main thread waits on the worker threads
 MAX_FILE_BYTES = 16 << 20   # an operator file is a short Python file; a device or a huge file is refused unread
 
 
+EDGE_ARGS = ("src_deg", "dst_deg", "w")        # --operator-file's function
+HDG_ARGS = ("member_deg", "root_deg", "w")     # --hdg-weight's
+
+
 @dataclass(frozen=True)
 class UserFunction:
     """A loaded ``--operator-file`` function and what the artifact records about it."""
@@ -94,6 +98,12 @@ class UserFunction:
     fn: object = field(compare=False, repr=False)
     file_sha256: str = ""                          # the file's own
     imports: tuple[tuple[str, str], ...] = ()      # (path, sha256) of the local modules it uses
+    args: tuple[str, str, str] = EDGE_ARGS         # its arguments' names in messages (--hdg-weight: HDG_ARGS)
+
+    @property
+    def call(self) -> str:
+        """``name(a, b, w)`` as messages name it."""
+        return f"{self.name}({', '.join(self.args)})"
 
     def provenance(self) -> dict:
         """The file (path, sha256, whole text) and the function's own lines, with its reduce and loop."""
@@ -109,7 +119,7 @@ class UserFunction:
         """The coefficients for one batch of edges, checked: one line naming the file and the
         problem on an exception, a wrong shape or (``finite``) a value that is not finite."""
         m = len(w)
-        where = f"{self.path}: {self.name}(src_deg, dst_deg, w)"
+        where = f"{self.path}: {self.call}"
         with user_code(where, self.path), np.errstate(all="ignore"):  # not finite: reported below, once
             out = self.fn(src, dst, w)
         try:
@@ -125,7 +135,8 @@ class UserFunction:
         bad = ~np.isfinite(out)
         if finite and bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise GnnprepError(f"{where} returned {out[i]} for src_deg={src[i]:g}, dst_deg={dst[i]:g}, w={w[i]:g}; "
+            a, b, c = self.args
+            raise GnnprepError(f"{where} returned {out[i]} for {a}={src[i]:g}, {b}={dst[i]:g}, {c}={w[i]:g}; "
                                "expected finite coefficients")
         return out
 
@@ -309,17 +320,26 @@ def _user_line(e: BaseException, path: str) -> str:
     return f" (line {frames[-1].lineno})" if frames else ""
 
 
-def load(spec: str, builtin: tuple[str, ...] = ()) -> UserFunction:
-    """The function ``name`` of the file in ``spec`` ("path:name"), with its ``reduce`` and ``loop``
-    attributes checked; GnnprepError (one line naming the file and the problem) otherwise.
-    ``builtin``: names the channel may not take."""
+def check_spec(spec: str, option: str = "--operator-file") -> tuple[str, str]:
+    """(path, name) of a "PATH:NAME" ``spec``; OptionError naming ``option`` otherwise (the command
+    line checks it before any work: exit 2)."""
     path_text, sep, name = spec.rpartition(":")
     if not sep or not path_text or not name:
-        raise OptionError("--operator-file", f"{spec!r}: expected PATH:NAME (a Python file and a function in it)")
+        raise OptionError(option, f"{spec!r}: expected PATH:NAME (a Python file and a function in it)")
     if not NAME.match(name):
-        raise OptionError("--operator-file", f"{spec!r}: {name!r} is not a function name")
+        raise OptionError(option, f"{spec!r}: {name!r} is not a function name")
+    return path_text, name
+
+
+def load(spec: str, builtin: tuple[str, ...] = (), option: str = "--operator-file",
+         args: tuple[str, str, str] = EDGE_ARGS) -> UserFunction:
+    """The function ``name`` of the file in ``spec`` ("path:name"), with its ``reduce`` and ``loop``
+    attributes checked; GnnprepError (one line naming the file and the problem) otherwise.
+    ``builtin``: names the channel may not take; ``option`` and ``args``: the option and the argument
+    names its messages use (``--hdg-weight``: :data:`HDG_ARGS`)."""
+    path_text, name = check_spec(spec, option)
     if name in builtin or name.startswith("norm"):
-        raise OptionError("--operator-file", f"{spec!r}: {name!r} is a built-in operator's name; rename the function")
+        raise OptionError(option, f"{spec!r}: {name!r} is a built-in operator's name; rename the function")
     path = Path(path_text)
     try:
         raw = read_regular(path, MAX_FILE_BYTES)
@@ -344,15 +364,16 @@ def load(spec: str, builtin: tuple[str, ...] = ()) -> UserFunction:
     fn = module.get(name)
     if fn is None:
         found = sorted(k for k, v in module.items() if inspect.isfunction(v) and not k.startswith("_"))
-        raise GnnprepError(f"{path}: no function {name!r} in the operator file"
+        raise GnnprepError(f"{path}: no function {name!r} in the " + ("operator file" if option == "--operator-file"
+                                                                      else f"{option} file")
                            + (f" (it defines {', '.join(found)})" if found else ""))
     if not callable(fn):
-        raise GnnprepError(f"{path}: {name} is a {type(fn).__name__}; expected a function (src_deg, dst_deg, w)")
+        raise GnnprepError(f"{path}: {name} is a {type(fn).__name__}; expected a function ({', '.join(args)})")
     try:
         sig = inspect.signature(fn)
         sig.bind(0.0, 0.0, 0.0)
     except TypeError:
-        raise GnnprepError(f"{path}: {name}{sig}: expected a function of three arguments (src_deg, dst_deg, w)") \
+        raise GnnprepError(f"{path}: {name}{sig}: expected a function of three arguments ({', '.join(args)})") \
             from None
     except ValueError:
         pass  # no signature to read (a builtin): the probes will tell
@@ -370,7 +391,7 @@ def load(spec: str, builtin: tuple[str, ...] = ()) -> UserFunction:
     imports = local_imports(module, where)
     code_sha = file_sha if not imports else \
         hashlib.sha256(json.dumps([file_sha, list(imports)]).encode()).hexdigest()
-    return UserFunction(spec, where, name, source, code_sha, reduce, loop, fn, file_sha, imports)
+    return UserFunction(spec, where, name, source, code_sha, reduce, loop, fn, file_sha, imports, args)
 
 
 def local_imports(namespace: dict, where: str) -> tuple[tuple[str, str], ...]:
@@ -469,7 +490,7 @@ def fits_float32(fn: UserFunction, values: np.ndarray, what: str = "coefficients
         with np.errstate(all="ignore"):
             peak = float(np.max(np.abs(values)))
         if peak > FLOAT32_MAX:
-            raise GnnprepError(f"{fn.path}: {fn.name}(src_deg, dst_deg, w) gives {what} up to {peak:g}, beyond "
+            raise GnnprepError(f"{fn.path}: {fn.call} gives {what} up to {peak:g}, beyond "
                                f"float32's range ({FLOAT32_MAX:.3g}), the precision the kernels compute in; scale "
                                "the function down")
     return values
@@ -736,7 +757,7 @@ def _compile_operator(fn: UserFunction, factors: Factors, deg: Degrees):
     values = "edge" if edge is not None else ("stored" if f.separable and f.edge and f.scale is not None else "none")
     for part in (left, right, np.array([loop])):
         if not np.isfinite(part).all():   # (a quotient of finite values that overflowed float64)
-            raise GnnprepError(f"{fn.path}: {fn.name}(src_deg, dst_deg, w) gives coefficients whose per-node "
+            raise GnnprepError(f"{fn.path}: {fn.call} gives coefficients whose per-node "
                                "factors are not finite numbers; scale the function down")
         fits_float32(fn, part)
     return Operator(fn.name, left.astype(np.float32), right.astype(np.float32), loop,

@@ -234,10 +234,13 @@ def test_a_bad_operator_file_is_one_error_line_and_no_output(tmp_path, rng, text
 
 def test_missing_file_and_bad_spec(tmp_path, rng):
     store = make_store(tmp_path, rng, n=30)[0]
-    for spec, message in [(f"{tmp_path}/nope.py:f", "cannot read the operator file"),
-                          ("ops.py", "expected PATH:NAME")]:
-        r = run(["precompute", str(store), "-o", str(tmp_path / "f.h5"), "--operator-file", spec])
-        assert r.exit_code == 1 and message in r.output, r.output
+    # a file that cannot be read: exit 1; a value that is not PATH:NAME is a usage error, refused
+    # before any work (exit 2), for --hdg-weight too, each naming its own option
+    for option, spec, code, message in [("--operator-file", f"{tmp_path}/nope.py:f", 1, "cannot read the operator file"),
+                                        ("--operator-file", "ops.py", 2, "'--operator-file': 'ops.py': expected PATH:NAME"),
+                                        ("--hdg-weight", "w.py", 2, "'--hdg-weight': 'w.py': expected PATH:NAME")]:
+        r = run(["precompute", str(store), "-o", str(tmp_path / "f.h5"), option, spec])
+        assert r.exit_code == code and message in r.output, r.output
     with pytest.raises(GnnprepError, match="not a function name"):
         udf.load("ops.py:1x")
 
@@ -515,3 +518,23 @@ def test_an_interrupted_run_with_user_operators_and_ppr_resumes_to_the_same_byte
         for name in ("ppr:alpha=0.2,k=3", "harmonic", "max_gcn"):
             for k in range(4):
                 assert a.hop(k, name)[:].tobytes() == b.hop(k, name)[:].tobytes(), (name, k)
+
+
+def test_hdg_weight_messages_name_its_own_contract(tmp_path, rng):
+    """--hdg-weight's function is NAME(member_deg, root_deg, w): its failures say so (they named
+    --operator-file's src_deg and dst_deg; dogfood finding)."""
+    from gnnprep.graph.store import GraphStore
+    from gnnprep.hdg.file import write_hdg
+    from gnnprep.hdg.select import RandomWalkSelect, select, select_spec
+
+    store = make_store(tmp_path, rng, n=50, d=3)[0]
+    ops = write_ops(tmp_path, "import numpy as np\ndef bad(member_deg, root_deg, w):\n    return w * np.nan\n")
+    sel = RandomWalkSelect(6, 3, 4)
+    with GraphStore(store) as g:
+        h = select(g.indptr(), g.indices(), sel, seed=5)
+        write_hdg(h, tmp_path / "h.h5", {"command": "test"}, sel.name, select_spec(sel), 5, g.fingerprint, 0, 0)
+    for spec, message in [(f"{ops}:bad", "bad(member_deg, root_deg, w) returned nan for member_deg="),
+                          (f"{ops}:nope", "no function 'nope' in the --hdg-weight file")]:
+        r = run(["precompute", str(store), "-o", str(tmp_path / "f.h5"), "--hops", "1", "--hdg", str(tmp_path / "h.h5"),
+                 "--hdg-weight", spec])
+        assert r.exit_code == 1 and message in r.output, r.output
