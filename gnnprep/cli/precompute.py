@@ -59,7 +59,8 @@ def _parse_operators(text: str) -> tuple[str, ...]:
 @click.option("--hdg", "hdg_path", default=None, type=click.Path(dir_okay=False),
               help="Also write this HDG's channels of every hop, /channels/<channel>/<k> (from gnnprep hdg; --rows all).")
 @click.option("--hdg-reduce", type=click.Choice(["mean", "sum", "max"]), default="mean", show_default=True,
-              help="Reduction at the HDG's levels: mean, sum or max (elementwise; an empty parent gives 0).")
+              help="Reduction at the HDG's levels: mean, sum or max (elementwise; an empty parent gives 0, "
+                   "and takes no part in a max above it).")
 @click.option("--hdg-weight", "hdg_weight", default=None, metavar="FILE.py:NAME",
               callback=parsed_by(lambda spec: _spec(spec, "--hdg-weight")),
               help="Re-weight the HDG's members: NAME(member_deg, root_deg, w) returns each member's weight "

@@ -148,33 +148,36 @@ def _fmax(a, b):
 
 def _naive_max(lvl, p, x):
     """Instance p of ``lvl`` in plain Python: a vertex level's elementwise max of w·x[id] over its
-    members; an inner level's list of its instances (reduced by the caller)."""
+    members; an inner level's list of its instances (reduced by the caller); None for an instance
+    with no member below it (it takes no part in a max above it)."""
     if lvl.kind == "vertices":
         best = None
         for c in _children(lvl, p):
             w = 1.0 if lvl.weights is None else float(lvl.weights[c])
             row = [w * float(t) for t in x[int(lvl.ids[c])]]
             best = row if best is None else _fmax(best, row)
-        return [0.0] * x.shape[1] if best is None else best
+        return best
     insts = [_naive_max(lvl.child, c, x) for c in _children(lvl, p)]
     if lvl.combine == "slots":
         return insts
     best = None
     for inst in insts:
-        best = inst if best is None else _fmax(best, inst)
-    return [0.0] * x.shape[1] if best is None else best
+        if inst is not None:
+            best = inst if best is None else _fmax(best, inst)
+    return best
 
 
 def naive_aggregate_max(h, x):
     out = {}
+    zero = [0.0] * x.shape[1]   # a node with no member at all gives 0
     for r in h.roots:
         for v in range(h.num_nodes):
             got = _naive_max(r, v, x)
             if r.kind == "instances" and r.combine == "slots":
                 for name, inst in zip(r.slots, got):
-                    out.setdefault(name, []).append(inst)
+                    out.setdefault(name, []).append(zero if inst is None else inst)
             else:
-                out.setdefault(r.name, []).append(got)
+                out.setdefault(r.name, []).append(zero if got is None else got)
     return {k: np.array(v) for k, v in out.items()}
 
 
@@ -225,12 +228,23 @@ def test_hdg_max_skips_nan_like_fmax(rng):
         np.testing.assert_allclose(got[k], ref[k], rtol=1e-12, atol=0)
 
 
-def test_hdg_max_empty_parents_give_zero(rng):
+def test_hdg_max_empty_parents_give_zero_and_empty_instances_take_no_part(rng):
     n = 20
     h = _handmade(rng, n)
     x = -1.0 - rng.random((n, 3))                    # every feature negative: 0 only from "empty"
     got = aggregate(h, x, "max")["var"]
     assert (got[:3] == 0).all() and (got[3:][np.diff(h.roots[0].offsets)[3:] > 0] != 0).any()
+    # a node whose instances are partly empty: the max of its non-empty ones, negative with positive
+    # weights (it was 0: the empty instances' 0 won every max)
+    import dataclasses
+
+    var, members = h.roots[0], h.roots[0].child
+    var = dataclasses.replace(var, child=dataclasses.replace(members, weights=np.abs(members.weights) + 0.1))
+    got = aggregate(Hdg(n, (var,)), x, "max")["var"]
+    sizes = np.diff(members.offsets)
+    mixed = [v for v in range(n) if (sizes[var.offsets[v]:var.offsets[v + 1]] == 0).any()
+             and (sizes[var.offsets[v]:var.offsets[v + 1]] > 0).any()]
+    assert mixed and (got[mixed] < 0).all()
 
 
 def test_reduce_names_are_checked(tmp_path):
