@@ -82,7 +82,7 @@ def plan_store(store_path, sel, memory_budget: int | None = None):
 
     with GraphStore(store_path) as g:
         if isinstance(sel, MetapathSelect):   # refused as the run refuses it
-            check_types(sel, g.node_types() if "nodes/type" in g.f else None)
+            check_types(sel, g.node_types())
         n, m = g.num_nodes, g.num_edges
         indptr = g.indptr()
         deg2, step = 0.0, 1 << 22
