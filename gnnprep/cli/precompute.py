@@ -102,6 +102,11 @@ def _precompute(dataset, output, options: dict, merge, cache_dir, root, as_json,
     from gnnprep.precompute.config import PrecomputeConfig
     from gnnprep.precompute.run import precompute as run_precompute
 
+    if dist is None:   # values and conflicts of options no run can use: a usage error before any work (exit 2;
+        try:           # under torchrun the ranks' one error line, rank 0's, says it as before)
+            PrecomputeConfig(**options).check()
+        except OptionError as e:
+            raise click.BadParameter(e.message, param_hint=f"'{e.option}'") from None
     progress = Progress(quiet or ranks.silent(dist))  # one set of bars: rank 0's
     try:
         def ensure():

@@ -55,6 +55,8 @@ class PrecomputeConfig:
             raise OptionError("--normalize-features", f"{self.normalize_features!r}: expected none or row")
         if self.hdg is not None and self.hdg_reduce not in HDG_REDUCE:
             raise OptionError("--hdg-reduce", f"{self.hdg_reduce!r}: expected mean, sum or max")
+        if self.hdg is not None and self.rows != "all":   # (known before any work: a usage error)
+            raise OptionError("--hdg", "needs --rows all: an HDG aggregates hop features of nodes outside the splits too")
 
     def backend_for(self, device: str) -> str:
         """numba (the CPU kernels) or torch (torch.sparse, the CUDA path) on the resolved ``device``."""

@@ -128,7 +128,7 @@ CASES = {
     "hag_for_another_graph": (_other_graph_hag, OUT, 1, r"graph_fingerprint does not match"),
     "hdg_format_newer": (lambda t: [(gh := _with_hdg(t))[0], "--hdg", _newer(gh[1], 3)], OUT, 1, r"format_version 3 is newer"),
     "hdg_with_labeled_rows": (lambda t: [(gh := _with_hdg(t))[0], "--hdg", gh[1], "--rows", "labeled"],
-                              OUT, 1, r"--hdg needs --rows all"),
+                              OUT, 2, r"'--hdg': needs --rows all"),   # a conflict of options: before any work
     "labeled_rows_without_splits": (lambda t: [_store(t, splits=False), "--rows", "labeled"], OUT, 1,
                                     r"--rows labeled needs splits"),
     "float16_overflow": (lambda t: [_edit(_store(t), lambda f: f["nodes/features"].__setitem__((7, 3), 1e6)), "--dtype",

@@ -50,6 +50,8 @@ def test_hdg_needs_all_rows_and_the_same_graph(tmp_path, rng):
     hdg_path = _hdg(tmp_path, path, HopShellsSelect(1))
     with pytest.raises(GnnprepError, match="--rows all"):
         precompute(path, tmp_path / "f.h5", PrecomputeConfig(hops=1, device="cpu", rows="labeled", hdg=str(hdg_path)))
+    r = run(["precompute", path, "-o", tmp_path / "f.h5", "--hdg", hdg_path, "--rows", "labeled"])
+    assert r.exit_code == 2 and "--rows all" in r.stderr   # a conflict of options: before any work
     with pytest.raises(GnnprepError, match="another graph"):
         precompute(other, tmp_path / "f.h5", PrecomputeConfig(hops=1, device="cpu", hdg=str(hdg_path)))
     assert not (tmp_path / "f.h5").exists()
