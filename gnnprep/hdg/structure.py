@@ -175,9 +175,14 @@ def _empty(lvl: Level, p0: int, p1: int) -> np.ndarray:
     c0, c1, offsets = _children(lvl, p0, p1)
     if lvl.kind == "vertices":
         return np.diff(offsets) == 0
-    child = _empty(lvl.child, c0, c1)
+    return _all_empty(lvl, offsets, _empty(lvl.child, c0, c1))
+
+
+def _all_empty(lvl: Level, offsets: np.ndarray, child: np.ndarray) -> np.ndarray:
+    """Whether each parent of an inner level (its children's ``offsets`` from 0) has only empty
+    children (``child``: each child's emptiness)."""
     if lvl.fanout:
-        return child.reshape(p1 - p0, lvl.fanout).all(axis=1)
+        return child.reshape(len(offsets) - 1, lvl.fanout).all(axis=1)
     filled = np.concatenate([[0], np.cumsum(~child)])
     return filled[offsets[1:]] == filled[offsets[:-1]]
 
@@ -214,7 +219,7 @@ def _aggregate_level(lvl: Level, x: np.ndarray, reduce: str, p0: int = 0, p1: in
         empty = _empty(lvl.child, c0, c1)
         if empty.any():
             h[empty] = -np.inf
-            none = _empty(lvl, p0, p1)
+            none = _all_empty(lvl, offsets, empty)   # (the children's emptiness, not asked again)
     if lvl.fanout:
         h = h.reshape(p, lvl.fanout, d)
         if lvl.combine == "slots":

@@ -250,8 +250,10 @@ def _auto_hag(store: GraphStore, plan: Plan, problem: Problem, profile, budget: 
     def is_kept() -> bool:
         return choice is not None and ordered_copy.is_kept(cache, ordered_copy.copy_kind(choice), store, choice[0])
 
+    last_kept = [False]   # (the copy's state as the last judgement read it: not asked again)
+
     def judge(cached: dict | None, search_s: float | None = None):
-        kept = is_kept()
+        kept = last_kept[0] = is_kept()
         with_pages = _hag_pages(problem, cache, choice, kept) if cached is not None else problem
         return choose_hag(plan, with_pages, profile, cached, budget, backend, search_s, speedup, kept)
 
@@ -267,7 +269,7 @@ def _auto_hag(store: GraphStore, plan: Plan, problem: Problem, profile, budget: 
     if cached is not None and measured_key is not None:
         from gnnprep.precompute import measured
 
-        relabels = choice is not None and not is_kept()
+        relabels = choice is not None and not last_kept[0]
         told = measured.measured_choice(store.path, measured_key, measured.hag_variant(cached, relabels))
         if told is not None:
             verdict = dataclasses.replace(verdict, use=told[0], reason=told[1])
