@@ -62,7 +62,7 @@ def hdg(dataset, output, sel, seed, memory_budget, cache_dir, dry_run, as_json, 
         progress.close()
     emit(as_json, s, [
         f"{output}: HDG {s['spec']} (levels {s['levels']}, channels {', '.join(s['channels'])}; "
-        f"{s['select_seconds']:.2f} s, {s['blocks']} block(s), peak {size(s['peak_rss_bytes'] or 0)} of a "
+        f"{s['select_seconds']:.2f} s, {s['blocks']} node block(s) in {s['calls']} call(s), peak {size(s['peak_rss_bytes'] or 0)} of a "
         f"{size(s['memory_budget'])} budget" + ("; resumed from an interrupted run's blocks" if s["resumed"] else "") + ")",
         f"arrays {size(s['hdg_bytes'])} = {s['size_vs_graph_store']:.3f}x the graph store ({size(s['graph_store_bytes'])})",
     ])

@@ -331,9 +331,12 @@ class ResumableOutput:
                 self.resumed = True
                 self.state = state
             else:
-                self.discarded = (f"{self.partial}: an interrupted run's partial output, made with "
-                                  f"{_key_difference(state.get('key'), key)}, was removed; starting afresh "
-                                  "(the same command as then resumes it)")
+                # named as the writer laid it out: the HDF5 file (precompute, hag), the folder of plain
+                # files (hdg), or both (ingest: the store and its spills); the state file goes with them
+                found = [p for p in (self.partial, self.work) if p.exists()] or [self.partial]
+                self.discarded = (f"{' and '.join([str(found[0])] + [p.name for p in found[1:]])}: an interrupted "
+                                  f"run's partial output, made with {_key_difference(state.get('key'), key)}, was "
+                                  "removed; starting afresh (the same command as then resumes it)")
         if not self.resumed:
             self.discard_partial()
             self.state = {"key": key, "done": []}

@@ -75,22 +75,31 @@ def _budget(memory_budget: int | None) -> int:
 
 def plan_store(store_path, sel, memory_budget: int | None = None):
     """:func:`gnnprep.hdg.stream.plan_hdg` for the graph store at ``store_path``: its n, m, index
-    dtype and symmetry, and Σ deg² read from its indptr in blocks (nothing else is read)."""
+    dtype and symmetry, and Σ deg² read from its indptr in blocks (nothing else is read); for a
+    metapath also its node types and the instances of each path, counted over the indices in row
+    blocks (:func:`gnnprep.hdg.stream.metapath_instances`: the HDG's size)."""
     from gnnprep.graph.store import GraphStore
     from gnnprep.hdg.select import MetapathSelect, check_types
-    from gnnprep.hdg.stream import plan_hdg
+    from gnnprep.hdg.stream import metapath_instances, plan_hdg
 
     with GraphStore(store_path) as g:
+        typed = g.node_type_codes() if isinstance(sel, MetapathSelect) else None
         if isinstance(sel, MetapathSelect):   # refused as the run refuses it
-            check_types(sel, g.node_types())
+            check_types(sel, typed[1] if typed is not None else None)
         n, m = g.num_nodes, g.num_edges
         indptr = g.indptr()
         deg2, step = 0.0, 1 << 22
         for i in range(0, n, step):   # rows i .. i+step-1, without an [n] temporary
             deg2 += float((np.diff(indptr[i:i + step + 1]).astype(np.float64) ** 2).sum())
+        instances = None
+        if typed is not None:
+            codes, names = typed
+            instances = metapath_instances(indptr, g.read_indices, codes,
+                                           [[names.index(t) for t in types] for _, types in sel.paths], sel.cap)
+            del codes, typed
         del indptr
         return plan_hdg(sel, n, m, _budget(memory_budget), itemsize=g.index_dtype.itemsize, symmetric=g.symmetric,
-                        deg2=deg2)
+                        deg2=deg2, instances=instances)
 
 
 def dry_run(store_path, sel, memory_budget: int | None = None) -> dict:
@@ -105,7 +114,11 @@ def build(store_path, output, sel, *, seed: int = 0, memory_budget: int | None =
     the graph store at ``store_path``, written to ``output`` (which must not be the store) in node
     blocks within ``memory_budget`` bytes (None: half the free RAM; :mod:`gnnprep.hdg.stream`);
     return the summary of :func:`gnnprep.hdg.file.finish_hdg` with the selection's seconds (writing
-    included), the HDG's size relative to the graph store, the plan and the process's peak memory.
+    included), the HDG's size relative to the graph store, the plan and the process's peak memory;
+    ``blocks`` are the node blocks run (those of the plan, ``predicted_blocks`` of ``block_nodes``;
+    for anchors cut from the counted entries), ``calls`` the selector's calls written (≥ blocks:
+    hop shells run ~0.2 s calls within a block, metapaths blocks of targets; an interrupted run's
+    included).
     A budget that cannot hold the graph's CSR and one block is refused before anything is read; a
     fresh install's first run says so while numba compiles (:func:`gnnprep.core.jit.compiling`).
     Resumable: an interrupted run keeps the blocks it had marked (:class:`gnnprep.hdg.file.StreamMarks`,
@@ -158,12 +171,12 @@ def _build(store_path, output, sel, seed: int, memory_budget: int | None, progre
         warn(message)
     with out.writing(plan.predicted_disk_bytes):
         try:
-            skeleton, levels, blocks = selection()
+            skeleton, levels, blocks, calls = selection()
         except StalePartial as e:   # (found as the levels are reopened, before any block is selected)
             said.append(f"{e}: the interrupted run's partial output was changed since; starting afresh")
             warn(said[-1])
             out.restart()
-            skeleton, levels, blocks = selection()
+            skeleton, levels, blocks, calls = selection()
         with h5file.writing(out.partial) as f:
             for lv in levels:
                 lv.write(f)
@@ -179,6 +192,7 @@ def _build(store_path, output, sel, seed: int, memory_budget: int | None, progre
     s.update(output=str(output), select_seconds=round(seconds, 3),
              size_vs_graph_store=round(s["hdg_bytes"] / max(1, s["graph_store_bytes"]), 4),
              memory_budget=plan.memory_budget, blocks=blocks, predicted_blocks=plan.blocks, block_nodes=plan.block_nodes,
+             calls=calls,
              predicted_peak_bytes=plan.predicted_peak_bytes, predicted_seconds=plan.predicted_seconds,
              peak_rss_bytes=peak_rss(), resumed=resumed, warnings=said)
     return s

@@ -12,9 +12,10 @@ block of nodes, whose rows are selected, written and dropped before the next blo
   top-k' = min(topk, walks·length) ids and counts (int64) and their packed copies,
   :data:`WALK_NODE_BYTES` per slot; scratch: the kernel's per-thread visit buffers (≤ 8 MiB each).
 - hop-shells: one breadth-first search per node (:func:`gnnprep.hdg.walks.hop_shell_blocks`);
-  scratch: per thread a stamp and two frontier buffers of n entries; a block holds its shells'
-  members (with a cap, cap slots per shell; without, counted first and the block halved until
-  they fit — one node's members, at most n, always do).
+  scratch: per thread a stamp and two frontier buffers of n entries; a call holds its shells'
+  members (with a cap, cap slots per shell, and a block's nodes fit the room; without, counted
+  first and the call halved until they fit — one node's members, at most n, always do). Calls
+  run within the node blocks of the plan and take ~0.2 s each, so a block takes several calls.
 - anchors: the sets are drawn as :func:`gnnprep.hdg.select.select_anchors` draws them; the
   distances come from one breadth-first search per distinct anchor along the out-lists (the
   in-lists themselves on a symmetric store; a directed store also holds their transpose). A first
@@ -39,6 +40,13 @@ Time model (:func:`plan_hdg`): reading the CSR (:data:`READ_BYTES_PER_S`), plus 
   :data:`SEARCH_NS_PER_EDGE` per thread; hop-shells runs n searches (capped at n·m), anchors runs
   2·(1 + blocks) searches per distinct anchor plus :data:`ANCHOR_NS_PER_ENTRY` per written entry;
 - metapath: a rough n·(m/n)^(L−1) expansions (the node types' shares are not known from sizes).
+
+Size of the HDG (``predicted_hdg_bytes``): the ids, weights and offsets each selector writes, from
+the same estimates (k' slots a node, shell members, anchor entries); for metapaths from the
+instances counted per target (:func:`metapath_instances`, what :func:`gnnprep.hdg.builder.plan_store`
+reads from a typed store: a path-count recurrence over the in-lists, one pass over the indices per
+step, the cap applied per target), L ids each, and offsets: exact (from sizes alone, without the
+node types: n·min(C, (m/n)^(L−1)) instances, every node a target).
 
 Calibration (2-core machine, the papers100M shape at 1/10: n = 11.1M, m = 308M, r = 62.3; see
 ``benchmarks/bench_hdg_budget.py`` and the report of issue 33): the constants below.
@@ -85,8 +93,12 @@ FIXED_SECONDS = 2.0             # start-up: imports, the kernels loaded from num
 class HdgPlan:
     """How ``gnnprep hdg`` runs under ``memory_budget`` bytes: the bytes held throughout
     (``fixed_bytes``: :data:`BASE_BYTES`, the CSR ``graph_bytes`` and the selector's
-    ``scratch_bytes``), the ``room`` of a block, nodes per block (``block_nodes``, an upper bound:
-    hop-shell calls also adapt to time) and the predicted ``blocks``, peak and seconds."""
+    ``scratch_bytes``), the ``room`` of a block, nodes per block (``block_nodes``) and the
+    predicted ``blocks``, peak and seconds. The run goes through these node blocks (random-walk,
+    hop-shells; anchors cut theirs where the counted entries fill the room, in bins of 64 nodes;
+    metapaths have one, the room bounding each call's expansion instead) and reports their number as
+    ``blocks``; its ``calls`` (hop shells' ~0.2 s calls within a block, metapaths' blocks of targets)
+    adapt to time and are not predicted."""
 
     selector: str
     spec: str
@@ -140,13 +152,45 @@ def distinct_anchors(n: int, sets: int, size: int) -> float:
     return n * (1.0 - (1.0 - min(size, n) / n) ** sets)
 
 
+def metapath_instances(indptr: np.ndarray, read_indices, node_type: np.ndarray, paths, cap: int | None,
+                       block: int = 1 << 20) -> list[int]:
+    """The instances :func:`gnnprep.hdg.select.select_metapath` keeps for each metapath (``paths``:
+    lists of type codes T1..TL), counted without enumerating them: with f_L(u) = [type(u) = T_L] and
+    f_i(u) = [type(u) = T_i] · Σ_{w ∈ in(u)} f_{i+1}(w), target v has f_1(v) instances, min(C, f_1(v))
+    with ``cap``. ``read_indices(a, b)`` gives the stored indices a..b−1, read in row blocks of about
+    ``block`` entries, one pass per step of a path; held: two float32 counts a node (exact below 2^24
+    instances a node, which is all a size needs) and a block."""
+    n = len(indptr) - 1
+    out = []
+    for types in paths:
+        f = (node_type == types[-1]).astype(np.float32)
+        for t in reversed(types[:-1]):
+            sums = np.zeros(n, np.float32)
+            r0 = 0
+            while r0 < n:
+                r1 = min(n, max(r0 + 1, int(np.searchsorted(indptr, indptr[r0] + block, side="right")) - 1))
+                idx = read_indices(int(indptr[r0]), int(indptr[r1]))
+                rows = np.repeat(np.arange(r1 - r0), np.diff(indptr[r0:r1 + 1]))
+                sums[r0:r1] = np.bincount(rows, weights=f[idx], minlength=r1 - r0)
+                del idx, rows
+                r0 = r1
+            sums[node_type != t] = 0
+            f = sums
+        per_target = f[node_type == types[0]].astype(np.float64)
+        total = float((np.minimum(per_target, cap) if cap is not None else per_target).sum())
+        out.append(int(min(total, 2.0**62)))   # (paths past float range: inf, a run that would not end)
+    return out
+
+
 def plan_hdg(sel: Select, n: int, m: int, budget: int, *, itemsize: int = 4, symmetric: bool = True,
-             deg2: float | None = None, threads: int | None = None, anchor_entries: int | None = None) -> HdgPlan:
+             deg2: float | None = None, threads: int | None = None, anchor_entries: int | None = None,
+             instances: list[int] | None = None) -> HdgPlan:
     """The plan of ``gnnprep hdg`` for selector ``sel`` over n nodes and m stored entries under
     ``budget`` bytes, from sizes alone: ``itemsize`` of the stored indices, whether the store is
     ``symmetric`` (anchors search the in-lists then), ``deg2`` = Σ deg² over the in-degrees (None:
-    m²/n, a graph of equal degrees), ``threads`` (numba's), and for anchors the counted
-    ``anchor_entries`` when known (else estimated). OptionError naming the budget and what it
+    m²/n, a graph of equal degrees), ``threads`` (numba's), for anchors the counted
+    ``anchor_entries`` and for metapaths the counted ``instances`` of each path
+    (:func:`metapath_instances`) when known (else estimated). OptionError naming the budget and what it
     needs when the fixed part and the smallest block do not fit."""
     import numba
 
@@ -196,7 +240,11 @@ def plan_hdg(sel: Select, n: int, m: int, budget: int, *, itemsize: int = 4, sym
         per_node = 24
         need_block = MIN_ROOM
         seconds = sum(n * (m / max(n, 1)) ** (len(types) - 1) for _, types in sel.paths) * METAPATH_NS_PER_ENTRY * 1e-9
-        out = 4 * (n + 1) * len(sel.paths)
+        if instances is None:   # from sizes alone: every node a target with (m/n)^(L−1) paths
+            instances = [n * min(float(sel.cap or math.inf), (m / max(n, 1)) ** (len(types) - 1))
+                         for _, types in sel.paths]
+        out = sum(int(i) * len(types) * id_bytes + (4 if i < 2**31 else 8) * (n + 1)
+                  for i, (_, types) in zip(instances, sel.paths))
         total_units = n
     else:
         raise OptionError("--select", f"unknown selector {sel!r}")
@@ -209,7 +257,8 @@ def plan_hdg(sel: Select, n: int, m: int, budget: int, *, itemsize: int = 4, sym
                                              f"{format_size(graph)}, held for random access, the selector's scratch "
                                              f"{format_size(scratch)} and {format_size(BASE_BYTES)} for the process)")
     if isinstance(sel, AnchorsSelect):
-        blocks = max(1, math.ceil((entries * ANCHOR_ENTRY_BYTES + n * per_node) / room))  # as blocks are cut
+        blocks = max(1, math.ceil((entries * ANCHOR_ENTRY_BYTES + n * per_node) / room))  # as blocks are cut,
+        blocks = min(blocks, max(1, (n + (1 << ANCHOR_BIN) - 1) >> ANCHOR_BIN))        # a bin of nodes at least
         block_nodes = max(1, math.ceil(n / blocks))
         seconds = 2 * (1 + blocks) * search * SEARCH_NS_PER_EDGE * 1e-9 / t + entries * ANCHOR_NS_PER_ENTRY * 1e-9 \
             + n * sel.sets * 4e-9
@@ -236,12 +285,13 @@ def _skeleton_leaf(name: str, parents: int, fanout: int = 0, weighted: bool = Fa
 
 
 def stream_random_walk(indptr, indices, sel: RandomWalkSelect, seed: int, plan: HdgPlan, folder, marks,
-                       progress) -> tuple[Hdg, list, int]:
+                       progress) -> tuple[Hdg, list, int, int]:
     """PinSage top-k random-walk neighbours (:func:`gnnprep.hdg.select.select_random_walk`) in node
     blocks, from where ``marks`` (:class:`gnnprep.hdg.file.StreamMarks`) says a run stopped; returns
     the HDG's schema (arrays empty), its levels (:class:`gnnprep.hdg.file.LevelStream`, files in
-    ``folder``, finished) and the blocks run. The other ``stream_*`` functions do the same for their
-    selector."""
+    ``folder``, finished), the node blocks run (``plan.block_nodes`` each, as :func:`plan_hdg`
+    counts them) and the selector's calls written (here one a block; an interrupted run's included).
+    The other ``stream_*`` functions do the same for their selector."""
     from gnnprep.hdg.file import LevelStream
     from gnnprep.hdg.walks import walk_topk
 
@@ -257,12 +307,15 @@ def stream_random_walk(indptr, indices, sel: RandomWalkSelect, seed: int, plan: 
         marks.block_done({"node": v1}, [lv])
         progress("random walks", v1, n)
     lv.finish()
-    return Hdg(n, (_skeleton_leaf("topk", n, weighted=True),)), [lv], lv.appends
+    return Hdg(n, (_skeleton_leaf("topk", n, weighted=True),)), [lv], lv.appends, lv.appends
 
 
 def stream_hop_shells(indptr, indices, sel: HopShellsSelect, seed: int, plan: HdgPlan, folder, marks,
-                      progress) -> tuple[Hdg, list, int]:
-    """JK-Net hop shells (:func:`gnnprep.hdg.select.select_hop_shells`) in node blocks."""
+                      progress) -> tuple[Hdg, list, int, int]:
+    """JK-Net hop shells (:func:`gnnprep.hdg.select.select_hop_shells`) in the plan's node blocks of
+    ``plan.block_nodes`` (from an interrupted run's next node), each in calls of about 0.2 s
+    (:func:`gnnprep.hdg.walks.hop_shell_blocks`; without a cap also halved where the counted members
+    would not fit the room): the calls are not blocks of the plan, they are counted apart."""
     from gnnprep.hdg.file import LevelStream
     from gnnprep.hdg.walks import ShellSearch, hop_shell_blocks
 
@@ -272,16 +325,21 @@ def stream_hop_shells(indptr, indices, sel: HopShellsSelect, seed: int, plan: Hd
     leaf = LevelStream(folder, "shell_members", "vertices", "shell", num_parents=n * k, ids=True, n=n,
                        resume=marks.level("shell_members"))
     search = ShellSearch(indptr, indices, plan.threads)
-    for _, v1, counts, ids in hop_shell_blocks(indptr, indices, k, sel.cap, seed, max_starts=max(1, plan.block_nodes),
-                                               room=plan.room, search=search, start=marks.place().get("node", 0)):
-        leaf.append(counts, ids)
-        marks.block_done({"node": v1}, [leaf])
-        progress("hop shells", v1, n)
+    step = max(1, plan.block_nodes)
+    v0 = int(marks.place().get("node", 0))
+    while v0 < n:   # the plan's blocks are step·b .. step·(b+1) − 1, a resumed one from its next node
+        v1 = min(n, (v0 // step + 1) * step)
+        for _, c1, counts, ids in hop_shell_blocks(indptr, indices, k, sel.cap, seed, max_starts=step, room=plan.room,
+                                                   search=search, start=v0, stop=v1):
+            leaf.append(counts, ids)
+            marks.block_done({"node": c1}, [leaf])
+            progress("hop shells", c1, n)
+        v0 = v1
     del search
     leaf.finish()
     top.finish()
     return Hdg(n, (Level("shell", "instances", n, fanout=k, combine="slots", slots=slots,
-                         child=_skeleton_leaf("shell_members", n * k)),)), [top, leaf], leaf.appends
+                         child=_skeleton_leaf("shell_members", n * k)),)), [top, leaf], -(-n // step), leaf.appends
 
 
 def _out_lists(indptr: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -328,7 +386,7 @@ def _anchor_records(search, anchors, hops, room, seed64, v0: int, v1: int):
 
 
 def stream_anchors(indptr, indices, sel: AnchorsSelect, seed: int, plan: HdgPlan, folder, marks, progress,
-                   symmetric: bool) -> tuple[Hdg, list, int]:
+                   symmetric: bool) -> tuple[Hdg, list, int, int]:
     """P-GNN anchor sets (:func:`gnnprep.hdg.select.select_anchors`) in node blocks (module docstring)."""
     from gnnprep.hdg.file import LevelStream
     from gnnprep.hdg.walks import ShellSearch
@@ -402,13 +460,15 @@ def stream_anchors(indptr, indices, sel: AnchorsSelect, seed: int, plan: HdgPlan
     top.finish()
     return Hdg(n, (Level("anchor_set", "instances", n, fanout=s_count, combine="reduce",
                          child=_skeleton_leaf("anchor_members", n * s_count, weighted=True)),)), [top, leaf], \
-        leaf.appends
+        leaf.appends, leaf.appends
 
 
 def stream_metapath(indptr, indices, sel: MetapathSelect, seed: int, plan: HdgPlan, folder, marks, progress,
-                    node_type, type_names) -> tuple[Hdg, list, int]:
+                    node_type, type_names) -> tuple[Hdg, list, int, int]:
     """MAGNN metapath instances (:func:`gnnprep.hdg.select.select_metapath`) in blocks of targets, path
-    after path (a resumed run continues the path it stopped in, from its next block of targets)."""
+    after path (a resumed run continues the path it stopped in, from its next block of targets). The
+    budget does not cut the nodes into blocks here (one node block, as :func:`plan_hdg` says): it
+    bounds each call's expansion instead, so the blocks of targets are counted as calls."""
     from gnnprep.hdg.file import LevelStream
     from gnnprep.hdg.select import check_types, metapath_block
 
@@ -418,7 +478,7 @@ def stream_metapath(indptr, indices, sel: MetapathSelect, seed: int, plan: HdgPl
     limit = int(max(1, min(WORK_PER_CALL, plan.room // METAPATH_WORK_BYTES)))
     at = marks.place()
     here = at.get("path", 0)   # paths before it are whole in their files, the one it names in part
-    roots, levels, blocks = [], [], 0
+    roots, levels, calls = [], [], int(at.get("calls", 0))
     for p, (name, types) in enumerate(sel.paths):
         targets = np.flatnonzero(node_type == code[types[0]])
         typed = [code[t] for t in types]
@@ -438,14 +498,14 @@ def stream_metapath(indptr, indices, sel: MetapathSelect, seed: int, plan: HdgPl
                          else np.zeros(end - done, np.int64))
             leaf.append(ids=paths.reshape(-1))
             done = end
-            marks.block_done({"path": p, "target": b1, "done": done}, levels)
+            calls += 1
+            marks.block_done({"path": p, "target": b1, "done": done, "calls": calls}, levels)
             progress(f"metapath {name}", b1, len(targets))
         if done < n:
             inner.append(np.zeros(n - done, np.int64))
         instances = inner.finish()
         leaf.finish(num_parents=instances)
-        blocks = max(blocks, inner.appends)
         roots.append((name, types, instances))
     return Hdg(n, tuple(Level(name, "instances", n, offsets=np.zeros(1, np.int64), combine="reduce",
                               child=_skeleton_leaf(f"{name}_members", inst, fanout=len(types)))
-                        for name, types, inst in roots)), levels, blocks
+                        for name, types, inst in roots)), levels, 1, calls

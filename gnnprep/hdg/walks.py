@@ -360,10 +360,10 @@ def shell_scratch_bytes(n: int, threads: int) -> int:
 
 def hop_shell_blocks(indptr: np.ndarray, indices: np.ndarray, hops: int, cap: int | None, seed: int = 0,
                      max_starts: int = 1 << 14, room: int | None = None, search: ShellSearch | None = None,
-                     start: int = 0):
-    """Yield (v0, v1, counts, ids) over consecutive blocks of nodes from ``start``: the shells
-    1..``hops`` of nodes v0..v1-1 as :func:`hop_shells` returns them for all nodes (counts
-    [(v1−v0)·hops], ids by shell).
+                     start: int = 0, stop: int | None = None):
+    """Yield (v0, v1, counts, ids) over consecutive blocks of nodes from ``start`` up to ``stop``
+    (None: n): the shells 1..``hops`` of nodes v0..v1-1 as :func:`hop_shells` returns them for all
+    nodes (counts [(v1−v0)·hops], ids by shell).
     Calls take about ``_SECONDS_PER_CALL`` (their number of start nodes adapts, up to
     ``max_starts``); with ``room`` (bytes) a block's arrays stay within it: without a cap a block
     whose counted members would not fit is halved before its members are filled (one node always
@@ -375,10 +375,11 @@ def hop_shell_blocks(indptr: np.ndarray, indices: np.ndarray, hops: int, cap: in
     c = -1 if cap is None else int(cap)
     if c >= 0 and room is not None:  # counts, slots, their mask and the packed copy
         max_starts = max(1, min(max_starts, room // max(1, hops * (16 + c * (2 * item + 1)))))
+    end = n if stop is None else min(n, int(stop))
     i0, size = int(start), min(256, max_starts)
-    while i0 < n:
+    while i0 < end:
         t0 = time.perf_counter()
-        starts = np.arange(i0, min(n, i0 + size), dtype=np.int64)
+        starts = np.arange(i0, min(end, i0 + size), dtype=np.int64)
         if c >= 0:
             counts, ids = search.capped(starts, hops, c, seed64)
         else:
