@@ -1,4 +1,5 @@
-"""``gnnprep info``: describe any gnnprep artifact as a flat dict (rendered by the CLI).
+"""``gnnprep info``: describe any gnnprep artifact as a flat dict (rendered by the CLI); also the
+caches runs keep beside artifacts and a training run's ``model.pt`` and ``checkpoint.pt``.
 
 A dispatcher on the root attribute ``format``: each artifact's reader and description live beside its
 format, which registers them (:func:`gnnprep.core.artifact.register_format`) where it is defined:
@@ -22,7 +23,15 @@ import gnnprep.hag.file
 import gnnprep.hdg.file
 import gnnprep.precompute.features
 import gnnprep.train.loader  # noqa: F401 - imported for its registration (the names above bind `gnnprep` too)
-from gnnprep.core.artifact import attr_value, describer_of, open_artifact, reader_of, registered_readers, root_format
+from gnnprep.core.artifact import (
+    attr_value,
+    describer_of,
+    is_torch_file,
+    open_artifact,
+    reader_of,
+    registered_readers,
+    root_format,
+)
 from gnnprep.core.errors import GnnprepError
 from gnnprep.core.output import json_safe
 
@@ -48,12 +57,17 @@ def _cache_describer(fmt: str | None):
 def describe(path: str | Path) -> dict:
     """The description of the artifact at ``path`` by the module that owns its format (a format
     this gnnprep has no describer for: its name, version and size); of a cache a run keeps beside
-    an artifact, what it is, what it was made from and whether it is current."""
+    an artifact, what it is, what it was made from and whether it is current; of a run folder's
+    ``model.pt`` or ``checkpoint.pt`` (torch files, not HDF5), what it holds."""
     path = Path(path)
     if path.suffix == ".npz" and ".order-" in path.name:   # a node order kept beside a store (not HDF5)
         from gnnprep.graph.order import describe_cached
 
         return describe_cached(path)
+    if is_torch_file(path):   # gnnprep train's model.pt or checkpoint.pt (torch imported only for one)
+        from gnnprep.train.run_folder import describe_run_file
+
+        return describe_run_file(path)
     cache = _cache_describer(root_format(path))
     if cache is not None:
         return cache(path)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from .common import emit, json_option, size
@@ -73,7 +75,8 @@ def _operator_source_lines(d: dict) -> list[str]:
 @click.argument("file", type=click.Path(dir_okay=True))
 @json_option
 def info(file, as_json):
-    """Describe a gnnprep artifact (graph store, HAG, HDG, features) or a cache a run keeps beside one."""
+    """Describe a gnnprep artifact (graph store, HAG, HDG, features), a cache a run keeps beside one, or a
+    training run's model.pt or checkpoint.pt."""
     from gnnprep.info import describe
 
     d = describe(file)
@@ -88,6 +91,8 @@ def info(file, as_json):
         lines += [f"  {label:<14} {d[k]:,}" for k, label in (("num_nodes", "nodes"), ("num_edges", "stored edges"),
                                                              ("num_agg", "aggregation nodes")) if isinstance(d.get(k), int)]
         lines.append(f"  size on disk   {size(d['size_bytes'])}")
+    elif d["format"] in ("gnnprep.model", "gnnprep.checkpoint"):
+        lines = _run_file_lines(d)
     elif d["format"] == "gnnprep.graph":
         lines = _graph_lines(d)
     elif d["format"] == "gnnprep.features":
@@ -108,6 +113,41 @@ def info(file, as_json):
     else:
         lines = [f"{d['file']}: {d['format']} (format version {d['format_version']}), {size(d['size_bytes'])}"]
     emit(as_json, d, lines)
+
+
+# the settings a run file's description shows (every one is in --json's "config")
+_RUN_SETTINGS = ("hops", "operators", "hidden", "layers", "dropout", "lr", "weight_decay", "batch_size", "epochs",
+                 "patience", "seed")
+
+
+def _run_file_lines(d: dict) -> list[str]:
+    """A training run's model.pt or checkpoint.pt (gnnprep.train.run_folder.describe_run_file)."""
+    c = d["config"]
+    settings = ", ".join(f"{k.replace('_', '-')} {','.join(c[k]) if isinstance(c[k], list) else c[k]}"
+                         for k in _RUN_SETTINGS if c.get(k) is not None)
+    if d["format"] == "gnnprep.model":
+        lines = [f"{d['file']}: {d['what']} (format {d['format']} version {d['format_version']}; "
+                 "gnnprep.train.load_model(path) rebuilds it)",
+                 f"  model          {d['model']} (seed {d['seed']}), best epoch {d['best_epoch']}: valid "
+                 f"{_pct(d['valid_acc'])}, test {_pct(d['test_acc'])}",
+                 f"  parameters     {d['parameters']:,} in {d['tensors']} tensors"]
+    else:
+        cur = d["current"]
+        lines = [f"{d['file']}: {d['what']} (format {d['format']} version {d['format_version']}; the same "
+                 f"gnnprep train command with -o {Path(d['file']).parent} --resume continues it)",
+                 f"  model          {d['model']}, {c.get('runs')} run(s) of up to {c.get('epochs')} epochs"
+                 + (f" on {d['world_size']} ranks" if d["world_size"] != 1 else ""),
+                 f"  progress       {d['finished_runs']} run(s) finished"
+                 + (f"; run {cur['run'] + 1 if isinstance(cur['run'], int) else cur['run']} at epoch {cur['epoch']}"
+                    if cur else "; none in progress")]
+    return lines + [f"  trained on     {d['features']} (graph {d['graph_fingerprint']})",
+                    f"  settings       {settings or 'none recorded'}",
+                    f"  size on disk   {size(d['size_bytes'])}"]
+
+
+def _pct(value) -> str:
+    """An accuracy as a percentage (two decimals); anything else (none: no test split) as it is."""
+    return f"{100 * value:.2f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
 
 
 def _seconds(value) -> str:

@@ -146,9 +146,12 @@ def train(model, features, run_dir, hops, operators, hidden, layers, dropout, in
         return f"{100 * v:.2f}" + (f" ± {100 * sd:.2f}" if s["runs"] > 1 else "")
 
     data = "streamed from HDF5" if s["streaming"] else "in memory"
+    # seconds: this invocation's; a resumed run's epochs include those trained before, so their time is said too
+    took = (f"resumed: {s['seconds']:.1f} s this time, {sum(r['seconds'] for r in s['per_run']):.1f} s of training "
+            "in all" if s["resumed"] else f"{s['seconds']:.1f} s")
     lines = [f"{model}: test accuracy {pct(s['test_acc'], s['test_acc_std'])}, valid {pct(s['valid_acc'], s['valid_acc_std'])} "
              f"({s['runs']} run{'s' if s['runs'] > 1 else ''}, {s['evaluator']} evaluator)",
-             f"best epoch {s['best_epoch']}, {s['epochs_run']} epochs, {s['seconds']:.1f} s on {s['device']}"
+             f"best epoch {s['best_epoch']}, {s['epochs_run']} epochs, {took} on {s['device']}"
              + (f" x {s['world_size']} ranks" if s["world_size"] > 1 else "") + f", features {data}",
              f"{s['regime']} regime; defaults used: "
              + (", ".join(f"{k.replace('_', '-')} {v}" for k, v in s["defaults"].items()) or "none (all given)"),

@@ -57,6 +57,23 @@ def root_format(path: str | os.PathLike) -> str | None:
     return fmt if isinstance(fmt, str) else None
 
 
+def is_torch_file(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a regular file in ``torch.save``'s zip layout (``<name>/data.pkl`` beside
+    ``<name>/version``), as gnnprep train's ``model.pt`` and ``checkpoint.pt`` are: a peek at the zip
+    directory only (nothing unpickled, never an error)."""
+    import zipfile
+
+    try:
+        if not Path(path).is_file() or not zipfile.is_zipfile(path):
+            return False
+        with zipfile.ZipFile(path) as z:
+            names = set(z.namelist())
+    except (OSError, ValueError, zipfile.BadZipFile):
+        return False
+    return any(n.count("/") == 1 and n.endswith("/data.pkl") and n[:-len("data.pkl")] + "version" in names
+               for n in names)
+
+
 def describe_cache(path: str | os.PathLike, what: str, suffix: str, fields: tuple[str, ...],
                    stale: Callable[[Path, dict], str | None]) -> dict:
     """What ``gnnprep info`` shows of a cache a run keeps beside an artifact (S in a node order, a
@@ -95,6 +112,9 @@ def open_artifact(path: str | os.PathLike, expect: str | None = None) -> h5py.Fi
     if not stat.S_ISREG(mode):
         raise GnnprepError(f"{path}: is {kind_of(mode)}; expected a gnnprep HDF5 file")
     if not h5py.is_hdf5(path):
+        if is_torch_file(path):   # a run folder's model.pt or checkpoint.pt, given where an artifact goes
+            raise GnnprepError(f"{path}: not an HDF5 file (a PyTorch file, such as a training run's model.pt or "
+                               "checkpoint.pt, which gnnprep info describes); expected a gnnprep artifact")
         raise GnnprepError(f"{path}: not an HDF5 file (corrupt or another format)")
     try:
         f = h5py.File(path, "r")

@@ -158,6 +158,10 @@ class HopRun:
         self.hop_read = [0] * (self.config.hops + 1) if disk_read_bytes() is not None else None
         self.done = set(out.done)
         self.resumed_units = len(self.done)
+        # seconds earlier (interrupted) runs spent per hop, to their last finished unit: the artifact's
+        # hop seconds carry them (the report's are this run's), so a resumed run's hops do not read as free
+        earlier = out.state.get("hop_seconds") if out.resumed else None
+        self.earlier_seconds = earlier if _seconds_list(earlier, self.config.hops + 1) else [0.0] * (self.config.hops + 1)
         self.cols = column_blocks(self.d, self.plan.width)
         self.col0 = 0   # X's column c is the output's column c - col0
         if shard is not None:
@@ -558,6 +562,11 @@ class HopRun:
             out.append(row)
         return tuple(out)
 
+    def total_hop_seconds(self) -> list[float]:
+        """Each hop's seconds over every run that wrote this output: earlier, interrupted runs' (to
+        their last finished unit, work an interrupt lost counted again when redone) and this one's."""
+        return [round(e + s, 4) for e, s in zip(self.earlier_seconds, self.hop_seconds)]
+
     def _spent(self, k: int, t0: float, r0: int | None) -> None:
         """Charge the time and disk reads since (t0, r0) to hop k."""
         self.hop_seconds[k] += time.perf_counter() - t0
@@ -568,6 +577,7 @@ class HopRun:
     def _mark(self, unit, flushed: bool = False) -> None:
         # flushed: the writer's "sync" item already flushed the file past the unit's writes (a
         # second flush here would only wait on HDF5's lock while the writer works on the next hop)
+        self.out.state["hop_seconds"] = self.total_hop_seconds()
         self.out.mark(unit, None if flushed else self.f)
         self.progress("units", len(self.out.done), self.units_total)
 
@@ -630,7 +640,7 @@ class HopRun:
             "inputs": [{"path": str(Path(self.store.path).absolute()), "graph_fingerprint": self.store.fingerprint,
                         "source": str(self.store.attrs.get("source", ""))}],
             "plan": self.plan.to_dict(),
-            "timings": {**self.timer.timings, "hop_seconds": [round(s, 4) for s in self.hop_seconds]},
+            "timings": {**self.timer.timings, "hop_seconds": self.total_hop_seconds()},
             "reorder": None if self.graph.reorder_info is None else self.graph.reorder_info.to_dict(),
             **({"ordered_copy": self.graph.copy_report} if self.graph.copy_report else {}),
             **({"decisions": self.job.decisions} if self.job.decisions else {}),
@@ -653,6 +663,12 @@ class HopRun:
             hop_breakdown=self.hop_breakdown(), predicted_with=predicted_with(self.job),
             hdg_channels=tuple(self.job.hdg_channels),
             hdg_seconds=round(self.timer.timings["hdg"], 3) if "hdg" in self.timer.timings else None)
+
+
+def _seconds_list(v, n: int) -> bool:
+    """Whether ``v`` is a list of ``n`` finite, non-negative seconds (a partial output's record)."""
+    return isinstance(v, list) and len(v) == n and all(
+        isinstance(s, (int, float)) and not isinstance(s, bool) and 0 <= s < float("inf") for s in v)
 
 
 def predicted_with(job: Job) -> dict:

@@ -72,6 +72,66 @@ def load_checkpoint(path: Path) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------------
+# gnnprep info on a run file
+
+MODEL_FORMAT = "gnnprep.model"
+RUN_FILE_KINDS = {MODEL_FORMAT: "gnnprep trained model", CHECKPOINT_FORMAT: "gnnprep training checkpoint"}
+
+
+def _plain(v):
+    """A value as ``gnnprep info`` shows it: a plain value (text, number, true/false, None, a list of
+    text) as it is, anything else (a tensor where a number belongs, say) described in a few words."""
+    if isinstance(v, _SCALARS) and not (_is_int(v) and v.bit_length() > 128):
+        return v
+    if isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v):
+        return list(v)
+    return _shown(v)
+
+
+def describe_run_file(path) -> dict:
+    """What ``gnnprep info`` shows of a run folder's ``model.pt`` or ``checkpoint.pt`` (a file in
+    ``torch.save``'s layout, :func:`gnnprep.core.artifact.is_torch_file`): what it is, the model, the
+    features artifact it was trained on, its settings; a model's best epoch and accuracies, a
+    checkpoint's finished runs and the epoch of the run in progress. Read with
+    ``torch.load(weights_only=True, mmap=True)``: tensors and plain containers only (a pickle that
+    would run code is refused, never run), tensor data mapped, not read. A PyTorch file gnnprep train
+    did not write, or one that cannot be read so, is one GnnprepError."""
+    path = Path(path)
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # noqa: BLE001 - a truncated, foreign or crafted file fails in many ways inside torch.load
+        raise GnnprepError(f"{path}: a PyTorch file that cannot be read as tensors and plain values (corrupt, or "
+                           "it holds code: refused, nothing in it was run); expected gnnprep train's model.pt or "
+                           "checkpoint.pt") from None
+    fmt = saved.get("format") if isinstance(saved, dict) else None
+    if not isinstance(fmt, str) or fmt not in RUN_FILE_KINDS:
+        raise GnnprepError(f"{path}: a PyTorch file gnnprep train did not write (no format {MODEL_FORMAT!r} or "
+                           f"{CHECKPOINT_FORMAT!r}); gnnprep info describes gnnprep's artifacts and run files")
+    config = saved.get("config") if isinstance(saved.get("config"), dict) else {}
+    fp = saved.get("features" if fmt == MODEL_FORMAT else "fingerprint")
+    fp = fp if isinstance(fp, dict) else {}
+    d = {"file": str(path), "format": fmt, "format_version": _plain(saved.get("format_version")),
+         "what": RUN_FILE_KINDS[fmt], "model": _plain(config.get("model")), "features": _plain(fp.get("path")),
+         "graph_fingerprint": _plain(fp.get("graph_fingerprint")),
+         "config": {k: _plain(v) for k, v in config.items() if isinstance(k, str)}}
+    if fmt == MODEL_FORMAT:
+        state = saved.get("state_dict") if isinstance(saved.get("state_dict"), dict) else {}
+        tensors = [t for t in state.values() if torch.is_tensor(t)]
+        d.update({k: _plain(saved.get(k)) for k in ("seed", "best_epoch", "valid_acc", "test_acc")})
+        d.update(parameters=int(sum(t.numel() for t in tensors)), tensors=len(tensors))
+    else:
+        finished = saved.get("finished") if isinstance(saved.get("finished"), list) else []
+        cur = saved.get("current")
+        d.update(world_size=_plain(saved.get("world_size", 1)), finished_runs=len(finished),
+                 finished=[{k: _plain(r.get(k)) for k in ("seed", "epochs_run", "best_epoch", "valid_acc", "test_acc",
+                                                           "seconds")} for r in finished if isinstance(r, dict)],
+                 current={"run": _plain(cur.get("run")), "epoch": _plain(cur.get("epoch"))}
+                 if isinstance(cur, dict) else None)
+    d["size_bytes"] = path.stat().st_size
+    return d
+
+
+# ---------------------------------------------------------------------------------------------------
 # a loaded checkpoint, checked field by field before any of it is used (issue 32, items 8 and 14)
 
 _HISTORY_KEYS = ("epoch", "train_loss", "valid_loss", "valid_acc", "test_acc")

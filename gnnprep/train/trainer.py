@@ -59,7 +59,7 @@ class RunResult:
     valid_acc: float
     test_acc: float | None
     epochs_run: int
-    seconds: float
+    seconds: float      # the run's own seconds over every invocation that trained it (resumed: its earlier part too)
     history: list = field(default_factory=list, repr=False)
 
     def to_dict(self, history: bool = True) -> dict:
@@ -71,6 +71,12 @@ class RunResult:
 
 @dataclass(frozen=True)
 class TrainReport:
+    """What ``gnnprep train`` reports (``summary()``: its ``--json`` object and metrics.json's
+    ``summary``). Two clocks, named apart: ``seconds`` is this invocation's wall time (opening the
+    data, training, writing the run folder); each run's ``seconds`` (``per_run``) is that run's own
+    training time across invocations: with ``resumed``, the epochs trained before the interruption
+    (up to its last checkpoint) count too, so a resumed run's own seconds may exceed ``seconds``."""
+
     run_dir: str
     model: str
     runs: tuple[RunResult, ...]
@@ -82,6 +88,7 @@ class TrainReport:
     regime: str = "large"                   # gnnprep.train.regimes: small | large
     defaults: dict = field(default_factory=dict)   # the settings the regime filled in
     world_size: int = 1                     # processes (torchrun ranks) that trained it
+    resumed: bool = False                   # continued a checkpoint (--resume), as hdg's and hag's "resumed"
 
     def summary(self) -> dict:
         va = np.array([r.valid_acc for r in self.runs])
@@ -95,7 +102,7 @@ class TrainReport:
             "test_acc": None if np.isnan(te).any() else float(te.mean()),
             "test_acc_std": None if np.isnan(te).any() else float(te.std(ddof=ddof)),
             "epochs_run": int(sum(r.epochs_run for r in self.runs)),
-            "seconds": round(self.seconds, 3), "device": self.device, "streaming": self.streaming,
+            "seconds": round(self.seconds, 3), "resumed": self.resumed, "device": self.device, "streaming": self.streaming,
             "evaluator": self.evaluator, "regime": self.regime, "defaults": self.defaults,
             "world_size": self.world_size, "per_run": [r.to_dict(history=False) for r in self.runs],
         }
@@ -315,7 +322,7 @@ def _train_runs(run_dir: Path, data, config: TrainConfig, ck, progress, t_start:
     report = TrainReport(run_dir=str(run_dir), model=config.model, runs=tuple(finished[:config.runs]),
                          device=str(device), streaming=data.loader.streaming, evaluator=data.evaluator,
                          seconds=time.perf_counter() - t_start, saved_run=saved, regime=data.regime,
-                         defaults=data.defaults, world_size=world)
+                         defaults=data.defaults, world_size=world, resumed=ck is not None)
     best = finished[saved]
     on_root(_write_outputs, run_dir, config, data, done, report, saved, best)
     return report
