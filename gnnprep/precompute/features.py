@@ -60,6 +60,30 @@ def channel_path(name: str, k: int) -> str:
     return f"{CHANNELS}/{name}/{k}"
 
 
+HALF_READ_BYTES = 8 << 20   # float16 read raw this many bytes of rows at a time (read_columns_float32)
+
+
+def read_columns_float32(ds: h5py.Dataset, c0: int, c1: int) -> np.ndarray:
+    """Columns c0..c1−1 of a hop (or channel) dataset as a new float32 array [rows, c1 − c0]: a
+    float32 dataset read into it directly; a float16 one (``--dtype float16``) read raw in row pieces
+    of :data:`HALF_READ_BYTES` and widened exactly (:func:`gnnprep.sparse.half.widen_half`). HDF5's
+    own float16 → float32 conversion took 0.86 s for 2.78M rows × 64 columns, the raw read 0.09 s."""
+    from gnnprep.sparse.half import widen_half
+
+    rows, w = ds.shape[0], c1 - c0
+    out = np.empty((rows, w), dtype=np.float32)
+    if ds.dtype != np.float16 or rows == 0 or w == 0:
+        ds.read_direct(out, np.s_[:, c0:c1])
+        return out
+    step = max(1, HALF_READ_BYTES // (2 * w))
+    raw = np.empty((min(step, rows), w), dtype=np.float16)
+    for r0 in range(0, rows, step):
+        r1 = min(rows, r0 + step)
+        ds.read_direct(raw, np.s_[r0:r1, c0:c1], np.s_[:r1 - r0])
+        widen_half(raw[:r1 - r0], out[r0:r1])
+    return out
+
+
 def open_output(path, resume: bool = False, direct: bool = False) -> h5py.File:
     """An artifact or shard being written: ``r+`` to continue a partial file, else a new one.
     ``direct``: every dataset 4 KiB-aligned, since hop rows are written to the file with O_DIRECT

@@ -32,6 +32,7 @@ from gnnprep.precompute.hop_graph import HopGraph
 from gnnprep.precompute.hop_writer import Gather, HopWriter
 from gnnprep.precompute.operators import make_operator
 from gnnprep.precompute.plan import Plan, Problem, column_blocks
+from gnnprep.sparse import half
 
 if TYPE_CHECKING:
     from gnnprep.hag.structure import Hag
@@ -609,13 +610,12 @@ class HopRun:
             for j, (c0, c1) in enumerate(self.cols):
                 if ("hdg", j, k) in self.done:
                     continue
-                x = np.empty((self.n, c1 - c0), dtype=np.float32)   # (read as float32 by HDF5: no float16 copy)
-                self.f[fa.hop_path(k)].read_direct(x, np.s_[:, c0:c1])
+                x = fa.read_columns_float32(self.f[fa.hop_path(k)], c0, c1)   # (float16: widened in pieces)
                 if c1 - c0 not in blocks:
                     blocks[c1 - c0] = root_blocks(hdg, c1 - c0, hdg_room(self.n, self.plan.width))
                 for r0, r1 in blocks[c1 - c0]:
                     for ch, arr in aggregate(hdg, x, config.hdg_reduce, (r0, r1)).items():
-                        self.f[fa.channel_path(ch, k)][r0:r1, c0:c1] = arr.astype(config.dtype, copy=False)
+                        self.f[fa.channel_path(ch, k)][r0:r1, c0:c1] = half.to_dtype(arr, config.dtype)
                 del x
                 self.f.flush()
                 self._mark(("hdg", j, k))

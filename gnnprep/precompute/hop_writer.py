@@ -21,7 +21,7 @@ import numpy as np
 
 from gnnprep.core.directio import RawWriter, contiguous_offset
 from gnnprep.core.errors import GnnprepError
-from gnnprep.sparse import kernels  # numba: compiled on first use, loaded from its cache afterwards
+from gnnprep.sparse import half, kernels  # numba: compiled on first use, loaded from its cache afterwards
 
 # Owned items (``put(..., owned=True)``) held at most at once. The writer is done with an owned
 # item's rows (copied to a staging buffer, or written) before it frees the item's slot, and it takes
@@ -61,8 +61,11 @@ class Gather:
         return Gather(self.src, self.idx[s0:s1])
 
     def into(self, out: np.ndarray) -> bool:
-        """Gather into ``out`` (``out``'s dtype is the source's, a hop or X buffer: C-contiguous rows)
-        and check in the same pass; whether every value is finite."""
+        """Gather into ``out`` (C-contiguous rows in the source's dtype, or float16 from float32: a hop
+        or X buffer written with ``--dtype float16``) and check in the same pass; whether every value
+        is finite (in ``out``'s dtype)."""
+        if half.converts(self.src.dtype, out.dtype):
+            return half.take_rows_half_finite(self.src, self.idx, out)
         return kernels.take_rows_finite(self.src, self.idx, out)
 
 
@@ -141,8 +144,10 @@ class HopWriter:
         return True
 
     def _array_or_gather(self, arr):
-        """An item's rows as an array, or as a gather the staging does itself (same dtype)."""
-        if callable(arr) and not (isinstance(arr, Gather) and arr.src.dtype == self.dtype):
+        """An item's rows as an array, or as a gather the staging does itself (same dtype, or float32
+        into float16: :meth:`Gather.into`)."""
+        if callable(arr) and not (isinstance(arr, Gather) and (arr.src.dtype == self.dtype
+                                                              or half.converts(arr.src.dtype, self.dtype))):
             return arr()  # (a gather into another dtype: gathered once, converted while staged)
         return arr
 
@@ -156,8 +161,7 @@ class HopWriter:
         """Rows s0..s1 of the item (output rows q0..q1; ``arr`` from :meth:`_array_or_gather`)
         converted to the output dtype, checked and written through h5py."""
         part = arr.part(s0, s1)() if isinstance(arr, Gather) else arr[s0:s1]
-        with np.errstate(over="ignore"):
-            part = part.astype(self.dtype, copy=False)
+        part = half.to_dtype(part, self.dtype)
         check_finite(part, ds, q0, c0)
         ds[q0:q1, c0:c1] = part
 
@@ -171,10 +175,8 @@ class HopWriter:
             if isinstance(arr, Gather):
                 if not arr.part(s0, s1).into(stage):  # gathered and checked in one pass
                     check_finite(stage, ds, r0, c0)  # (names the row and column)
-            else:
-                with np.errstate(over="ignore"):  # checked just below, with the rows named
-                    stage[:] = arr[s0:s1]
-                check_finite(stage, ds, r0, c0)
+            elif not half.copy_finite(arr[s0:s1], stage):
+                check_finite(stage, ds, r0, c0)   # (names the row and column)
         except BaseException:
             self.raw.unstage()  # the staging buffer goes back to the pool, unwritten
             raise

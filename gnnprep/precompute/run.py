@@ -468,6 +468,10 @@ def prepare_job(store: GraphStore, config: PrecomputeConfig, device: str, backen
         variants = {problem.weighted} | ({False} if user else set())
         kernels.warm_up((index_dtype,), tuple(variants), hag=False, gather=False,
                         **({"max_reduce": True} if any(fn.reduce == "max" for fn, _ in user.values()) else {}))
+    if config.dtype == "float16":   # the writer's conversion (the torch backend's hops go through it too)
+        from gnnprep.sparse import half
+
+        half.warm_up()
     profile = load_profile(device, warn=warn)
     baseline = rss()
     job = Job(config, device, backend, choose_plan(problem, budget, profile, baseline, config.blocks), problem,

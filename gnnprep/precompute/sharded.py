@@ -60,6 +60,7 @@ from gnnprep.precompute.hop_loop import HopRun, operator_sources
 from gnnprep.precompute.operators import make_operator
 from gnnprep.precompute.plan import agree_width, column_blocks, keep_columns, rank_columns
 from gnnprep.precompute.run import prepare_job, run_key
+from gnnprep.sparse import half
 
 
 @dataclass(frozen=True)
@@ -192,9 +193,9 @@ def _hdg_shard(store: GraphStore, job, hop_shard: Path, path: Path, shard: dict,
                 for j, (c0, c1) in enumerate(cols):
                     if ("hdg", j, k) in done_units:
                         continue
-                    x = hops[fa.hop_path(k)][:, c0 - s0:c1 - s0].astype(np.float32, copy=False)
+                    x = fa.read_columns_float32(hops[fa.hop_path(k)], c0 - s0, c1 - s0)
                     for ch, arr in aggregate(hdg, x, cfg.hdg_reduce).items():
-                        f[fa.channel_path(ch, k)][:, c0 - s0:c1 - s0] = arr.astype(cfg.dtype, copy=False)
+                        f[fa.channel_path(ch, k)][:, c0 - s0:c1 - s0] = half.to_dtype(arr, cfg.dtype)
                     out.mark(("hdg", j, k), f)
                     progress("hdg units", len(out.done), total)
             provenance = {"command": command or "precompute", "hdg": str(cfg.hdg), "hdg_reduce": cfg.hdg_reduce,
