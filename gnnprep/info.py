@@ -58,12 +58,15 @@ def describe(path: str | Path) -> dict:
     """The description of the artifact at ``path`` by the module that owns its format (a format
     this gnnprep has no describer for: its name, version and size); of a cache a run keeps beside
     an artifact, what it is, what it was made from and whether it is current; of a run folder's
-    ``model.pt`` or ``checkpoint.pt`` (torch files, not HDF5), what it holds."""
+    ``model.pt`` or ``checkpoint.pt`` (torch files, not HDF5), what it holds (given the run folder
+    itself: its model, else its checkpoint)."""
     path = Path(path)
     if path.suffix == ".npz" and ".order-" in path.name:   # a node order kept beside a store (not HDF5)
         from gnnprep.graph.order import describe_cached
 
         return describe_cached(path)
+    if path.is_dir():   # a run folder: its model, or while it trains (or was interrupted) its checkpoint
+        path = next((path / name for name in ("model.pt", "checkpoint.pt") if is_torch_file(path / name)), path)
     if is_torch_file(path):   # gnnprep train's model.pt or checkpoint.pt (torch imported only for one)
         from gnnprep.train.run_folder import describe_run_file
 

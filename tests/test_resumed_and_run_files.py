@@ -115,6 +115,7 @@ def test_info_describes_a_runs_model_and_checkpoint(tmp_path, rng):
     assert (ck["model"], ck["finished_runs"], ck["current"], ck["config"]["epochs"]) == ("lc-gcn", 0,
                                                                                          {"run": 0, "epoch": 3}, 8)
     assert ck["features"] == str(path.absolute()) and ck["graph_fingerprint"] == "g0"
+    assert run_json(["info", run_dir])["file"] == str(run_dir / "checkpoint.pt")   # the folder: its checkpoint
 
     train(path, run_dir, cfg, resume=True)
     m = run_json(["info", run_dir / "model.pt"])
@@ -124,6 +125,10 @@ def test_info_describes_a_runs_model_and_checkpoint(tmp_path, rng):
     r = run(["info", run_dir / "model.pt"])
     assert r.exit_code == 0 and r.stdout.startswith(f"{run_dir / 'model.pt'}: gnnprep trained model"), r.stderr
     assert f"best epoch {saved['best_epoch']}: valid " in r.stdout and "settings       hops " in r.stdout
+    assert run_json(["info", run_dir])["file"] == str(run_dir / "model.pt")   # once trained, its model
+    (tmp_path / "empty").mkdir()
+    r = run(["info", tmp_path / "empty"])   # a folder without a run's files: as before
+    assert r.exit_code == 1 and r.stderr == f"Error: {tmp_path / 'empty'}: is a folder; expected a gnnprep HDF5 file\n"
     # given where an artifact goes, it is named for what it is
     r = run(["train", "sgc", run_dir / "model.pt", "-o", tmp_path / "other"])
     assert r.exit_code == 1 and "not an HDF5 file (a PyTorch file, such as a training run's model.pt" in r.stderr

@@ -76,7 +76,7 @@ def _operator_source_lines(d: dict) -> list[str]:
 @json_option
 def info(file, as_json):
     """Describe a gnnprep artifact (graph store, HAG, HDG, features), a cache a run keeps beside one, or a
-    training run's model.pt or checkpoint.pt."""
+    training run's model.pt or checkpoint.pt (given its run folder: the model, else the checkpoint)."""
     from gnnprep.info import describe
 
     d = describe(file)
