@@ -1,0 +1,93 @@
+"""``precompute --hdg`` as the user runs it: the HDG channels' vertex-level sums
+(:func:`gnnprep.sparse.kernels.segment_sum`) prefetching the rows of the members ahead (the default)
+against the same kernel without the prefetch (``ahead=0``, what ran before 2026-11-29), rounds
+alternating, each run in its own process.
+
+Prints per variant the HDG channels' seconds, the wall seconds and peak RSS (best and median over
+the rounds), without / with as ratios, and whether the two outputs are byte for byte the same
+(hops and channels: they must be, a prefetch changes no value).
+
+    python benchmarks/bench_hdg_channels.py GRAPH HDG [--rounds 3] [--hops 2] [--budget 2GiB] [--dtype float16]
+
+The child mode (``--child with|without ARGS``) runs ``gnnprep ARGS`` with the prefetch chosen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import harness as H
+
+
+def child(mode: str, argv: list[str]) -> None:
+    """``gnnprep argv`` in this process; ``without``: the vertex sums without the prefetch."""
+    if mode == "without":
+        from gnnprep.sparse import kernels
+
+        kernels.segment_sum = functools.partial(kernels.segment_sum, ahead=0)   # (imported by name at its call)
+    from gnnprep.__main__ import main
+
+    sys.argv = ["gnnprep", *argv]
+    main()
+
+
+def same_datasets(a: Path, b: Path) -> bool:
+    """Whether every dataset under /hops and /channels of two features files is the same, byte for byte."""
+    import h5py
+
+    names: list[str] = []
+    with h5py.File(a, "r") as fa, h5py.File(b, "r") as fb:
+        fa.visititems(lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset)
+                      and name.startswith(("hops/", "channels/")) else None)
+        return all(name in fb and np.array_equal(fa[name][...], fb[name][...]) for name in names)
+
+
+def main() -> None:
+    if len(sys.argv) > 2 and sys.argv[1] == "--child":
+        child(sys.argv[2], sys.argv[3:])
+        return
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("graph")
+    ap.add_argument("hdg")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--hops", type=int, default=2)
+    ap.add_argument("--budget", default="2GiB")
+    ap.add_argument("--dtype", default="float16")
+    args = ap.parse_args()
+    graph = Path(args.graph)
+    print(H.machine_line())
+    modes = ("with", "without")
+    res: dict[str, list[dict]] = {m: [] for m in modes}
+    with tempfile.TemporaryDirectory(dir=graph.parent) as tmp:
+        for i in range(args.rounds):
+            for m in (modes if i % 2 == 0 else modes[::-1]):
+                out = Path(tmp) / f"{m}.h5"
+                H.clear_output(out)
+                got = H.run_json([sys.executable, __file__, "--child", m, "precompute", str(graph), "--hdg", args.hdg,
+                                  "--hops", str(args.hops), "--rows", "all", "--device", "cpu", "--dtype", args.dtype,
+                                  "--memory-budget", args.budget, "-o", str(out), "--json"])
+                res[m].append({"hdg": got["report"]["hdg_seconds"], "wall": got["seconds"], "peak_rss": got["peak_rss"]})
+        same = same_datasets(Path(tmp) / "with.h5", Path(tmp) / "without.h5")
+    summary = {m: {**{k: {"best": round(min(r[k] for r in res[m]), 3), "median": round(H.median([r[k] for r in res[m]]), 3)}
+                      for k in ("hdg", "wall")}, "peak_rss": max(r["peak_rss"] for r in res[m])} for m in modes}
+    for m in modes:
+        s = summary[m]
+        print(f"{m:8s} prefetch: HDG channels {s['hdg']['best']:.2f} s best, {s['hdg']['median']:.2f} median; wall "
+              f"{s['wall']['best']:.2f} / {s['wall']['median']:.2f} s; peak {H.gib(s['peak_rss'])}")
+    ratios = {f"{k}_{q}": round(summary["without"][k][q] / max(summary["with"][k][q], 1e-9), 3)
+              for k in ("hdg", "wall") for q in ("best", "median")}
+    print("without / with: " + ", ".join(f"{k} {v:.2f}x" for k, v in ratios.items()) + f"; same output: {same}")
+    print(json.dumps({"graph": str(graph), "hdg": args.hdg, "rounds": args.rounds, "summary": summary,
+                      "ratios": ratios, "same": same}))
+
+
+if __name__ == "__main__":
+    main()
