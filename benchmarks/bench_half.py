@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import harness as H
 
 
-def child(mode: str, argv: list[str]) -> None:
-    """``gnnprep argv`` in this process; ``numpy``: numpy's and HDF5's float16 conversions, as before."""
+def child(mode: str) -> None:
+    """The child mode's patches (:func:`harness.patched_child`); ``numpy``: numpy's and HDF5's float16 conversions, as before."""
     if mode == "numpy":
         from gnnprep.precompute import features
         from gnnprep.sparse import half
@@ -41,10 +41,6 @@ def child(mode: str, argv: list[str]) -> None:
             return out
 
         features.read_columns_float32 = read_by_hdf5
-    from gnnprep.__main__ import main
-
-    sys.argv = ["gnnprep", *argv]
-    main()
 
 
 def run(mode: str, dtype: str, graph: Path, out: Path, args) -> dict:
@@ -61,8 +57,7 @@ def run(mode: str, dtype: str, graph: Path, out: Path, args) -> dict:
 
 
 def main() -> None:
-    if len(sys.argv) > 2 and sys.argv[1] == "--child":
-        child(sys.argv[2], sys.argv[3:])
+    if H.patched_child(child):
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("graph")

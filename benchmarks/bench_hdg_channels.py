@@ -27,16 +27,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import harness as H
 
 
-def child(mode: str, argv: list[str]) -> None:
-    """``gnnprep argv`` in this process; ``without``: the vertex sums without the prefetch."""
+def child(mode: str) -> None:
+    """The child mode's patches (:func:`harness.patched_child`); ``without``: the vertex sums without the prefetch."""
     if mode == "without":
         from gnnprep.sparse import kernels
 
         kernels.segment_sum = functools.partial(kernels.segment_sum, ahead=0)   # (imported by name at its call)
-    from gnnprep.__main__ import main
-
-    sys.argv = ["gnnprep", *argv]
-    main()
 
 
 def same_datasets(a: Path, b: Path) -> bool:
@@ -51,8 +47,7 @@ def same_datasets(a: Path, b: Path) -> bool:
 
 
 def main() -> None:
-    if len(sys.argv) > 2 and sys.argv[1] == "--child":
-        child(sys.argv[2], sys.argv[3:])
+    if H.patched_child(child):
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("graph")

@@ -27,16 +27,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import harness as H
 
 
-def child(mode: str, argv: list[str]) -> None:
-    """``gnnprep argv`` in this process; ``one``: a block's hop in one write of up to 32 MiB."""
+def child(mode: str) -> None:
+    """The child mode's patches (:func:`harness.patched_child`); ``one``: a block's hop in one write of up to 32 MiB."""
     from gnnprep.precompute import hop_loop
 
     if mode == "one":
         hop_loop.WRITE_MIN_BYTES = hop_loop.WRITE_BYTES   # every piece as large as a block allows
-    from gnnprep.__main__ import main
-
-    sys.argv = ["gnnprep", *argv]
-    main()
 
 
 def run(mode: str, graph: Path, out: Path, args, hag: str | None) -> dict:
@@ -51,8 +47,7 @@ def run(mode: str, graph: Path, out: Path, args, hag: str | None) -> dict:
 
 
 def main() -> None:
-    if len(sys.argv) > 2 and sys.argv[1] == "--child":
-        child(sys.argv[2], sys.argv[3:])
+    if H.patched_child(child):
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("graph")

@@ -59,6 +59,20 @@ def gnnprep_cmd(*args) -> list[str]:
     return [sys.executable, "-m", "gnnprep", *[str(a) for a in args]]
 
 
+def patched_child(child) -> bool:
+    """A benchmark's child mode (``script --child MODE ARGS``): ``child(MODE)`` applies that mode's
+    patches, then ``gnnprep ARGS`` runs in this process. Whether this process was one."""
+    if len(sys.argv) < 3 or sys.argv[1] != "--child":
+        return False
+    mode, argv = sys.argv[2], sys.argv[3:]
+    child(mode)
+    from gnnprep.__main__ import main
+
+    sys.argv = ["gnnprep", *argv]
+    main()
+    return True
+
+
 def run_measured(cmd: list, log: Path | None = None) -> dict:
     """Run ``cmd`` under :file:`launcher.py`: {"seconds" (wall), "peak_rss" (the command's own, bytes),
     "read_bytes" (what it read from the disk), "stdout"}; its stderr goes to ``log`` when given. Exits
