@@ -138,8 +138,8 @@ def _precompute(dataset, output, options: dict, merge, cache_dir, root, as_json,
         measured = size(r.measured_peak_bytes) if r.measured_peak_bytes is not None else "n/a"
         measured += f" above the {size(r.baseline_rss_bytes)} baseline" + (
             f" (the process's peak RSS {size(r.peak_rss_bytes)})" if r.peak_rss_bytes is not None else "")
-        hdg = (f"; HDG channels {', '.join(r.hdg_channels)} in {r.hdg_seconds:.2f} s" if r.hdg_channels
-               and r.hdg_seconds is not None else f"; HDG channels {', '.join(r.hdg_channels)}" if r.hdg_channels else "")
+        hdg = "" if not r.hdg_channels else f"; HDG channels {', '.join(r.hdg_channels)}" + (
+            f" in {r.hdg_seconds:.2f} s" if r.hdg_seconds is not None else "")
         lines.insert(0, f"{r.output}: {r.hops + 1} hops x {len(r.operators)} operator(s) ({', '.join(r.operators)}{hdg}), "
                         f"{r.rows:,} rows, {r.dtype}; {r.seconds:.2f} s")
         lines.append(f"measured peak {measured}; hop seconds " + ", ".join(f"{s:.2f}" for s in r.hop_seconds)

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gnnprep.core.errors import GnnprepError, OptionError
+from gnnprep.core.errors import GnnprepError
 from gnnprep.core.progress import no_warning
 from gnnprep.hdg.file import read_hdg
-from gnnprep.hdg.structure import REDUCES, Hdg
+from gnnprep.hdg.structure import Hdg
 
 if TYPE_CHECKING:
     from gnnprep.graph.store import GraphStore
@@ -49,15 +49,10 @@ def read_graph(path, typed: bool = False) -> GraphInput:
         return GraphInput(indptr, indices, g.fingerprint, int(adj_bytes), node_type, type_names, g.symmetric)
 
 
-def load_for(path, store: GraphStore, operators: tuple[str, ...], rows: str, reduce: str) -> tuple[Hdg, list[str]]:
+def load_for(path, store: GraphStore, operators: tuple[str, ...]) -> tuple[Hdg, list[str]]:
     """The HDG at ``path`` for ``precompute --hdg`` over ``store``, and its channel names: refused
-    unless every row is written (an HDG aggregates hop features of nodes outside the splits too),
-    ``reduce`` is mean, sum or max, it was built for this graph, and no channel is named like one of
-    ``operators``."""
-    if rows != "all":
-        raise OptionError("--hdg", "needs --rows all: an HDG aggregates hop features of nodes outside the splits too")
-    if reduce not in REDUCES:
-        raise OptionError("--hdg-reduce", f"{reduce!r}: expected mean, sum or max")
+    unless it was built for this graph and no channel is named like one of ``operators`` (``--rows
+    all`` and the reduce are :meth:`gnnprep.precompute.config.PrecomputeConfig.check`'s)."""
     h, attrs = read_hdg(path)
     store.check_built_for(path, "HDG", attrs.get("graph_fingerprint"), h.num_nodes)
     channels = h.channels()
@@ -73,19 +68,24 @@ def _budget(memory_budget: int | None) -> int:
     return default_host_budget() if memory_budget is None else int(memory_budget)
 
 
-def plan_store(store_path, sel, memory_budget: int | None = None):
+def plan_store(store_path, sel, memory_budget: int | None = None, count: bool = True,
+               graph: GraphInput | None = None):
     """:func:`gnnprep.hdg.stream.plan_hdg` for the graph store at ``store_path``: its n, m, index
     dtype and symmetry, and Σ deg² read from its indptr in blocks (nothing else is read); for a
-    metapath also its node types and the instances of each path, counted over the indices in row
-    blocks (:func:`gnnprep.hdg.stream.metapath_instances`: the HDG's size)."""
+    metapath also its node types and, with ``count``, the instances of each path, counted over the
+    indices in row blocks (:func:`gnnprep.hdg.stream.metapath_instances`: the HDG's size), over
+    ``graph``'s arrays where the run has read them already (:func:`read_graph`), else from the store."""
     from gnnprep.graph.store import GraphStore
     from gnnprep.hdg.select import MetapathSelect, check_types
     from gnnprep.hdg.stream import metapath_instances, plan_hdg
 
     with GraphStore(store_path) as g:
-        typed = g.node_type_codes() if isinstance(sel, MetapathSelect) else None
+        typed = None
         if isinstance(sel, MetapathSelect):   # refused as the run refuses it
+            typed = g.node_type_codes() if graph is None else (
+                None if graph.node_type is None else (graph.node_type, graph.type_names))
             check_types(sel, typed[1] if typed is not None else None)
+            typed = typed if count else None
         n, m = g.num_nodes, g.num_edges
         indptr = g.indptr()
         deg2, step = 0.0, 1 << 22
@@ -94,7 +94,8 @@ def plan_store(store_path, sel, memory_budget: int | None = None):
         instances = None
         if typed is not None:
             codes, names = typed
-            instances = metapath_instances(indptr, g.read_indices, codes,
+            read = g.read_indices if graph is None else (lambda a, b: graph.indices[a:b])
+            instances = metapath_instances(indptr, read, codes,
                                            [[names.index(t) for t in types] for _, types in sel.paths], sel.cap)
             del codes, typed
         del indptr
@@ -146,8 +147,12 @@ def _build(store_path, output, sel, seed: int, memory_budget: int | None, progre
     store_path = Path(store_path)
     refuse_input_as_output(output, [store_path])  # before the selection: it may take minutes
     check_output_path(Path(output).absolute())
-    plan = plan_store(store_path, sel, memory_budget)   # refuses a budget that is too small
+    # refuses a budget that is too small before the graph is read; a metapath's size is then
+    # counted over the arrays read (not read again from the store for it)
+    plan = plan_store(store_path, sel, memory_budget, count=False)
     g = read_graph(store_path, typed=sel.name == "metapath")
+    if sel.name == "metapath":
+        plan = plan_store(store_path, sel, memory_budget, graph=g)
     spec = select_spec(sel)
     t0 = time.perf_counter()
     # the selection's blocks change nothing in the output (every node is seeded on its own), so neither

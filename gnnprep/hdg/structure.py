@@ -160,13 +160,19 @@ def _segment_max(offsets: np.ndarray, ids: np.ndarray, w: np.ndarray, x: np.ndar
     return out
 
 
-def _children(lvl: Level, p0: int, p1: int) -> tuple[int, int, np.ndarray]:
-    """(c0, c1, offsets from 0): the children of parents p0..p1-1 of ``lvl`` (a contiguous range:
-    children are stored grouped by parent, in parent order)."""
+def _child_range(lvl: Level, p0: int, p1: int) -> tuple[int, int]:
+    """(c0, c1): the children of parents p0..p1-1 of ``lvl``, a contiguous range (children are
+    stored grouped by parent, in parent order)."""
     if lvl.offsets is None:
-        f = lvl.fanout
-        return p0 * f, p1 * f, np.arange(p1 - p0 + 1, dtype=np.int64) * f
-    c0, c1 = int(lvl.offsets[p0]), int(lvl.offsets[p1])
+        return p0 * lvl.fanout, p1 * lvl.fanout
+    return int(lvl.offsets[p0]), int(lvl.offsets[p1])
+
+
+def _children(lvl: Level, p0: int, p1: int) -> tuple[int, int, np.ndarray]:
+    """(c0, c1, offsets from 0): :func:`_child_range` and each parent's children's offsets."""
+    c0, c1 = _child_range(lvl, p0, p1)
+    if lvl.offsets is None:
+        return c0, c1, np.arange(p1 - p0 + 1, dtype=np.int64) * lvl.fanout
     return c0, c1, np.asarray(lvl.offsets[p0:p1 + 1], dtype=np.int64) - c0
 
 
@@ -278,7 +284,7 @@ def aggregation_bytes(hdg: Hdg, d: int, r0: int, r1: int) -> int:
     for root in hdg.roots:
         p0, p1 = r0, r1
         for lvl in root.walk():
-            c0, c1, _ = _children(lvl, p0, p1)
+            c0, c1 = _child_range(lvl, p0, p1)   # (no offsets: root_blocks asks this once a step)
             total += (p1 - p0) * d * 4
             if lvl.kind == "vertices":
                 total += (c1 - c0) * 16

@@ -161,8 +161,13 @@ class HopWriter:
         """Rows s0..s1 of the item (output rows q0..q1; ``arr`` from :meth:`_array_or_gather`)
         converted to the output dtype, checked and written through h5py."""
         part = arr.part(s0, s1)() if isinstance(arr, Gather) else arr[s0:s1]
-        part = half.to_dtype(part, self.dtype)
-        check_finite(part, ds, q0, c0)
+        if part.dtype == self.dtype:
+            check_finite(part, ds, q0, c0)
+        else:
+            out = np.empty(part.shape, dtype=self.dtype)
+            if not half.copy_finite(part, out):   # converted and checked in one pass
+                check_finite(out, ds, q0, c0)      # (names the row and column)
+            part = out
         ds[q0:q1, c0:c1] = part
 
     def _stage_rows(self, ds, r0: int, c0: int, c1: int, offset: int, arr, s0: int, s1: int, done) -> None:

@@ -526,7 +526,7 @@ def _load_hdg(store: GraphStore, config: PrecomputeConfig, degrees, budget: int)
         return (None, (), None), budget
     from gnnprep.hdg.builder import load_for
 
-    hdg, channels = load_for(config.hdg, store, tuple(config.operators), config.rows, config.hdg_reduce)
+    hdg, channels = load_for(config.hdg, store, tuple(config.operators))
     weight = _hdg_weight(store, config.hdg_weight, hdg, degrees) if config.hdg_weight is not None else None
     from gnnprep.sparse import kernels
 

@@ -25,9 +25,8 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from gnnprep.sparse.prefetch import prefetch
-
-GATHER_AHEAD = 8   # rows :func:`take_rows_half_finite` prefetches ahead (as kernels.take_rows_finite)
+from gnnprep.sparse.kernels import GATHER_AHEAD
+from gnnprep.sparse.prefetch import prefetch_row
 
 
 @intrinsic
@@ -87,10 +86,8 @@ def _take_rows_half(x, idx, out) -> bool:
     n = len(idx)
     bad = 0
     for i in range(n):
-        if i + GATHER_AHEAD < n:
-            start = idx[i + GATHER_AHEAD] * d
-            for k in range(0, d, 16):  # a 64-byte line holds 16 float32
-                prefetch(flat, start + k)
+        if i + GATHER_AHEAD < n:   # (the row GATHER_AHEAD on, as kernels.take_rows_finite)
+            prefetch_row(flat, idx[i + GATHER_AHEAD] * d, d)
         bad += _row_to_half(x[idx[i]], out[i])
     return bad == 0
 
@@ -161,11 +158,7 @@ def to_dtype(src: np.ndarray, dtype) -> np.ndarray:
     if src.dtype == dtype:
         return src
     out = np.empty(src.shape, dtype=dtype)
-    if converts(src.dtype, dtype) and src.ndim == 2:
-        half_finite(src, out)
-        return out
-    with np.errstate(over="ignore"):
-        out[...] = src
+    copy_finite(src, out)
     return out
 
 
