@@ -1,15 +1,21 @@
-"""``precompute --hdg`` as the user runs it: the HDG channels' vertex-level sums
-(:func:`gnnprep.sparse.kernels.segment_sum`) prefetching the rows of the members ahead (the default)
-against the same kernel without the prefetch (``ahead=0``, what ran before 2026-11-29), rounds
-alternating, each run in its own process.
+"""``precompute --hdg`` as the user runs it, one of its HDG pass's choices with and without, rounds
+alternating, each run in its own process (``--compare``):
+
+- ``prefetch``: the vertex-level sums (:func:`gnnprep.sparse.kernels.segment_sum`) prefetching the
+  rows of the members ahead (the default) against the same kernel without the prefetch
+  (``ahead=0``, what ran before 2026-11-29);
+- ``direct``: the channels written around the page cache by a writer thread in the hops' pieces
+  (the default) against writing them through HDF5 (h5py's buffered path, what ran before
+  2026-11-29; with, the hop writer of the run is the same either way).
 
 Prints per variant the HDG channels' seconds, the wall seconds and peak RSS (best and median over
 the rounds), without / with as ratios, and whether the two outputs are byte for byte the same
-(hops and channels: they must be, a prefetch changes no value).
+(hops and channels: they must be, neither changes a value).
 
-    python benchmarks/bench_hdg_channels.py GRAPH HDG [--rounds 3] [--hops 2] [--budget 2GiB] [--dtype float16]
+    python benchmarks/bench_hdg_channels.py GRAPH HDG [--compare prefetch] [--rounds 3] [--hops 2] [--budget 2GiB]
+        [--dtype float16]
 
-The child mode (``--child with|without ARGS``) runs ``gnnprep ARGS`` with the prefetch chosen.
+The child mode (``--child with-X|without-X ARGS``) runs ``gnnprep ARGS`` with choice X as chosen.
 """
 
 from __future__ import annotations
@@ -28,11 +34,18 @@ from benchmarks import harness as H
 
 
 def child(mode: str) -> None:
-    """The child mode's patches (:func:`harness.patched_child`); ``without``: the vertex sums without the prefetch."""
-    if mode == "without":
+    """The child mode's patches (:func:`harness.patched_child`); ``without-prefetch``: the vertex sums
+    without the prefetch; ``without-direct``: every write of the run through HDF5 (an HDG run's hops
+    already are)."""
+    if mode == "without-prefetch":
         from gnnprep.sparse import kernels
 
         kernels.segment_sum = functools.partial(kernels.segment_sum, ahead=0)   # (imported by name at its call)
+    elif mode == "without-direct":
+        from gnnprep.precompute import hop_loop
+
+        real = hop_loop.HopWriter
+        hop_loop.HopWriter = lambda dtype, path=None, piece_bytes=0: real(dtype, None, piece_bytes)
 
 
 def same_datasets(a: Path, b: Path) -> bool:
@@ -56,6 +69,7 @@ def main() -> None:
     ap.add_argument("--hops", type=int, default=2)
     ap.add_argument("--budget", default="2GiB")
     ap.add_argument("--dtype", default="float16")
+    ap.add_argument("--compare", choices=("prefetch", "direct"), default="prefetch")
     args = ap.parse_args()
     graph = Path(args.graph)
     print(H.machine_line())
@@ -66,7 +80,7 @@ def main() -> None:
             for m in (modes if i % 2 == 0 else modes[::-1]):
                 out = Path(tmp) / f"{m}.h5"
                 H.clear_output(out)
-                got = H.run_json([sys.executable, __file__, "--child", m, "precompute", str(graph), "--hdg", args.hdg,
+                got = H.run_json([sys.executable, __file__, "--child", f"{m}-{args.compare}", "precompute", str(graph), "--hdg", args.hdg,
                                   "--hops", str(args.hops), "--rows", "all", "--device", "cpu", "--dtype", args.dtype,
                                   "--memory-budget", args.budget, "-o", str(out), "--json"])
                 res[m].append({"hdg": got["report"]["hdg_seconds"], "wall": got["seconds"], "peak_rss": got["peak_rss"]})
@@ -75,12 +89,12 @@ def main() -> None:
                       for k in ("hdg", "wall")}, "peak_rss": max(r["peak_rss"] for r in res[m])} for m in modes}
     for m in modes:
         s = summary[m]
-        print(f"{m:8s} prefetch: HDG channels {s['hdg']['best']:.2f} s best, {s['hdg']['median']:.2f} median; wall "
+        print(f"{m:8s} {args.compare}: HDG channels {s['hdg']['best']:.2f} s best, {s['hdg']['median']:.2f} median; wall "
               f"{s['wall']['best']:.2f} / {s['wall']['median']:.2f} s; peak {H.gib(s['peak_rss'])}")
     ratios = {f"{k}_{q}": round(summary["without"][k][q] / max(summary["with"][k][q], 1e-9), 3)
               for k in ("hdg", "wall") for q in ("best", "median")}
     print("without / with: " + ", ".join(f"{k} {v:.2f}x" for k, v in ratios.items()) + f"; same output: {same}")
-    print(json.dumps({"graph": str(graph), "hdg": args.hdg, "rounds": args.rounds, "summary": summary,
+    print(json.dumps({"graph": str(graph), "hdg": args.hdg, "compare": args.compare, "rounds": args.rounds, "summary": summary,
                       "ratios": ratios, "same": same}))
 
 

@@ -641,13 +641,14 @@ def write_shard_root(f: h5py.File, provenance: dict, shard: dict) -> None:
     write_root_attrs(f, SHARD_FORMAT, 1, provenance, shard=json.dumps(shard, sort_keys=True))
 
 
-def read_shard_attr(path) -> dict | None:
-    """The ``shard`` attribute of a finished shard file, or None (absent, unreadable, another file)."""
+def read_shard_attr(path, name: str = "shard") -> dict | None:
+    """The JSON attribute ``name`` (``shard``, or ``provenance``) of a finished shard file, or None
+    (absent, unreadable, another file)."""
     try:
         with h5py.File(path, "r") as f:
             if f.attrs.get("format") != SHARD_FORMAT:
                 return None
-            value = json.loads(f.attrs["shard"])
+            value = json.loads(f.attrs[name])
             return value if isinstance(value, dict) else None
     except (OSError, KeyError, ValueError, TypeError):
         return None

@@ -32,7 +32,6 @@ from gnnprep.precompute.hop_graph import HopGraph
 from gnnprep.precompute.hop_writer import Gather, HopWriter
 from gnnprep.precompute.operators import make_operator
 from gnnprep.precompute.plan import Plan, Problem, column_blocks
-from gnnprep.sparse import half
 
 if TYPE_CHECKING:
     from gnnprep.hag.structure import Hag
@@ -162,7 +161,7 @@ class HopRun:
         # seconds earlier (interrupted) runs spent per hop, to their last finished unit: the artifact's
         # hop seconds carry them (the report's are this run's), so a resumed run's hops do not read as free
         earlier = out.state.get("hop_seconds") if out.resumed else None
-        self.earlier_seconds = earlier if _seconds_list(earlier, self.config.hops + 1) else [0.0] * (self.config.hops + 1)
+        self.earlier_seconds = earlier if seconds_list(earlier, self.config.hops + 1) else [0.0] * (self.config.hops + 1)
         self.cols = column_blocks(self.d, self.plan.width)
         self.col0 = 0   # X's column c is the output's column c - col0
         if shard is not None:
@@ -599,12 +598,20 @@ class HopRun:
         columns independently). Each (hop, column block) is one resumable unit, aggregated in node
         ranges (:func:`gnnprep.hdg.structure.root_blocks`) whose intermediate rows fit one column
         buffer of the plan (the hops' second buffer, free by then), so the budget bounds this phase
-        too (anchors at 1/40 of papers100M, d = 64: 9.3 GB peak at a 2 GiB budget before)."""
+        too (anchors at 1/40 of papers100M, d = 64: 9.3 GB peak at a 2 GiB budget before).
+
+        The hops went through the page cache, for this pass to read them back; the channels are
+        read by nobody here, so they are written around it as hops are without an HDG (a writer of
+        their own, :class:`HopWriter` with the artifact's path, in the hops' pieces), each range's
+        rows written before the next range is aggregated."""
         from gnnprep.hdg.structure import aggregate, root_blocks
 
         config = self.config
         hdg = self.job.hdg if self.job.hdg_weight is None else self.job.hdg_weight[1]
         self.graph.release()   # (S and the hops' buffers: this phase reads the hops back from the file)
+        self.writer.close()
+        self.writer = HopWriter(config.dtype, self.out.partial,
+                                fa.staged_bytes(self.r, self.plan.width, self.plan.c, config.dtype, self.step))
         blocks = {}
         for k in range(config.hops + 1):
             for j, (c0, c1) in enumerate(self.cols):
@@ -615,7 +622,10 @@ class HopRun:
                     blocks[c1 - c0] = root_blocks(hdg, c1 - c0, hdg_room(self.n, self.plan.width))
                 for r0, r1 in blocks[c1 - c0]:
                     for ch, arr in aggregate(hdg, x, config.hdg_reduce, (r0, r1)).items():
-                        self.f[fa.channel_path(ch, k)][r0:r1, c0:c1] = half.to_dtype(arr, config.dtype)
+                        ds = self.f[fa.channel_path(ch, k)]
+                        for p0, p1 in _pieces(r0, r1, self.step):
+                            self.writer.put(ds, p0, p1, c0, c1, arr[p0 - r0:p1 - r0])
+                    self.writer.wait()   # (the range's rows free before the next range is aggregated)
                 del x
                 self.f.flush()
                 self._mark(("hdg", j, k))
@@ -665,7 +675,7 @@ class HopRun:
             hdg_seconds=round(self.timer.timings["hdg"], 3) if "hdg" in self.timer.timings else None)
 
 
-def _seconds_list(v, n: int) -> bool:
+def seconds_list(v, n: int) -> bool:
     """Whether ``v`` is a list of ``n`` finite, non-negative seconds (a partial output's record)."""
     return isinstance(v, list) and len(v) == n and all(
         isinstance(s, (int, float)) and not isinstance(s, bool) and 0 <= s < float("inf") for s in v)
@@ -677,6 +687,16 @@ def predicted_with(job: Job) -> dict:
     ordered copy's S the page cache held (the rest counted at the disk's rate)."""
     profile = job.profile.measured if job.profile is not None else None
     return {"profile": profile, "page_cached": {k: None if v is None else round(v, 3) for k, v in job.page_cached.items()}}
+
+
+def _pieces(r0: int, r1: int, step: int):
+    """Rows r0..r1 cut at the multiples of ``step`` (the hops' write pieces: whole chunks of a chunked
+    dataset, so only a range's first and last piece can cover a chunk in part)."""
+    p0 = r0
+    while p0 < r1:
+        p1 = min(r1, (p0 // step + 1) * step)
+        yield p0, p1
+        p0 = p1
 
 
 def hdg_room(n: int, width: int) -> int:

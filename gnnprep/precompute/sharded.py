@@ -56,7 +56,7 @@ from gnnprep.core.progress import Progress, Warn, no_progress, no_warning
 from gnnprep.graph.store import GraphStore
 from gnnprep.precompute import features as fa
 from gnnprep.precompute.config import PrecomputeConfig, PrecomputeReport
-from gnnprep.precompute.hop_loop import HopRun, operator_sources
+from gnnprep.precompute.hop_loop import HopRun, hdg_room, operator_sources, seconds_list
 from gnnprep.precompute.operators import make_operator
 from gnnprep.precompute.plan import agree_width, column_blocks, keep_columns, rank_columns
 from gnnprep.precompute.run import prepare_job, run_key
@@ -160,10 +160,12 @@ def _hdg_shard(store: GraphStore, job, hop_shard: Path, path: Path, shard: dict,
     """This rank's HDG channels: ``/channels/<channel>/<k>`` [n, C1 − C0] = HDG_channel(S^k X) over
     the rank's columns [C0, C1), from ``/hops/<k>`` of its finished hop shard, one column block of
     the job's width at a time, exactly as a one-process run aggregates its blocks (FlexGraph's
-    hierarchical aggregation, Wang et al. 2021, acts on every column alone). Each (hop, block) is a
+    hierarchical aggregation, Wang et al. 2021, acts on every column alone) and in the same node
+    ranges (:func:`gnnprep.hdg.structure.root_blocks`: the intermediate rows of one range fit one
+    column buffer, so the budget bounds this phase as it does there). Each (hop, block) is a
     resumable unit of its own file; a file complete from an earlier run is reused. Returns the
     shard entry: file, bytes, key, channels, resumed units, skipped."""
-    from gnnprep.hdg.structure import aggregate
+    from gnnprep.hdg.structure import aggregate, root_blocks
 
     cfg = job.config
     n = store.num_nodes
@@ -187,15 +189,19 @@ def _hdg_shard(store: GraphStore, job, hop_shard: Path, path: Path, shard: dict,
             if not out.resumed:
                 fa.create_hdg_shard_layout(f, channels, cfg.hops, n, s1 - s0, cfg.dtype, len(cols), width)
                 f.flush()
-            done_units = set(out.done)
+            done_units, ranges = set(out.done), {}
             progress("hdg units", len(done_units), total)
             for k in range(cfg.hops + 1):
                 for j, (c0, c1) in enumerate(cols):
                     if ("hdg", j, k) in done_units:
                         continue
                     x = fa.read_columns_float32(hops[fa.hop_path(k)], c0 - s0, c1 - s0)
-                    for ch, arr in aggregate(hdg, x, cfg.hdg_reduce).items():
-                        f[fa.channel_path(ch, k)][:, c0 - s0:c1 - s0] = half.to_dtype(arr, cfg.dtype)
+                    if c1 - c0 not in ranges:
+                        ranges[c1 - c0] = root_blocks(hdg, c1 - c0, hdg_room(n, width))
+                    for r0, r1 in ranges[c1 - c0]:
+                        for ch, arr in aggregate(hdg, x, cfg.hdg_reduce, (r0, r1)).items():
+                            f[fa.channel_path(ch, k)][r0:r1, c0 - s0:c1 - s0] = half.to_dtype(arr, cfg.dtype)
+                    del x
                     out.mark(("hdg", j, k), f)
                     progress("hdg units", len(out.done), total)
             provenance = {"command": command or "precompute", "hdg": str(cfg.hdg), "hdg_reduce": cfg.hdg_reduce,
@@ -203,6 +209,13 @@ def _hdg_shard(store: GraphStore, job, hop_shard: Path, path: Path, shard: dict,
             fa.write_shard_root(f, provenance, {**shard, "key": key, "channels": list(channels)})
         out.commit()
     return {**entry, "bytes": path.stat().st_size, "resumed_units": resumed}
+
+
+def _recorded_hop_seconds(path: Path, hops: int) -> list[float]:
+    """The hop seconds a finished shard's provenance records (over the invocations that wrote it), or
+    zeros where it records none."""
+    seconds = ((fa.read_shard_attr(path, "provenance") or {}).get("timings") or {}).get("hop_seconds")
+    return [float(s) for s in seconds] if seconds_list(seconds, hops + 1) else [0.0] * (hops + 1)
 
 
 class _RankRun:
@@ -323,6 +336,9 @@ class _RankRun:
         self.hdg_shards = [{**i["hdg"], "rank": i["rank"], "columns": i["columns"]} for i in infos if i["hdg"]]
         self.plan = {**job.plan.to_dict(), "ranks": self.ranks}
         self.hop_seconds = tuple(round(max(i["hop_seconds"][k] for i in infos), 4) for k in range(cfg.hops + 1))
+        # the artifact's: over every invocation that wrote the shards (a one-process run's keep an
+        # interrupted run's too: HopRun.total_hop_seconds); the report's are this invocation's
+        self.total_hop_seconds = [round(max(i["total_hop_seconds"][k] for i in infos), 4) for k in range(cfg.hops + 1)]
         self.reorder_info = next((i["reorder"] for i in infos if i["reorder"] is not None), None)
 
     def _shard(self) -> dict:
@@ -330,7 +346,8 @@ class _RankRun:
         (complete from an earlier run), X bytes read, and its HDG file's entry."""
         store, job, cfg, out, columns = self.store, self.job, self.cfg, self.out, self.columns
         info = {"rank": self.rank, "file": None, "columns": list(columns) if columns else None, "key": self.shard_key,
-                "bytes": 0, "seconds": 0.0, "hop_seconds": [0.0] * (cfg.hops + 1), "measured_peak_bytes": None,
+                "bytes": 0, "seconds": 0.0, "hop_seconds": [0.0] * (cfg.hops + 1),
+                "total_hop_seconds": [0.0] * (cfg.hops + 1), "measured_peak_bytes": None,
                 "resumed_units": 0, "skipped": False, "reorder": None, "x_bytes_read": 0, "x_disk_read_bytes": None,
                 "hdg": None}
         shard = {"key": self.shard_key, "run_key": self.key, "rank": self.rank, "ranks": self.ranks,
@@ -338,7 +355,8 @@ class _RankRun:
         if columns is None or self.done is not None:
             out.close(keep=False)
             if columns is not None:
-                info.update(file=self.shard_path.name, bytes=self.shard_path.stat().st_size, skipped=True)
+                info.update(file=self.shard_path.name, bytes=self.shard_path.stat().st_size, skipped=True,
+                            total_hop_seconds=_recorded_hop_seconds(self.shard_path, cfg.hops))
                 if job.hdg is not None:
                     info["hdg"] = self._hdg(shard)
             return info
@@ -349,12 +367,14 @@ class _RankRun:
         out.check_room(shard_bytes)
         try:
             with out.writing(shard_bytes):
-                report = HopRun(store, out, self.hop_job, _stall_for_tests(self.progress, self.rank), self.command,
-                                self.t_start, shard=shard).execute()
+                run = HopRun(store, out, self.hop_job, _stall_for_tests(self.progress, self.rank), self.command,
+                             self.t_start, shard=shard)
+                report = run.execute()
         except GnnprepError as e:
             raise _global_column(e, columns[0]) from None
         info.update(file=self.shard_path.name, bytes=self.shard_path.stat().st_size, seconds=report.seconds,
-                    hop_seconds=list(report.hop_seconds), measured_peak_bytes=meter.above(),
+                    hop_seconds=list(report.hop_seconds), total_hop_seconds=run.total_hop_seconds(),
+                    measured_peak_bytes=meter.above(),
                     resumed_units=report.resumed_units, reorder=report.reorder,
                     x_bytes_read=store.feature_bytes_read,
                     x_disk_read_bytes=None if report.hop_disk_read_bytes is None else report.hop_disk_read_bytes[0])
@@ -406,8 +426,8 @@ class _RankRun:
                            "ranks": self.ranks, "merge": self.merge},
             "inputs": [{"path": str(Path(store.path).absolute()), "graph_fingerprint": store.fingerprint}],
             "plan": self.plan,
-            "timings": {"hop_seconds": list(self.hop_seconds),
-                        "ranks": [{k: i[k] for k in ("rank", "columns", "seconds", "hop_seconds",
+            "timings": {"hop_seconds": self.total_hop_seconds,
+                        "ranks": [{k: i[k] for k in ("rank", "columns", "seconds", "hop_seconds", "total_hop_seconds",
                                                      "measured_peak_bytes", "resumed_units", "skipped")}
                                   for i in self.infos]},
             "reorder": None if self.reorder_info is None else self.reorder_info.to_dict(),

@@ -486,3 +486,61 @@ def test_fast_exit_only_for_a_rank_that_left_cleanly_with_nothing_open(tmp_path)
     r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "f")], capture_output=True, text=True)
     assert (r.returncode, r.stdout) == (3, "left"), r.stderr
     assert (tmp_path / "f.txt").read_text() == "kept" and (tmp_path / "f.atexit").exists()
+
+
+def test_a_rank_aggregates_its_hdg_channels_in_node_ranges(tmp_path, monkeypatch):
+    """A rank's HDG pass aggregates each hop in the node ranges a one-process run uses (intermediate
+    rows within one column buffer; the whole hop at once before, several times the budget for
+    anchor sets at 1/40 of papers100M): made tiny here, many ranges, the same bytes."""
+    from gnnprep.hdg import structure
+    from gnnprep.precompute import sharded
+
+    store, *_ = make_store(tmp_path, np.random.default_rng(17), n=300, m=1500, d=12)
+    _, hdg = hag_and_hdg(tmp_path, store)
+    cfg = PrecomputeConfig(hops=2, operators=("sym",), blocks=(1, 1, 2), device="cpu", hdg=str(hdg))
+    ref, out = tmp_path / "ref.h5", tmp_path / "f.h5"
+    precompute(store, ref, cfg)
+    cut = []
+    real = structure.root_blocks
+    monkeypatch.setattr(structure, "ROOT_STEP", 16)
+    monkeypatch.setattr(structure, "root_blocks", lambda *a: cut.append(real(*a)) or cut[-1])
+    monkeypatch.setattr(sharded, "hdg_room", lambda n, w: 500)
+    sharded.precompute_sharded(store, out, cfg, OneRank(0, 1))
+    assert cut and len(cut[0]) > 4
+    assert assert_same_datasets(ref, out) >= 6
+
+
+def test_a_resumed_rank_keeps_the_interrupted_runs_hop_seconds(tmp_path, monkeypatch):
+    """A sharded artifact's hop seconds, as a one-process one's, count the interrupted invocation's
+    hops (they read as this invocation's alone: near 0 for hops a resumed rank had finished), and a
+    rerun that reuses a complete shard keeps them; the report's are this invocation's."""
+    from gnnprep.core.output import ResumableOutput
+    from gnnprep.info import describe
+    from gnnprep.precompute.hop_loop import HopRun
+    from gnnprep.precompute.sharded import precompute_sharded
+
+    store, *_ = make_store(tmp_path, np.random.default_rng(19), d=20)
+    cfg = PrecomputeConfig(hops=3, operators=("sym",), blocks=(1, 1, 2), device="cpu")
+    out = tmp_path / "f.h5"
+    mark, spent = ResumableOutput.mark, HopRun._spent
+
+    def mark_then_stop(self, unit, h5file=None):   # Ctrl-C once hop 2 of the first column block is finished
+        mark(self, unit, h5file)
+        if tuple(unit) == ("sym", 0, 2):
+            raise KeyboardInterrupt
+
+    def slow(self, k, t0, r0):   # every hop the interrupted run works on takes at least a second
+        spent(self, k, t0, r0)
+        self.hop_seconds[k] += 1.0
+
+    with monkeypatch.context() as mp:
+        mp.setattr(ResumableOutput, "mark", mark_then_stop)
+        mp.setattr(HopRun, "_spent", slow)
+        with pytest.raises(KeyboardInterrupt):
+            precompute_sharded(store, out, cfg, OneRank(0, 1))
+    report = precompute_sharded(store, out, cfg, OneRank(0, 1))
+    assert report.shards[0]["resumed_units"] >= 3 and all(s < 1.0 for s in report.hop_seconds)
+    seconds = describe(out)["hop_seconds"]
+    assert len(seconds) == 4 and all(s >= 1.0 for s in seconds[:3]), seconds
+    again = precompute_sharded(store, out, cfg, OneRank(0, 1))   # the shard complete: reused
+    assert again.shards[0]["skipped"] and describe(out)["hop_seconds"] == seconds

@@ -93,31 +93,46 @@ def test_aggregation_in_node_ranges_is_the_whole(tmp_path, rng, sel, reduce):
     assert aggregation_bytes(h, 5, 0, 300) == sum(aggregation_bytes(h, 5, a, b) for a, b in [(0, 120), (120, 300)])
 
 
-def test_hdg_channels_in_node_ranges_stay_the_same_and_the_budget_counts_the_hdg(tmp_path, rng, monkeypatch):
+@pytest.mark.parametrize("blocks", [None, (1, 1, 3)], ids=["contiguous", "chunked"])
+def test_hdg_channels_in_node_ranges_stay_the_same_and_the_budget_counts_the_hdg(tmp_path, rng, monkeypatch, blocks):
     """precompute --hdg aggregates a hop in node ranges that fit one column buffer (at least 64 MiB;
-    made tiny here, with the ranges ROOT_STEP nodes apart made small too): the same channels bit for
-    bit; and a budget the HDG's arrays fill is refused up front."""
+    made tiny here, with the ranges ROOT_STEP nodes apart made small too) and writes each range
+    around the page cache in the hops' pieces (made a few rows here: ranges and pieces that cut the
+    chunks of three column blocks' channels in part): the same channels bit for bit, float32 and
+    float16; and a budget the HDG's arrays fill is refused up front."""
     from gnnprep.hdg import structure
     from gnnprep.precompute import hop_loop
 
     path, *_ = make_store(tmp_path, rng, n=300, m=1500)
     hdg_path = _hdg(tmp_path, path, AnchorsSelect(3, 5))
-    cfg = PrecomputeConfig(hops=2, device="cpu", hdg=str(hdg_path), hdg_reduce="max")
-    precompute(path, tmp_path / "whole.h5", cfg)
-    cut = []
-    real = structure.root_blocks
-    monkeypatch.setattr(structure, "ROOT_STEP", 16)
-    monkeypatch.setattr(structure, "root_blocks", lambda *a: cut.append(real(*a)) or cut[-1])
-    monkeypatch.setattr(hop_loop, "hdg_room", lambda n, w: 2000)
-    precompute(path, tmp_path / "cut.h5", cfg)
-    assert cut and len(cut[0]) > 4
-    with FeatureStore(tmp_path / "whole.h5") as a, FeatureStore(tmp_path / "cut.h5") as b:
-        for ch in json.loads(a.f.attrs["hdg_channels"]):
-            for k in range(3):
-                np.testing.assert_array_equal(a.hop(k, ch)[:], b.hop(k, ch)[:])
+    for dtype in ("float32", "float16"):
+        cfg = PrecomputeConfig(hops=2, device="cpu", hdg=str(hdg_path), hdg_reduce="max", blocks=blocks, dtype=dtype)
+        precompute(path, tmp_path / f"whole-{dtype}.h5", cfg)
+        cut, pieces = [], []
+        with monkeypatch.context() as mp:
+            real, real_put = structure.root_blocks, hop_loop.HopWriter.put
+            mp.setattr(structure, "ROOT_STEP", 16)
+            mp.setattr(structure, "root_blocks", lambda *a: cut.append(real(*a)) or cut[-1])
+            mp.setattr(hop_loop, "hdg_room", lambda n, w: 2000)
+            mp.setattr(hop_loop, "write_step", lambda *a: 7 if blocks is None else 4)
+            mp.setattr(hop_loop.HopWriter, "put", lambda w, *item, **kw: pieces.append(
+                (item[0].name, w.raw is not None) if item[0] != "sync" else None) or real_put(w, *item, **kw))
+            precompute(path, tmp_path / f"cut-{dtype}.h5", cfg)
+        channel_puts = [p for p in pieces if p is not None and p[0].startswith("/channels/")   # (the HDG's:
+                        and not p[0].startswith("/channels/sym/")]                             # not the hops)
+        assert cut and len(cut[0]) > 4 and len(channel_puts) > 2 * len(cut[0])
+        assert all(around_the_cache for _, around_the_cache in channel_puts)
+        _same_channels(tmp_path / f"whole-{dtype}.h5", tmp_path / f"cut-{dtype}.h5")
     with pytest.raises(GnnprepError, match="the HDG .* alone holds"):
         precompute(path, tmp_path / "f.h5", PrecomputeConfig(hops=1, device="cpu", hdg=str(hdg_path), memory_budget=1000))
     assert not (tmp_path / "f.h5").exists()
+
+
+def _same_channels(a_path, b_path) -> None:
+    with FeatureStore(a_path) as a, FeatureStore(b_path) as b:
+        for ch in json.loads(a.f.attrs["hdg_channels"]):
+            for k in range(3):
+                np.testing.assert_array_equal(a.hop(k, ch)[:], b.hop(k, ch)[:])
 
 
 def test_the_plan_counts_the_hdg_channels_and_the_report_names_them(tmp_path, rng):
