@@ -161,3 +161,28 @@ def test_info_on_other_torch_files_is_one_error_line_and_runs_nothing(tmp_path):
     assert run_json(["info", tmp_path / "odd.pt"])["finished"] == [{"seed": "a float32 tensor of shape [1]", "epochs_run": None,
                                                                       "best_epoch": None, "valid_acc": None,
                                                                       "test_acc": None, "seconds": None}]
+
+
+def test_a_discarded_partial_precompute_names_the_settings_that_differ(tmp_path, rng, monkeypatch):
+    """A rerun with other settings removes the interrupted run's partial output and says which ones
+    differ (it said "other settings or inputs": the key was a hash)."""
+    from gnnprep.core.output import ResumableOutput
+    from gnnprep.precompute.config import PrecomputeConfig
+    from gnnprep.precompute.run import precompute
+
+    graph = make_store(tmp_path, rng)[0]
+    out = tmp_path / "f.h5"
+    mark = ResumableOutput.mark
+
+    def mark_then_stop(self, unit, h5file=None):
+        mark(self, unit, h5file)
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as mp:
+        mp.setattr(ResumableOutput, "mark", mark_then_stop)
+        with pytest.raises(KeyboardInterrupt):
+            precompute(graph, out, PrecomputeConfig(hops=2, device="cpu"))
+    said = []
+    precompute(graph, out, PrecomputeConfig(hops=3, dtype="float16", device="cpu"), warn=said.append)
+    assert len(said) == 1 and "made with other settings (dtype float32, now float16; hops 2, now 3)" in said[0], said
+    assert "starting afresh" in said[0]

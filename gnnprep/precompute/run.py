@@ -544,7 +544,9 @@ def _load_hdg(store: GraphStore, config: PrecomputeConfig, degrees, budget: int)
 
 def run_key(store: GraphStore, job: Job) -> str:
     """What the output depends on (besides the plan, which a resumed run keeps): a rerun with the
-    same key continues the partial output."""
+    same key continues the partial output. A JSON object of named parts, so that a partial output
+    discarded for another key is said to be so for the parts that differ (``hops 3, now 4``); the
+    sharded run names its files by its hash."""
     c = job.config
 
     def identity(path):
@@ -556,21 +558,20 @@ def run_key(store: GraphStore, job: Job) -> str:
                                                        "splits_fingerprint")]
     if not all(contents):
         contents = identity(store.path)
-    parts = [store.fingerprint, contents, c.hops, list(c.operators), c.rows, c.dtype, identity(job.hag_path),
-             [identity(c.hdg), c.hdg_reduce] if c.hdg else None]
-    if c.normalize_features != "none":
-        parts.append(c.normalize_features)   # (absent when none: keys of earlier partial outputs still match)
+    parts = {"graph": store.fingerprint, "contents": contents, "hops": c.hops, "operators": list(c.operators),
+             "rows": c.rows, "dtype": c.dtype, "hag": identity(job.hag_path),
+             "hdg": [identity(c.hdg), c.hdg_reduce] if c.hdg else None, "normalize_features": c.normalize_features}
     if store.weighted:
         # the store's fingerprint covers the pattern (indptr, indices) only: weights added or changed
         # later must not resume an output computed with other ones (a sample: 64 slices of 4,096)
         from gnnprep.precompute.user_operators import weight_sample
 
-        parts.append(hashlib.sha256(weight_sample(store).astype(np.float32).tobytes()).hexdigest()[:16])
+        parts["weights"] = hashlib.sha256(weight_sample(store).astype(np.float32).tobytes()).hexdigest()[:16]
     if job.user:
-        parts.append(sorted((name, fn.sha256) for name, (fn, _) in job.user.items()))
+        parts["operator_files"] = sorted((name, fn.sha256) for name, (fn, _) in job.user.items())
     if job.hdg_weight is not None:
-        parts.append(["hdg-weight", job.hdg_weight[0].name, job.hdg_weight[0].sha256])
-    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
+        parts["hdg_weight"] = [job.hdg_weight[0].name, job.hdg_weight[0].sha256]
+    return json.dumps(parts, sort_keys=True)
 
 
 def _resume_plan(job: Job, out: ResumableOutput, warn: Warn) -> None:

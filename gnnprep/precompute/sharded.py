@@ -267,7 +267,7 @@ class _RankRun:
         for name in job.config.operators:  # refuse before anything is written
             if name not in job.user:
                 make_operator(name, np.zeros(1), store.symmetric)
-        return store, job, run_key(store, job)
+        return store, job, hashlib.sha256(run_key(store, job).encode()).hexdigest()[:16]   # (names the shard files)
 
     def _open_shard(self):
         """(the resumable shard, its ``shard`` attribute when complete from an earlier run of the

@@ -3,6 +3,7 @@ interpreter shuts down, ends the command with exit 0 (its output complete) or 13
 complete one), never by the signal itself, and leaves no partial output and no temporary file.
 (``benchmarks/late_signals.py`` runs the 50-trial version at random times.)"""
 
+import shutil
 import signal
 import subprocess
 import sys
@@ -51,8 +52,8 @@ def _state(out):
 
 def _clear(out):
     for p in out.parent.iterdir():
-        if p.name.startswith(out.name):
-            p.unlink()
+        if p.name.startswith(out.name):   # (hdg's partial output has a folder, <out>.partial.d)
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
 
 
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
