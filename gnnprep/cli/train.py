@@ -11,7 +11,7 @@ import click
 
 from gnnprep.core.errors import GnnprepError, OptionError
 from gnnprep.precompute.operators import parse_channels
-from gnnprep.train.config import CHECKS, MAX_LAYERS, NORMALIZE, TrainConfig, int_check
+from gnnprep.train.config import CHECKS, MAX_LAYERS, MODEL_SETTINGS, NORMALIZE, TrainConfig, int_check, unused_options
 
 from . import ranks
 from .common import Progress, budget_option, device_option, emit, json_option, parsed_by, quiet_option, warn
@@ -30,6 +30,12 @@ def _say_other_files(run_dir: Path, quiet: bool) -> None:
     if others:
         shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
         warn(quiet, f"{run_dir}: already holds other files ({shown}); the run's files are written beside them")
+
+
+def _given(ctx: click.Context, config: TrainConfig) -> list[tuple[str, object]]:
+    """(field, value) of each model-specific setting set on the command line (not left at its default)."""
+    return [(field, getattr(config, field)) for field in ("operators", *MODEL_SETTINGS)
+            if ctx.get_parameter_source(field) not in (None, click.core.ParameterSource.DEFAULT)]
 
 
 def _fresh_run_dir(model: str) -> str:
@@ -114,6 +120,8 @@ def train(model, features, run_dir, hops, operators, hidden, layers, dropout, in
     dist = ranks.from_env()
     try:
         config.check()  # a bad model name fails before anything is read
+        for option, why in unused_options(model, _given(click.get_current_context(), config)):
+            raise OptionError(option, why)   # a setting the model would ignore: a usage error, as ingest's
     except GnnprepError as e:
         if isinstance(e, OptionError):  # an option's value (alone or with another's): a usage error, one line
             if ranks.silent(dist):

@@ -6,8 +6,8 @@ import click
 
 from gnnprep.core.errors import OptionError
 from gnnprep.precompute.operators import parse_channels
-from gnnprep.train.config import CHECKS, MAX_LAYERS, NORMALIZE, int_check
-from gnnprep.train.tune import TuneConfig, format_value, parse_grid
+from gnnprep.train.config import CHECKS, MAX_LAYERS, NORMALIZE, int_check, unused_options
+from gnnprep.train.tune import TuneConfig, format_value, option_name, parse_grid
 from gnnprep.train.tune import tune as run_tune
 
 from .common import Progress, budget_option, device_option, emit, json_option, parsed_by, quiet_option, warn
@@ -45,11 +45,18 @@ def fixed_options(f):
 
 
 def _check(config: TuneConfig) -> None:
-    """config.check(), with a refused option value (``--grid``, ``--lr``, ...) as a usage error."""
+    """config.check(), with a refused option value (``--grid``, ``--lr``, ...) as a usage error; so is
+    a fixed option or grid key the model would ignore (``--pool`` for lc-gcn; a grid over ``alpha`` for
+    mlp would train the same model once per value)."""
     try:
         config.check()
     except OptionError as e:
         raise click.BadParameter(e.message, param_hint=f"'{e.option}'") from None
+    for option, why in unused_options(config.model, config.fixed.items()):
+        raise click.BadParameter(why, param_hint=f"'{option}'")
+    for name, values in config.grid:
+        for option, why in unused_options(config.model, [(name, v) for v in values])[:1]:
+            raise click.BadParameter(f"{option_name(name)}: {why}", param_hint="'--grid'")
 
 
 def _pct(v, sd) -> str:

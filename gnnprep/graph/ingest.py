@@ -309,6 +309,8 @@ def _write_splits(f: h5py.File, source: GraphSource, n: int) -> str:
     for name, ids in source.splits().items():
         check_ids(ids, n, source.nodes_from, lambda i, name=name: f"split {name} entry {i}")
         stored[name] = ids.astype(np.int32 if n < 2**31 else np.int64)
+        if not len(ids):   # stored as given, but said: train refuses an empty train or valid split
+            source.warnings.append(f"{source.splits_from or source.path}: the {name} split is empty (no node ids)")
     check_disjoint(stored, source.splits_from or str(source.path))
     store.write_splits(f, stored)
     return splits_fingerprint(stored)

@@ -437,12 +437,19 @@ class StreamingBatches:
         pass
 
 
-def window_rows_for(budget: int, row_bytes: int, batch_size: int, prefetch: int) -> int:
-    """Rows per read window so that the queued windows plus the one being consumed fit ``budget``."""
+def window_rows_for(budget: int, row_bytes: int, batch_size: int, prefetch: int, held_bytes: int | None = None) -> int:
+    """Rows per read window so that the queued windows plus the one being consumed fit ``budget``.
+    ``held_bytes``: what holding every row in memory takes instead; the least budget named when
+    none of the two fits is the smaller."""
     rows = budget // max(1, row_bytes * (prefetch + 2))
     if rows < 16:
+        streaming = 16 * row_bytes * (prefetch + 2)
+        if held_bytes is not None and held_bytes < streaming:   # few rows: in memory takes less than the windows
+            raise OptionError("--memory-budget", f"{budget} bytes cannot hold the features the splits need (streamed, "
+                                                 f"{prefetch + 2} read windows of 16 rows take {streaming} bytes); need "
+                                                 f"at least {held_bytes} bytes (every row in memory)")
         raise OptionError("--memory-budget", f"{budget} bytes cannot hold {prefetch + 2} read windows of 16 rows "
-                                             f"({row_bytes} bytes each); need at least {16 * row_bytes * (prefetch + 2)} bytes")
+                                             f"({row_bytes} bytes each); need at least {streaming} bytes")
     # several batches per window mixes rows from several blocks into every batch
     return int(min(rows, max(8 * batch_size, 65536)))
 
@@ -584,7 +591,7 @@ def open_data(path, config: TrainConfig, progress=None, device=None, budget_shar
     if feature_bytes <= budget:
         loader = InMemoryBatches.load(path, datasets, held, labels, device, progress, guard)
     else:
-        window = window_rows_for(budget, row_bytes, config.batch_size * world, config.prefetch)
+        window = window_rows_for(budget, row_bytes, config.batch_size * world, config.prefetch, feature_bytes)
         loader = StreamingBatches(path, datasets, held, labels, device, window, config.prefetch, guard)
     return Data(loader=loader, splits=splits, spec=spec, views=model_views, fingerprint=fingerprint,
                 evaluator=evaluator, feature_bytes=feature_bytes, budget=budget, config=config, regime=regime,

@@ -69,6 +69,39 @@ CHECKS = {
 }
 
 
+# settings only some models use: TrainConfig field -> (option, the models that use it, what it is). A
+# user who sets one for another model would get a run that silently ignores it (``train mlp --alpha
+# 0.5``, a ``tune`` grid over ``alpha`` for lc-gcn: identical trials), so the command line refuses it
+# (:func:`unused_options`). The library stays lenient: a dict of settings shared across models
+# (``dprate=0`` for every model of a sweep) is a fair use of TrainConfig.
+MODEL_SETTINGS = {
+    "alpha": ("--alpha", ("lc-gprgnn",), "it sets lc-gprgnn's initial γ_k"),
+    "dprate": ("--dprate", ("lc-gprgnn",), "it is lc-gprgnn's dropout on each hop's MLP output"),
+    "pool": ("--pool", ("lc-jknet",), "it is lc-jknet's pooling of its hops"),
+}
+# (--hidden and --dropout, which sgc ignores, stay accepted for it: scripts pass one set of them to every
+# model, and the summary's defaults already leave them out for sgc)
+
+
+def unused_options(model: str, given) -> list[tuple[str, str]]:
+    """(option, why) for each ``(field, value)`` in ``given`` (settings the user set explicitly, as
+    TrainConfig field names) that ``model`` would ignore: the model-specific settings above, and
+    more than one ``operators`` channel for a model that reads only the first (every model but
+    sign). Empty for an unknown model (refused elsewhere)."""
+    if model not in MODELS:
+        return []
+    out = []
+    for name, value in given:
+        if name in MODEL_SETTINGS:
+            option, users, what = MODEL_SETTINGS[name]
+            if model not in users:
+                out.append((option, f"not used by {model} ({what}); it applies to {', '.join(users)}"))
+        elif name == "operators" and value is not None and len(value) > 1 and model != "sign":
+            out.append(("--operator", f"{','.join(value)}: {model} reads one channel (the first); sign reads "
+                                      "several (or train one model per channel)"))
+    return out
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Everything that defines a training run. A setting left ``None`` is filled from the artifact's

@@ -494,7 +494,8 @@ def check_resumable(ck: dict, config: TrainConfig, data, run_dir: Path, world: i
         raise GnnprepError(f"{ck_path}: was trained on another features artifact "
                            f"({ck['fingerprint']['path']}, {ck['fingerprint']['file']}); cannot resume on this one")
     old, new = ck["config"], config_dict(config)
-    changed = sorted(k for k in new if k not in RESUMABLE_CHANGES and old.get(k) != new[k])
+    # the model first: another model's run differs in its defaults too (hops, layers), which would be named instead
+    changed = sorted((k for k in new if k not in RESUMABLE_CHANGES and old.get(k) != new[k]), key=lambda k: (k != "model", k))
     if changed:
         k = changed[0]
         raise GnnprepError(f"{ck_path}: was trained with {k}={old.get(k)!r}, now {new[k]!r}; "

@@ -9,6 +9,8 @@ valid only until the next one is asked for: a source may read the next chunk int
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, ClassVar, Iterator
@@ -16,6 +18,7 @@ from typing import Callable, ClassVar, Iterator
 import numpy as np
 
 from gnnprep.core.errors import GnnprepError
+from gnnprep.core.files import kind_of
 
 SPLIT_NAMES = ("train", "valid", "test")
 
@@ -210,12 +213,35 @@ def find_split_folders(root: Path) -> list[Path]:
     return sorted(found)
 
 
+SPLIT_EXTENSIONS = (".csv.gz", ".csv", ".txt", ".txt.gz", ".npy", ".tsv", ".tsv.gz")
+
+
 def split_file(folder: Path, name: str) -> Path | None:
-    for ext in (".csv.gz", ".csv", ".txt", ".txt.gz", ".npy", ".tsv", ".tsv.gz"):
-        p = folder / f"{name}{ext}"
-        if p.is_file():
-            return p
-    return None
+    """The one file of split ``name`` in ``folder`` (None when there is none). Two files for the same
+    split (``train.csv`` beside ``train.npy``) are refused rather than one picked silently, and so is
+    a name that is a folder, a pipe or a broken link: the split would otherwise be dropped without a
+    word."""
+    found = [folder / f"{name}{ext}" for ext in SPLIT_EXTENSIONS if os.path.lexists(folder / f"{name}{ext}")]
+    if not found:
+        return None
+    if len(found) > 1:
+        raise GnnprepError(f"{folder}: {' and '.join(p.name for p in found)} both name the {name} split; expected "
+                           "one file per split (move the others away)")
+    return regular_input(found[0], f"a file of {name} node ids")
+
+
+def regular_input(path: Path, expected: str) -> Path:
+    """``path`` when it is a regular file (through symlinks); otherwise GnnprepError saying what it is
+    (a folder, a pipe, a broken link) and ``expected``."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise GnnprepError(f"{path}: is a broken link (its target does not exist); expected {expected}") from None
+    except OSError as e:
+        raise GnnprepError(f"{path}: cannot be read ({e.strerror or e}); expected {expected}") from None
+    if not stat.S_ISREG(mode):
+        raise GnnprepError(f"{path}: is {kind_of(mode)}; expected {expected}")
+    return path
 
 
 def read_id_file(path: Path, n: int, nodes_from: str, offset: int = 0, warn=None) -> np.ndarray:

@@ -97,7 +97,8 @@ def read_preamble(path: Path) -> tuple[str, str, int, int, int, int]:
     except (EOFError, OSError, zlib.error) as e:
         if isinstance(e, GnnprepError):
             raise
-        raise GnnprepError(f"{path}: truncated or corrupt data after line {line_no} ({e})") from None
+        where = f"after line {line_no}" if line_no else "before its first line was read"
+        raise GnnprepError(f"{path}: truncated or corrupt data {where} ({e})") from None
     parts = s.split()
     # ASCII digits only (str.isdigit() takes '³' and '３'), at most 19 of them (int64)
     if len(parts) != 3 or not all(_SIZE.fullmatch(p) for p in parts):

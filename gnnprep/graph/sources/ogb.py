@@ -17,6 +17,7 @@ source.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Iterator
 
@@ -31,6 +32,7 @@ from gnnprep.graph.sources.base import (
     find_split_folders,
     labels_from_float,
     read_id_file,
+    regular_input,
     split_file,
 )
 from gnnprep.graph.sources.npzstream import NpzReader
@@ -48,9 +50,12 @@ KNOWN = {
 
 
 def _gz(raw: Path, stem: str) -> Path | None:
+    """``raw/<stem>.csv.gz`` (or ``.csv``); None when neither is there. A name that is there but not a
+    file (a folder, a pipe, a broken link) is refused: the data it should hold would otherwise be
+    left out without a word (a missing ``node-feat.csv.gz`` means a store without features)."""
     for name in (f"{stem}.csv.gz", f"{stem}.csv"):
-        if (raw / name).is_file():
-            return raw / name
+        if os.path.lexists(raw / name):
+            return regular_input(raw / name, f"OGB's {stem} table (a .csv.gz file)")
     return None
 
 
@@ -278,7 +283,8 @@ class OgbBinarySource(_OgbBase):
             self.feature_dtype = np.dtype(np.float16 if info.dtype == np.float16 else np.float32)
             self.features_from = f"{self.npz.path} node_feat"
         self.label_path = self.raw / "node-label.npz"
-        self.labels_from = str(self.label_path) if self.label_path.is_file() else ""
+        labeled = os.path.lexists(self.label_path) and regular_input(self.label_path, "the node labels (a .npz file)")
+        self.labels_from = str(self.label_path) if labeled else ""
 
     def edges(self, chunk_edges: int):
         done = 0

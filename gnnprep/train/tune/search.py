@@ -9,7 +9,7 @@ import shutil
 import time
 from pathlib import Path
 
-from gnnprep.core.errors import GnnprepError
+from gnnprep.core.errors import GnnprepError, Interrupted
 from gnnprep.core.output import disk_full_error
 from gnnprep.core.progress import no_progress
 from gnnprep.core.sizes import default_host_budget
@@ -119,5 +119,13 @@ def tune(features, tune_dir, config: TuneConfig, progress=None, runner: Runner |
         # a tune that finished no trial in a folder it made leaves nothing behind (nothing to resume)
         if isinstance(e, GnnprepError) and fresh and not any((tune_dir / "trials").glob("*.json")):
             shutil.rmtree(tune_dir, ignore_errors=True)
+        raise
+    except (KeyboardInterrupt, Interrupted) as e:
+        # the command line's one line says "no output was written": true of a folder this run made
+        # and finished no trial in (removed, as on a failure); otherwise it names the folder kept
+        if fresh and not any((tune_dir / "trials").glob("*.json")):
+            shutil.rmtree(tune_dir, ignore_errors=True)
+        elif (tune_dir / "tune.json").is_file():
+            e.kept_partial = str(tune_dir)
         raise
     return report
