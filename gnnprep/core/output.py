@@ -310,7 +310,11 @@ class ResumableOutput:
         self.progress_file = self.path.with_name(side_name(self.path, ".partial.json"))
         self.lock_file = self.path.with_name(side_name(self.path, ".partial.lock"))
         self.work = self.path.with_name(side_name(self.path, ".partial.d"))
-        self._lock = open(self.lock_file, "w")
+        try:
+            self._lock = open(self.lock_file, "w")
+        except OSError as e:   # (check_output_path passes as root where nothing can be created: /proc)
+            raise GnnprepError(f"{self.path}: cannot create files beside the output ({self.lock_file.name}: "
+                               f"{e.strerror or e}); expected a writable folder") from None
         try:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

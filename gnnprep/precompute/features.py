@@ -334,8 +334,10 @@ class FeatureStore(Artifact):
                 raise GnnprepError(f"{self.path}: /splits/{name} has {missing} node ids not in /rows "
                                    "(features were precomputed for other rows)")
             positions[name] = np.sort(pos)
-        if len(positions["train"]) == 0 or len(positions["valid"]) == 0:
-            raise GnnprepError(f"{self.path}: /splits/train and /splits/valid must not be empty")
+        empty = [name for name in ("train", "valid") if len(positions[name]) == 0]
+        if empty:
+            raise GnnprepError(f"{self.path}: {' and '.join(f'/splits/{n}' for n in empty)} "
+                               f"{'is' if len(empty) == 1 else 'are'} empty; training needs train and valid node ids")
         if "test" in positions and len(positions["test"]) == 0:
             del positions["test"]   # an empty test split is no test split: test accuracy null, as without one
         return positions

@@ -62,3 +62,26 @@ def test_an_output_name_as_long_as_the_file_system_takes_works(tmp_path, rng, co
     r = run(_commands(store)[command] + ["-o", str(out)])
     assert r.exit_code == 0, r.stderr
     assert sorted(p.name for p in out_dir.iterdir()) == [out.name]
+
+
+def test_a_folder_where_nothing_can_be_created_is_one_error_line(tmp_path, rng, monkeypatch):
+    """The output path's checks pass for root in a folder where no file can be created (``/proc``):
+    the lock file beside the output raised a traceback (a dogfood finding); now one line, exit 1."""
+    import builtins
+
+    from gnnprep.core import output
+
+    store = make_store(tmp_path, rng)[0]
+    real_open = builtins.open
+
+    def refusing(path, *a, **kw):   # (as /proc answers a root user's create)
+        if str(path).endswith(".partial.lock"):
+            raise FileNotFoundError(2, "No such file or directory")
+        return real_open(path, *a, **kw)
+
+    monkeypatch.setattr(output, "open", refusing, raising=False)
+    r = run(["precompute", str(store), "-o", str(tmp_path / "f.h5"), "--hops", "1", "--device", "cpu"])
+    assert r.exit_code == 1 and "Traceback" not in r.output, r.output
+    assert r.stderr.strip().splitlines() == [f"Error: {tmp_path / 'f.h5'}: cannot create files beside the output "
+                                             "(f.h5.partial.lock: No such file or directory); expected a writable folder"]
+    assert list(tmp_path.glob("f.h5*")) == []

@@ -114,3 +114,15 @@ def test_an_interrupted_tune_that_finished_nothing_leaves_nothing(tmp_path, feat
     assert not (tmp_path / "t").exists()
     assert _interrupted_line(e.value) == "Error: interrupted; no output was written"
     np.testing.assert_equal(sorted(p.name for p in tmp_path.iterdir()), ["f.h5"])
+
+
+def test_an_empty_split_is_named_alone(tmp_path, feats):
+    """train on features whose valid split is empty names that split (it said "/splits/train and
+    /splits/valid must not be empty" whichever was)."""
+    import h5py
+
+    with h5py.File(feats, "r+") as f:
+        del f["splits/valid"]
+        f.create_dataset("splits/valid", data=np.zeros(0, dtype=f["splits/train"].dtype))
+    r = run(["train", "mlp", feats, "-o", tmp_path / "run", "--epochs", "1"])
+    assert_one_error(r, 1, r"/splits/valid is empty; training needs train and valid node ids")
