@@ -1,5 +1,5 @@
 """``gnnprep info``: describe any gnnprep artifact as a flat dict (rendered by the CLI); also the
-caches runs keep beside artifacts and a training run's ``model.pt`` and ``checkpoint.pt``.
+caches runs keep beside artifacts, a training run's ``model.pt`` and ``checkpoint.pt``, and a tune folder.
 
 A dispatcher on the root attribute ``format``: each artifact's reader and description live beside its
 format, which registers them (:func:`gnnprep.core.artifact.register_format`) where it is defined:
@@ -14,6 +14,7 @@ where a figure needs them (the graph store's degree pass, which checks ``indptr`
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 # imported for their registrations: each registers its format's reader and describer (train.loader's
@@ -40,6 +41,11 @@ ORDERED_COPY = "gnnprep.ordered-csr"   # gnnprep.precompute.ordered: <store>.ord
 HAG_COPY = "gnnprep.hag-ordered"       # gnnprep.hag.ordered_copy: <hag>.order-<kind>.h5
 
 
+# what gnnprep info describes, as its errors name it
+ACCEPTED = ("a gnnprep artifact (graph store, features, HAG, HDG), a cache kept beside one, a training run's "
+            "folder, model.pt or checkpoint.pt, or a tune folder (holding tune.json)")
+
+
 def _cache_describer(fmt: str | None):
     """The describer of a cache format, imported only for such a file (the ordered copy's module loads
     the compiler); None for any other format."""
@@ -59,14 +65,24 @@ def describe(path: str | Path) -> dict:
     this gnnprep has no describer for: its name, version and size); of a cache a run keeps beside
     an artifact, what it is, what it was made from and whether it is current; of a run folder's
     ``model.pt`` or ``checkpoint.pt`` (torch files, not HDF5), what it holds (given the run folder
-    itself: its model, else its checkpoint)."""
+    itself: its model, else its checkpoint); of a tune folder (``tune.json``), the tune's grid, its
+    progress and its best point (:func:`gnnprep.train.tune.folder.describe`). Any other folder is one
+    GnnprepError listing what is described."""
     path = Path(path)
     if path.suffix == ".npz" and ".order-" in path.name:   # a node order kept beside a store (not HDF5)
         from gnnprep.graph.order import describe_cached
 
         return describe_cached(path)
     if path.is_dir():   # a run folder: its model, or while it trains (or was interrupted) its checkpoint
-        path = next((path / name for name in ("model.pt", "checkpoint.pt") if is_torch_file(path / name)), path)
+        run_files = [path / name for name in ("model.pt", "checkpoint.pt") if os.path.lexists(path / name)]
+        run_file = next((p for p in run_files if is_torch_file(p)), None)
+        if run_file is None and os.path.lexists(path / "tune.json"):   # a tune folder (gnnprep tune -o)
+            from gnnprep.train.tune.folder import describe as describe_tune
+
+            return describe_tune(path)
+        if run_file is None and not run_files:
+            raise GnnprepError(f"{path}: is a folder without model.pt, checkpoint.pt or tune.json; expected {ACCEPTED}")
+        path = run_file or run_files[0]   # (a run file that is not one: named in the error below)
     if is_torch_file(path):   # gnnprep train's model.pt or checkpoint.pt (torch imported only for one)
         from gnnprep.train.run_folder import describe_run_file
 

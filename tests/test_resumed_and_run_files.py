@@ -128,7 +128,8 @@ def test_info_describes_a_runs_model_and_checkpoint(tmp_path, rng):
     assert run_json(["info", run_dir])["file"] == str(run_dir / "model.pt")   # once trained, its model
     (tmp_path / "empty").mkdir()
     r = run(["info", tmp_path / "empty"])   # a folder without a run's files: as before
-    assert r.exit_code == 1 and r.stderr == f"Error: {tmp_path / 'empty'}: is a folder; expected a gnnprep HDF5 file\n"
+    assert r.exit_code == 1 and r.stderr.startswith(f"Error: {tmp_path / 'empty'}: is a folder without model.pt, "
+                                                    "checkpoint.pt or tune.json; expected a gnnprep artifact")
     # given where an artifact goes, it is named for what it is
     r = run(["train", "sgc", run_dir / "model.pt", "-o", tmp_path / "other"])
     assert r.exit_code == 1 and "not an HDF5 file (a PyTorch file, such as a training run's model.pt" in r.stderr

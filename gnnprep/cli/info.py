@@ -75,8 +75,9 @@ def _operator_source_lines(d: dict) -> list[str]:
 @click.argument("file", type=click.Path(dir_okay=True))
 @json_option
 def info(file, as_json):
-    """Describe a gnnprep artifact (graph store, HAG, HDG, features), a cache a run keeps beside one, or a
-    training run's model.pt or checkpoint.pt (given its run folder: the model, else the checkpoint)."""
+    """Describe a gnnprep artifact (graph store, HAG, HDG, features), a cache a run keeps beside one, a
+    training run's model.pt or checkpoint.pt (given its run folder: the model, else the checkpoint), or a
+    tune folder (its grid, trials finished and best point)."""
     from gnnprep.info import describe
 
     d = describe(file)
@@ -93,6 +94,8 @@ def info(file, as_json):
         lines.append(f"  size on disk   {size(d['size_bytes'])}")
     elif d["format"] in ("gnnprep.model", "gnnprep.checkpoint"):
         lines = _run_file_lines(d)
+    elif d["format"] == "gnnprep.tune":
+        lines = _tune_lines(d)
     elif d["format"] == "gnnprep.graph":
         lines = _graph_lines(d)
     elif d["format"] == "gnnprep.features":
@@ -143,6 +146,48 @@ def _run_file_lines(d: dict) -> list[str]:
     return lines + [f"  trained on     {d['features']} (graph {d['graph_fingerprint']})",
                     f"  settings       {settings or 'none recorded'}",
                     f"  size on disk   {size(d['size_bytes'])}"]
+
+
+def _values(v) -> str:
+    """A grid's values or a fixed option's value as --grid writes them (a channel list as a+b)."""
+    if isinstance(v, list):
+        return ",".join("+".join(map(str, x)) if isinstance(x, list) else str(x) for x in v)
+    return str(v)
+
+
+def _tune_lines(d: dict) -> list[str]:
+    """A tune folder (gnnprep.train.tune.folder.describe)."""
+    grid = "; ".join(f"{k}={_values(v)}" for k, v in d["grid"].items()) or "none"
+    points = 1
+    for v in d["grid"].values():
+        points *= len(v) if isinstance(v, list) else 1
+    done = ("unknown (its config cannot make its trials)" if d["trials_total"] is None else
+            f"{d['trials_finished']} of {d['trials_total']} finished")
+    state = ("finished" if d["finished"] else
+             f"not finished: the same gnnprep tune command with -o {d['file']} resumes it")
+    lines = [f"{d['file']}: {d['what']} (format {d['format']} version {d['format_version']}; {state})",
+             f"  model          {d['model']} on {d['features']} (graph {d['graph_fingerprint']})",
+             f"  grid           {grid} ({points} points x {d['seeds']} seeds, then {d['report_seeds']} report seeds)",
+             "  fixed          " + (", ".join(f"{k} {_values(v)}" for k, v in d["fixed"].items()) or "none"),
+             f"  trials         {done}"]
+    b = d["best"]
+    if b is None:
+        lines.append("  best           none yet")
+    else:
+        params = ", ".join(f"{k}={_values(v)}" for k, v in b["params"].items())
+        if b["chosen"]:
+            lines.append(f"  chosen         {params}: valid {_pm(b['valid_acc'], b['valid_acc_std'])}, "
+                         f"test {_pm(b['test_acc'], b['test_acc_std'])} ({b['runs']} report seeds)")
+        else:
+            lines.append(f"  best so far    {params}: valid {_pm(b['valid_acc'], b['valid_acc_std'])} "
+                         f"({b['runs']} seeds; the test accuracy comes with the report of the chosen point)")
+        lines.append(f"  run folder     {b['run_dir']}")
+    return lines
+
+
+def _pm(value, sd) -> str:
+    """Mean ± std of an accuracy as percentages; n/a without one (no test split)."""
+    return "n/a" if value is None else f"{_pct(value)} ± {_pct(sd)}"
 
 
 def _pct(value) -> str:

@@ -33,8 +33,9 @@ def _say_other_files(run_dir: Path, quiet: bool) -> None:
 
 
 def _given(ctx: click.Context, config: TrainConfig) -> list[tuple[str, object]]:
-    """(field, value) of each model-specific setting set on the command line (not left at its default)."""
-    return [(field, getattr(config, field)) for field in ("operators", *MODEL_SETTINGS)
+    """(field, value) of each model-specific setting set on the command line (not left at its default),
+    and of --layers and --hops (whether a model can have the layers depends on the hops)."""
+    return [(field, getattr(config, field)) for field in ("operators", "layers", "hops", *MODEL_SETTINGS)
             if ctx.get_parameter_source(field) not in (None, click.core.ParameterSource.DEFAULT)]
 
 

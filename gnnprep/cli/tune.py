@@ -6,8 +6,8 @@ import click
 
 from gnnprep.core.errors import OptionError
 from gnnprep.precompute.operators import parse_channels
-from gnnprep.train.config import CHECKS, MAX_LAYERS, NORMALIZE, int_check, unused_options
-from gnnprep.train.tune import TuneConfig, format_value, option_name, parse_grid
+from gnnprep.train.config import CHECKS, MAX_LAYERS, NORMALIZE, int_check, layers_problem, unused_options
+from gnnprep.train.tune import TuneConfig, format_params, format_value, option_name, parse_grid
 from gnnprep.train.tune import tune as run_tune
 
 from .common import Progress, budget_option, device_option, emit, json_option, parsed_by, quiet_option, warn
@@ -52,11 +52,24 @@ def _check(config: TuneConfig) -> None:
         config.check()
     except OptionError as e:
         raise click.BadParameter(e.message, param_hint=f"'{e.option}'") from None
-    for option, why in unused_options(config.model, config.fixed.items()):
+    in_grid = {name for name, _ in config.grid}
+    # (lc-jknet's fixed --layers with --hops in the grid: checked for each point below)
+    per_point = config.model == "lc-jknet" and "hops" in in_grid
+    for option, why in unused_options(config.model, [(k, v) for k, v in config.fixed.items()
+                                                     if not (k == "layers" and per_point)]):
         raise click.BadParameter(why, param_hint=f"'{option}'")
     for name, values in config.grid:
+        if name == "layers":   # whether a model can have them depends on --hops: checked for each point below
+            continue
         for option, why in unused_options(config.model, [(name, v) for v in values])[:1]:
             raise click.BadParameter(f"{option_name(name)}: {why}", param_hint="'--grid'")
+    if "layers" in in_grid or ("hops" in in_grid and "layers" in config.fixed):
+        for p in config.points():   # layers the model cannot have (sgc: 1; lc-jknet: its hops)
+            setting = {**config.fixed, **p}
+            why = layers_problem(config.model, setting.get("layers"), setting.get("hops"))
+            if why:
+                where = format_params(p) + ("" if "layers" in p else f" with --layers {setting['layers']}")
+                raise click.BadParameter(f"{where}: {why}", param_hint="'--grid'")
 
 
 def _pct(v, sd) -> str:

@@ -83,16 +83,37 @@ MODEL_SETTINGS = {
 # model, and the summary's defaults already leave them out for sgc)
 
 
+def layers_problem(model: str, layers: int | None, hops: int | None) -> str | None:
+    """Why ``model`` cannot have ``layers`` MLP layers (None when it can, or when ``layers`` is not
+    set): sgc is one linear layer, and lc-jknet has one layer per hop, so its depth is ``--hops``
+    (``layers`` equal to a given ``hops`` is accepted; without ``hops`` the artifact's hop count decides,
+    known only once it is read). Known before anything is read, so the command line refuses it as a
+    usage error (:func:`unused_options`); the library refuses it when the model is built
+    (:func:`gnnprep.train.models.build_model`), where the regime has filled ``hops``."""
+    if layers is None:
+        return None
+    if model == "sgc" and layers != 1:
+        return "sgc is one linear layer (leave --layers out)"
+    if model == "lc-jknet" and hops is not None and layers != hops:
+        return f"lc-jknet has one layer per hop, so --hops {hops} gives it {hops}; leave --layers out"
+    return None
+
+
 def unused_options(model: str, given) -> list[tuple[str, str]]:
     """(option, why) for each ``(field, value)`` in ``given`` (settings the user set explicitly, as
-    TrainConfig field names) that ``model`` would ignore: the model-specific settings above, and
-    more than one ``operators`` channel for a model that reads only the first (every model but
-    sign). Empty for an unknown model (refused elsewhere)."""
+    TrainConfig field names) that ``model`` would ignore or cannot have: the model-specific settings
+    above, more than one ``operators`` channel for a model that reads only the first (every model but
+    sign), and ``layers`` the model cannot have (:func:`layers_problem`, given ``hops`` when ``given``
+    holds it). Empty for an unknown model (refused elsewhere)."""
     if model not in MODELS:
         return []
+    given = list(given)
+    hops = dict(given).get("hops")
     out = []
     for name, value in given:
-        if name in MODEL_SETTINGS:
+        if name == "layers" and layers_problem(model, value, hops):
+            out.append(("--layers", f"{value}: {layers_problem(model, value, hops)}"))
+        elif name in MODEL_SETTINGS:
             option, users, what = MODEL_SETTINGS[name]
             if model not in users:
                 out.append((option, f"not used by {model} ({what}); it applies to {', '.join(users)}"))

@@ -91,10 +91,11 @@ def json_items(path: Path, expected: str) -> Iterator[tuple[str, int | None, byt
             line = lines + buf.count(b"\n", 0, pos) + 1
             nl = buf.rfind(b"\n", 0, pos)
             column = pos - nl if nl >= 0 else before + pos - last_nl
-            found = buf[pos:pos + 30].decode("utf-8", "replace")
+            text = buf[pos:pos + 30].decode("utf-8", "replace")
             at = f"{path} line {line} column {column}"
-            if not found:
+            if not text:
                 raise GnnprepError(f"{at}: end of file; expected {what}")
+            found = text.splitlines()[0].rstrip() or text   # up to the end of its line (no literal \n shown)
             raise GnnprepError(f"{at}: expected {what}, found {found!r}")
 
         while not eof and len(buf) < 64:

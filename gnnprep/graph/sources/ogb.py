@@ -59,6 +59,17 @@ def _gz(raw: Path, stem: str) -> Path | None:
     return None
 
 
+def absent(path: Path, lacks: str) -> str:
+    """The warning for an optional OGB file or folder that is not there: the store is still written
+    (a graph without labels or splits is legitimate) but lacks what it would have held."""
+    return f"{path}: not there; the store has no {lacks}"
+
+
+NO_LABELS = "labels (train needs them)"
+NO_FEATURES = "node features (precompute needs them)"
+NO_SPLITS = "splits (train needs a train and a validation split)"
+
+
 def _read_count(path: Path) -> int:
     values = np.concatenate([c.values[:, 0] for c in TableReader(path, "int", 1, what="count", allow_header=False)] or [np.empty(0)])
     if len(values) != 1:
@@ -138,6 +149,9 @@ class _OgbBase(GraphSource):
         self.direction_known = known is not None
         self.split_folder = self._choose_split(split, known[1] if known else None)
         self.splits_from = str(self.split_folder or "")
+        if self.split_folder is None:
+            self.warnings.append(absent(folder / "split", NO_SPLITS) if not (folder / "split").is_dir() else
+                                 f"{folder / 'split'}: holds no train, valid or test file; the store has no {NO_SPLITS}")
 
     def input_files(self) -> list[Path]:
         """Every file under raw/ and split/ (not the folder's other content, such as a cached store
@@ -230,6 +244,10 @@ class OgbCsvSource(_OgbBase):
         self._feature_width(self.feat_path)
         self.features_from = str(self.feat_path or "")
         self.labels_from = str(self.label_path or "")
+        if self.feat_path is None:
+            self.warnings.append(absent(self.raw / "node-feat.csv.gz", NO_FEATURES))
+        if self.label_path is None:
+            self.warnings.append(absent(self.raw / "node-label.csv.gz", NO_LABELS))
 
     def edges(self, chunk_edges: int):
         path = _gz(self.raw, "edge")
@@ -282,9 +300,13 @@ class OgbBinarySource(_OgbBase):
             self.num_features = info.shape[1]
             self.feature_dtype = np.dtype(np.float16 if info.dtype == np.float16 else np.float32)
             self.features_from = f"{self.npz.path} node_feat"
+        else:
+            self.warnings.append(f"{self.npz.path}: holds no node_feat; the store has no {NO_FEATURES}")
         self.label_path = self.raw / "node-label.npz"
         labeled = os.path.lexists(self.label_path) and regular_input(self.label_path, "the node labels (a .npz file)")
         self.labels_from = str(self.label_path) if labeled else ""
+        if not labeled:
+            self.warnings.append(absent(self.label_path, NO_LABELS))
 
     def edges(self, chunk_edges: int):
         done = 0
@@ -356,6 +378,12 @@ class OgbHeteroSource(_OgbBase):
         missing = [ty for ty in self.node_types if self.feat_paths[ty] is None]
         if missing and self.num_features:
             self.warnings.append(f"{folder}: node types without features ({', '.join(missing)}) get zero rows")
+        if not self.features_from:
+            self.warnings.append(f"{self.raw / 'node-feat'}: no node type's node-feat.csv.gz there; the store has no "
+                                 f"{NO_FEATURES}")
+        if not self.labels_from:
+            self.warnings.append(f"{self.raw / 'node-label'}: no node type's node-label.csv.gz there; the store has "
+                                 f"no {NO_LABELS}")
 
     def _refuse_unknown_types(self, folder: Path | None) -> None:
         """A per-type folder (features, labels, split) for a type num-node-dict does not list would

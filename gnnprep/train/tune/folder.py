@@ -41,7 +41,8 @@ from gnnprep.core.files import NotRegularFile, TooLarge, read_regular
 from gnnprep.core.output import disk_full_error, is_disk_full, says_no_room, write_json
 from gnnprep.train.tune.artifact import ArtifactFacts, same_features
 from gnnprep.train.tune.config import TuneConfig
-from gnnprep.train.tune.trials import Trial, TuneReport
+from gnnprep.train.tune.grid import option_name
+from gnnprep.train.tune.trials import Trial, TuneReport, choose, make_trial
 
 MAX_RECORD_BYTES = 64 << 20   # far above any tune.json or trial record gnnprep writes
 
@@ -211,6 +212,11 @@ def finished(tune_dir: Path, trial: Trial, facts: ArtifactFacts, warn=None) -> d
     """A trial's summary when its result file is complete, belongs to this artifact and has what a
     tune reads; otherwise None (the trial is run again). A damaged file (anything but an absent
     one) is said through ``warn(message)``."""
+    return finished_of(tune_dir, trial, facts.fingerprint, warn)
+
+
+def finished_of(tune_dir: Path, trial: Trial, fingerprint: dict, warn=None) -> dict | None:
+    """:func:`finished` given the features artifact's fingerprint (as ``tune.json`` records it)."""
     path = record_path(tune_dir, trial)
     try:
         record = _read_json(path)
@@ -221,7 +227,7 @@ def finished(tune_dir: Path, trial: Trial, facts: ArtifactFacts, warn=None) -> d
         if record.get("key") != trial.key:
             raise Damaged(f"is the record of trial {str(record.get('key'))[:40]!r}, not of {trial.key}")
         features = record.get("features")
-        if not isinstance(features, dict) or not same_features(features, facts.fingerprint):
+        if not isinstance(features, dict) or not same_features(features, fingerprint):
             raise Damaged("is of another features artifact")
         check_summary(record.get("summary"))
     except Damaged as e:
@@ -316,3 +322,94 @@ class Undo:
                 os.replace(tmp, self.tune_dir / "tune.json")
             except OSError:
                 tmp.unlink(missing_ok=True)   # the started record stays: the same artifact and model
+
+
+# --------------------------------------------------------------------------------------- gnnprep info
+
+TUNE_FORMAT = "gnnprep.tune"
+
+
+def _number_or_none(v):
+    """A finite number as it is; anything else (an edited record's text, a NaN) as None."""
+    return v if _number(v, -math.inf) else None
+
+
+def _grid_of(config: dict) -> list[tuple[str, list]]:
+    grid = config.get("grid")
+    if not isinstance(grid, list) or not all(isinstance(g, list) and len(g) == 2 and _is_text(g[0])
+                                             and isinstance(g[1], list) for g in grid):
+        raise Damaged("has no valid 'config' grid (a list of [key, values])")
+    return [(k, v) for k, v in grid]
+
+
+def _progress(tune_dir: Path, record: dict, grid: list[tuple[str, list]]) -> tuple[int | None, int | None, dict | None]:
+    """(trials finished, trials in all, the best grid trial so far) of a tune that has not finished,
+    from its trial records (:func:`finished`'s checks): the grid's trials by their keys, then, once
+    every one has finished, the report's of the chosen point. (None, None, None) when the recorded
+    config cannot make its trials (an edited ``tune.json``)."""
+    config = record["config"]
+    try:
+        tc = TuneConfig(model=config["model"], grid=tuple((k, tuple(v)) for k, v in grid),
+                        fixed=dict(config.get("fixed") or {}), seed=int(config.get("seed", 0)),
+                        seeds=int(config.get("seeds", 2)), report_seeds=int(config.get("report_seeds", 10)))
+        tc.check()   # (an edited record's values: refused here, as tune refuses them)
+        points = tc.points()
+        trials = [make_trial(tc.model, tc.fixed, p, tc.selection_seed, tc.seeds) for p in points]
+    except (TypeError, ValueError, GnnprepError):
+        return None, None, None
+    fp = record["features"]
+    done = [finished_of(tune_dir, t, fp) for t in trials]
+    count = sum(s is not None for s in done)
+    best = None
+    scored = [i for i, s in enumerate(done) if s is not None]
+    if scored:
+        i = scored[choose([done[j]["valid_acc"] for j in scored])]
+        best = {"params": {option_name(k): v for k, v in points[i].items()}, "valid_acc": done[i]["valid_acc"],
+                "valid_acc_std": done[i]["valid_acc_std"], "test_acc": None, "test_acc_std": None,
+                "runs": done[i]["runs"], "run_dir": done[i]["run_dir"], "chosen": False}
+    if count == len(trials) and trials:   # the grid is done: the report's trials of its choice
+        report = [make_trial(tc.model, tc.fixed, points[choose([s["valid_acc"] for s in done])], tc.seed + r, 1)
+                  for r in range(tc.report_seeds)]
+        count += sum(finished_of(tune_dir, t, fp) is not None for t in report)
+    return count, len(trials) + tc.report_seeds, best
+
+
+def describe(tune_dir) -> dict:
+    """What ``gnnprep info`` shows of a tune folder (its ``tune.json``, read as untrusted, and its
+    trial records): the model, the features artifact, the grid and the fixed options, how many
+    trials have finished of how many, and the best point: once the tune has finished, the chosen
+    one with its report's validation and test accuracy (mean and std over the report seeds);
+    before, the best grid trial so far (validation only, as selection sees it). A damaged
+    ``tune.json`` is one GnnprepError naming it."""
+    tune_dir = Path(tune_dir)
+    record_path = tune_dir / "tune.json"
+    try:
+        record = _read_json(record_path)
+        if record is MISSING:
+            raise Damaged("is not there" if not os.path.lexists(record_path) else "is a link to nothing")
+        _check_record(record)
+        grid = _grid_of(record["config"])
+    except Damaged as e:
+        raise GnnprepError(f"{record_path}: {e}; expected the record gnnprep tune writes") from None
+    config, fp = record["config"], record["features"]
+    fixed = config.get("fixed") if isinstance(config.get("fixed"), dict) else {}
+    result = record.get("result") if isinstance(record.get("result"), dict) else None
+    d = {"file": str(tune_dir), "format": TUNE_FORMAT, "format_version": _number_or_none(record.get("format_version")),
+         "what": "gnnprep tune folder", "gnnprep_version": record.get("gnnprep_version"), "model": config["model"],
+         "features": fp["path"], "graph_fingerprint": fp.get("graph_fingerprint"),
+         "grid": {option_name(k): v for k, v in grid}, "fixed": {option_name(str(k)): v for k, v in fixed.items()},
+         **{k: _number_or_none(config.get(k)) for k in ("seed", "seeds", "report_seeds")},
+         "finished": result is not None}
+    report = result.get("report") if result is not None and isinstance(result.get("report"), dict) else None
+    if result is not None and report is not None and isinstance(result.get("chosen"), dict):
+        trials = result.get("trials") if isinstance(result.get("trials"), list) else []
+        runs = report.get("runs") if _count(report.get("runs")) else 0
+        d.update(trials_finished=len(trials) + runs, trials_total=len(trials) + runs, best={
+            "params": result["chosen"], **{k: _number_or_none(report.get(k)) for k in (
+                "valid_acc", "valid_acc_std", "test_acc", "test_acc_std")},
+            "runs": runs, "run_dir": report.get("run_dir") if _is_text(report.get("run_dir")) else None,
+            "chosen": True})
+    else:
+        count, total, best = _progress(tune_dir, record, grid)
+        d.update(trials_finished=count, trials_total=total, best=best)
+    return d
