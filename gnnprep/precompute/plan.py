@@ -272,31 +272,31 @@ def cold_read_seconds(nbytes: float, cached: float | None, prof: Profile) -> flo
 
 
 # precompute --hdg's channels, per (hop, column block) and column (2-core Xeon VM, papers100M's shape
-# at 1/40, 2026-11-29, refitted after the float16 conversions and the vertex sums' prefetch): a hop
-# read back (and to float32) per row, each channel converted and written per row (by the output's
-# bytes a value: float32's go through h5py's buffered path, ~400 MB/s here), a vertex level's
-# gather per member, an inner level's reduce per instance
+# at 1/40, 2026-11-29, refitted after the float16 conversions, the vertex sums' prefetch and the
+# channels' writer around the page cache): a hop read back (and to float32) per row, each channel
+# converted and written per row, a vertex level's gather per member, an inner level's reduce per instance
 HDG_READ_NS = 1.0
-HDG_WRITE_NS = {2: 2.1, 4: 9.3}
+HDG_WRITE_NS = 0.65
 HDG_MEMBER_NS = 0.85
-HDG_INSTANCE_NS = 2.9
+HDG_INSTANCE_NS = 3.2
 
 
 def hdg_seconds(p: Problem, width: int) -> float:
     """The HDG channels' seconds (``precompute --hdg``, :meth:`gnnprep.precompute.hop_loop.HopRun.
     _hdg_channels`): for each hop 0..K and column block of w columns, w · (n · (HDG_READ_NS + channels ·
-    HDG_WRITE_NS[output bytes a value]) + members · HDG_MEMBER_NS + instances · HDG_INSTANCE_NS).
-    Fitted at 1/40 of papers100M (2.8M nodes, 2 cores, K = 2, 4 blocks of 32 columns, 2 GiB),
-    random-walk top-8 (22.2M members) and anchors (22.2M instances, 0.66M members), float16 and
-    float32: 12.1 / 18.2 / 28.6 / 34.9 s measured, 10.6 / 18.2 / 28.3 / 35.9 s predicted (the read
-    and float16 write terms from the kernels' own timings). Left out of the plan before: 7.6 s
-    predicted against 46 s measured. Added to the chosen plan's seconds, not weighed between plans:
-    the same for every blocking, it would make every plan look within a few percent of the fastest."""
+    HDG_WRITE_NS) + members · HDG_MEMBER_NS + instances · HDG_INSTANCE_NS). Fitted at 1/40 of
+    papers100M (2.8M nodes, 2-core VM, K = 2, 4 blocks of 32 columns, 2 GiB), random-walk top-8
+    (22.2M members) and anchors (22.2M instances, 0.66M members), float16 and float32: 8.9 / 9.1 /
+    29.5 / 29.7 s measured, 9.0 / 9.0 / 29.6 / 29.6 s predicted (the read and member terms from the
+    kernels' own timings). The channels are written around the page cache since 2026-11-29, as fast
+    in either dtype; through h5py's buffered path the write term had been 2.1 ns a value in float16
+    and 9.3 in float32. Left out of the plan before: 7.6 s predicted against 46 s measured. Added to
+    the chosen plan's seconds, not weighed between plans: the same for every blocking, it would make
+    every plan look within a few percent of the fastest."""
     if not p.hdg_channels:
         return 0.0
     n = p.num_nodes
-    write = HDG_WRITE_NS.get(p.out_itemsize, HDG_WRITE_NS[4])
-    per_column = (n * (HDG_READ_NS + p.hdg_channels * write) + p.hdg_members * HDG_MEMBER_NS
+    per_column = (n * (HDG_READ_NS + p.hdg_channels * HDG_WRITE_NS) + p.hdg_members * HDG_MEMBER_NS
                   + p.hdg_instances * HDG_INSTANCE_NS) * 1e-9
     return (p.hops + 1) * sum(_widths(p.num_features, width)) * per_column
 
