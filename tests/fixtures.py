@@ -389,3 +389,27 @@ def clique_store(folder, seed, nodes: int, cliques: int, d: int, size: int = 7, 
     ingest(str(folder / "e.npy"), folder / name,
            IngestConfig(source=SourceOptions(num_nodes=nodes, features=str(folder / "x.npy"))))
     return folder / name
+
+
+def handmade_hdg(rng, n):
+    """An HDG of two reduce channels: a variable-fanout reduce level over a weighted vertex level
+    (empty parents, empty instances, negative weights and an instance whose weights sum to 0), and a
+    fixed-fanout reduce level over a fixed-fanout vertex level."""
+    from gnnprep.hdg.structure import Hdg, Level
+
+    cnt = rng.integers(0, 4, n)
+    cnt[:3] = 0
+    off = np.concatenate([[0], np.cumsum(cnt)]).astype(np.int64)
+    mem = rng.integers(0, 5, off[-1])
+    mem[::4] = 0
+    moff = np.concatenate([[0], np.cumsum(mem)]).astype(np.int64)
+    weights = rng.uniform(-1, 2, moff[-1]).astype(np.float32)
+    two = np.flatnonzero(mem == 2)
+    if len(two):   # an instance of weights 1 and -1: its mean divides by 1, as a vertex level's does
+        weights[moff[two[0]]:moff[two[0]] + 2] = (1.0, -1.0)
+    leaf = Level("var_members", "vertices", int(off[-1]), offsets=moff, ids=rng.integers(0, n, moff[-1]),
+                 weights=weights)
+    var = Level("var", "instances", n, offsets=off, combine="reduce", child=leaf)
+    leaf2 = Level("fix_members", "vertices", n * 3, fanout=2, ids=rng.integers(0, n, n * 6))
+    fix = Level("fix", "instances", n, fanout=3, combine="reduce", child=leaf2)
+    return Hdg(n, (var, fix))

@@ -48,7 +48,14 @@ M = csr(weights, ids, offsets) of shape [P, n] (per-member messages are never ma
 by the row sums of M for ``mean`` (an empty parent gives 0); a fixed-fanout inner level reshapes its
 child's [P·F, d] result to [P, F, d] — no index arrays at all — and takes slot i as channel i
 (``slots``) or the mean/sum over the F instances (``reduce``); a variable-fanout inner level is one
-more sparse product with its 0/1 offsets matrix.
+more sparse product with its 0/1 offsets matrix. :func:`folded` (what ``precompute --hdg`` aggregates
+with mean or sum) makes each reduce level whose children are a vertex level one weighted vertex level
+of its members: for ``mean``, h[p] = (1/k_p) Σ_{s ∈ children(p)} Σ_{c ∈ s} w_c X[ids[c]] / W_s =
+Σ_c [w_c / (k_p W_s)] X[ids[c]] (k_p: the parent's instances, W_s: an instance's weight sum, 1 where
+it is 0, as a vertex level's mean divides; an empty instance adds 0), summed (``Level.summed``); for
+``sum`` the weights themselves. The same values up to float rounding, without an [instances, d]
+array per hop: anchors at 1/40 of papers100M have 22.2M instances of which 97% are empty, and 0.66M
+members.
 
 ``max`` replaces each Σ by a max: a vertex level gives h[p] = max_{c ∈ children(p)} w_c · X[ids[c]]
 (elementwise; an empty parent gives 0) through the fused max-reduce row kernel
@@ -85,6 +92,7 @@ class Level:
     combine: str | None = None      # inner levels: "slots" or "reduce"
     slots: tuple[str, ...] = ()
     child: "Level | None" = None
+    summed: bool = False            # a vertex level :func:`folded` made: its weights carry a mean's divisors
 
     @property
     def num_children(self) -> int:
@@ -123,6 +131,47 @@ class Hdg:
 
     def nbytes(self) -> int:
         return sum(a.nbytes for lvl in self.levels() for a in (lvl.offsets, lvl.ids, lvl.weights) if a is not None)
+
+
+FOLD_PARENTS = 1 << 20   # parents folded at a time (the per-instance arrays of a chunk are transient)
+
+
+def folded(hdg: Hdg, reduce: str) -> Hdg:
+    """The HDG whose channels under ``reduce`` (mean or sum) equal ``hdg``'s to float rounding, with
+    each reduce level over a vertex level made one vertex level of its members (module docstring):
+    its weights w_c / (k_p W_s) for a mean (w_c for a sum), summed, its offsets per parent. ``max``:
+    ``hdg`` itself (a max over instances is no weighted sum). Parents are folded :data:`FOLD_PARENTS`
+    at a time, so only the folded arrays (n + 1 offsets, a weight per member) outlast the call."""
+    if reduce == "max":
+        return hdg
+
+    def fold(lvl: Level) -> Level:
+        if lvl.kind == "vertices":
+            return lvl
+        if lvl.combine != "reduce" or lvl.child.kind != "vertices":
+            return dataclasses.replace(lvl, child=fold(lvl.child))
+        v = lvl.child
+        offsets = np.empty(lvl.num_parents + 1, dtype=np.int64)
+        weights = np.empty(v.num_children, dtype=np.float32)
+        offsets[0] = 0
+        for p0 in range(0, lvl.num_parents, FOLD_PARENTS):
+            p1 = min(lvl.num_parents, p0 + FOLD_PARENTS)
+            c0, c1, inst = _children(lvl, p0, p1)     # the parents' instances (inst: offsets from 0)
+            g0, g1, members = _children(v, c0, c1)   # their members (members: each instance's, from 0)
+            w = v.weights[g0:g1].astype(np.float64) if v.weights is not None else np.ones(g1 - g0)
+            if reduce == "mean" and g1 > g0:
+                sizes = np.diff(members)
+                filled = np.flatnonzero(sizes)
+                sums = np.add.reduceat(w, members[filled])   # W_s of each instance with members
+                sums[sums == 0] = 1                           # (a vertex level's mean divides a zero sum by 1)
+                of = np.repeat(filled, sizes[filled])         # each member's instance (from c0)
+                parent = of // lvl.fanout if lvl.fanout else np.searchsorted(inst, of, side="right") - 1
+                w = w / (np.repeat(sums, sizes[filled]) * np.maximum(np.diff(inst), 1)[parent])
+            weights[g0:g1] = w
+            offsets[p0 + 1:p1 + 1] = members[inst[1:]] + g0
+        return Level(lvl.name, "vertices", lvl.num_parents, offsets=offsets, ids=v.ids, weights=weights, summed=True)
+
+    return Hdg(hdg.num_nodes, tuple(fold(r) for r in hdg.roots))
 
 
 def reweighted(hdg: Hdg, weight) -> Hdg:
@@ -212,7 +261,7 @@ def _aggregate_level(lvl: Level, x: np.ndarray, reduce: str, p0: int = 0, p1: in
             m = sp.csr_matrix((w.astype(x.dtype, copy=False), ids, offsets), shape=(p, len(x)))
             out = np.asarray(m @ x)
             den = np.asarray(m.sum(axis=1)).ravel() if reduce == "mean" else None
-        if reduce == "mean":
+        if reduce == "mean" and not lvl.summed:
             out /= np.where(den == 0, 1, den)[:, None].astype(x.dtype)
         return out
     h = _aggregate_level(lvl.child, x, reduce, c0, c1)

@@ -621,11 +621,13 @@ class HopRun:
                 if c1 - c0 not in blocks:
                     blocks[c1 - c0] = root_blocks(hdg, c1 - c0, hdg_room(self.n, self.plan.width))
                 for r0, r1 in blocks[c1 - c0]:
-                    for ch, arr in aggregate(hdg, x, config.hdg_reduce, (r0, r1)).items():
+                    rows = aggregate(hdg, x, config.hdg_reduce, (r0, r1))
+                    for ch, arr in rows.items():
                         ds = self.f[fa.channel_path(ch, k)]
                         for p0, p1 in _pieces(r0, r1, self.step):
                             self.writer.put(ds, p0, p1, c0, c1, arr[p0 - r0:p1 - r0])
-                    self.writer.wait()   # (the range's rows free before the next range is aggregated)
+                    self.writer.wait()
+                    del rows, arr   # (the range's rows freed before the next range is aggregated)
                 del x
                 self.f.flush()
                 self._mark(("hdg", j, k))

@@ -288,7 +288,10 @@ def hdg_seconds(p: Problem, width: int) -> float:
     papers100M (2.8M nodes, 2-core VM, K = 2, 4 blocks of 32 columns, 2 GiB), random-walk top-8
     (22.2M members) and anchors (22.2M instances, 0.66M members), float16 and float32: 8.9 / 9.1 /
     29.5 / 29.7 s measured, 9.0 / 9.0 / 29.6 / 29.6 s predicted (the read and member terms from the
-    kernels' own timings). The channels are written around the page cache since 2026-11-29, as fast
+    kernels' own timings). Since anchors' mean or sum is folded into one vertex level as the HDG is
+    loaded (:func:`gnnprep.hdg.structure.folded`) the instances term counts only what is not folded
+    (a max, a reduce over another inner level): anchors' mean 3.3-3.7 s measured, 2.0 predicted (the
+    folded level's 2.8M mostly empty rows are not counted). The channels are written around the page cache since 2026-11-29, as fast
     in either dtype; through h5py's buffered path the write term had been 2.1 ns a value in float16
     and 9.3 in float32. Left out of the plan before: 7.6 s predicted against 46 s measured. Added to
     the chosen plan's seconds, not weighed between plans: the same for every blocking, it would make

@@ -525,9 +525,14 @@ def _load_hdg(store: GraphStore, config: PrecomputeConfig, degrees, budget: int)
             raise OptionError("--hdg-weight", "re-weights the members of an HDG's levels; give --hdg too")
         return (None, (), None), budget
     from gnnprep.hdg.builder import load_for
+    from gnnprep.hdg.structure import folded
 
     hdg, channels = load_for(config.hdg, store, tuple(config.operators))
     weight = _hdg_weight(store, config.hdg_weight, hdg, degrees) if config.hdg_weight is not None else None
+    # the HDG the channels aggregate (re-weighted: the stored weights are not needed), with each mean or
+    # sum over instances of members folded into one weighted vertex level (hdg.structure.folded)
+    hdg = folded(hdg if weight is None else weight[1], config.hdg_reduce)
+    weight = None if weight is None else (weight[0], hdg)
     from gnnprep.sparse import kernels
 
     vertex_ids = {lvl.ids.dtype for lvl in hdg.levels() if lvl.kind == "vertices"}
@@ -535,7 +540,7 @@ def _load_hdg(store: GraphStore, config: PrecomputeConfig, degrees, budget: int)
         kernels.warm_up((np.int64,), (True,), hag=False, gather=False, max_reduce=True)
     else:
         kernels.warm_up((), (), hag=False, gather=False, segments=tuple(vertex_ids))
-    held = hdg.nbytes() + (weight[1].nbytes() if weight is not None else 0)
+    held = hdg.nbytes()
     if held >= budget:
         raise OptionError("--memory-budget", f"{format_size(budget)} is too small for this run: the HDG {config.hdg} "
                                              f"alone holds {format_size(held)}")

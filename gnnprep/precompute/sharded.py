@@ -199,8 +199,10 @@ def _hdg_shard(store: GraphStore, job, hop_shard: Path, path: Path, shard: dict,
                     if c1 - c0 not in ranges:
                         ranges[c1 - c0] = root_blocks(hdg, c1 - c0, hdg_room(n, width))
                     for r0, r1 in ranges[c1 - c0]:
-                        for ch, arr in aggregate(hdg, x, cfg.hdg_reduce, (r0, r1)).items():
+                        rows = aggregate(hdg, x, cfg.hdg_reduce, (r0, r1))
+                        for ch, arr in rows.items():
                             f[fa.channel_path(ch, k)][r0:r1, c0 - s0:c1 - s0] = half.to_dtype(arr, cfg.dtype)
+                        del rows, arr   # (freed before the next range is aggregated)
                     del x
                     out.mark(("hdg", j, k), f)
                     progress("hdg units", len(out.done), total)

@@ -7,7 +7,7 @@ from collections import deque
 
 import numpy as np
 import pytest
-from fixtures import naive_aggregate, random_edges, run, store_csr
+from fixtures import handmade_hdg, naive_aggregate, random_edges, run, store_csr
 
 from gnnprep.core.errors import GnnprepError
 from gnnprep.hdg.file import read_hdg
@@ -110,6 +110,37 @@ def test_aggregate_equals_naive_reference(graph, sel, reduce):
     for k in ref:
         assert got[k].shape == x.shape
         np.testing.assert_allclose(got[k], ref[k], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("which", ["anchors", "anchors-1", "handmade", "shells"])
+@pytest.mark.parametrize("reduce", ["mean", "sum"])
+def test_a_folded_hdg_aggregates_as_the_reference(graph, which, reduce, monkeypatch):
+    """folded (what precompute aggregates with mean or sum): each reduce level over a vertex level one
+    weighted vertex level of its members (no [instances, d] array), the reference's channels to
+    float32 rounding, with empty parents and instances, negative weights and a zero weight sum (the
+    handmade HDG), folded in chunks of parents or at once alike; slots (hop shells) and max are left."""
+    from gnnprep.hdg import structure
+    from gnnprep.hdg.structure import folded
+
+    _, indptr, indices, x = graph
+    h = {"anchors": lambda: select(indptr, indices, AnchorsSelect(4, 5), seed=5),
+         "anchors-1": lambda: select(indptr, indices, AnchorsSelect(3, 6, hops=1), seed=5),
+         "handmade": lambda: handmade_hdg(np.random.default_rng(3), len(indptr) - 1),
+         "shells": lambda: select(indptr, indices, HopShellsSelect(2, cap=2), seed=5)}[which]()
+    f = folded(h, reduce)
+    assert folded(h, "max") is h and f.channels() == h.channels()
+    assert all(lvl.kind == "vertices" for lvl in f.roots) == (which != "shells")
+    ref = naive_aggregate(h, x, reduce)
+    for xs, tol in ((x, 1e-6), (x.astype(np.float32), 2e-5)):
+        got = aggregate(f, xs, reduce)
+        for k in ref:
+            assert got[k].dtype == xs.dtype
+            np.testing.assert_allclose(got[k], ref[k], rtol=tol, atol=tol * np.abs(ref[k]).max())
+    monkeypatch.setattr(structure, "FOLD_PARENTS", 7)
+    for a, b in zip(f.levels(), folded(h, reduce).levels()):
+        for name in ("offsets", "ids", "weights"):
+            if getattr(a, name) is not None:
+                np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
 
 
 def test_aggregate_channels_and_isolated_nodes(graph):

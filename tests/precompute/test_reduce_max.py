@@ -12,12 +12,12 @@ import json
 
 import numpy as np
 import pytest
-from fixtures import assert_close, make_store, reference_hops, run
+from fixtures import assert_close, handmade_hdg, make_store, reference_hops, run
 
 from gnnprep.core.errors import GnnprepError
 from gnnprep.hdg.file import read_hdg
 from gnnprep.hdg.select import AnchorsSelect, HopShellsSelect, RandomWalkSelect, select
-from gnnprep.hdg.structure import Hdg, Level, aggregate
+from gnnprep.hdg.structure import Hdg, aggregate
 from gnnprep.precompute.config import PrecomputeConfig
 from gnnprep.precompute.features import FeatureStore
 from gnnprep.sparse.kernels import spmm_rows_max
@@ -181,23 +181,6 @@ def naive_aggregate_max(h, x):
     return {k: np.array(v) for k, v in out.items()}
 
 
-def _handmade(rng, n):
-    """A variable-fanout reduce level over a weighted vertex level (empty parents and empty
-    instances), and a fixed-fanout reduce level over a fixed-fanout vertex level."""
-    cnt = rng.integers(0, 4, n)
-    cnt[:3] = 0
-    off = np.concatenate([[0], np.cumsum(cnt)]).astype(np.int64)
-    mem = rng.integers(0, 5, off[-1])
-    mem[::4] = 0
-    moff = np.concatenate([[0], np.cumsum(mem)]).astype(np.int64)
-    leaf = Level("var_members", "vertices", int(off[-1]), offsets=moff, ids=rng.integers(0, n, moff[-1]),
-                 weights=rng.uniform(-1, 2, moff[-1]).astype(np.float32))
-    var = Level("var", "instances", n, offsets=off, combine="reduce", child=leaf)
-    leaf2 = Level("fix_members", "vertices", n * 3, fanout=2, ids=rng.integers(0, n, n * 6))
-    fix = Level("fix", "instances", n, fanout=3, combine="reduce", child=leaf2)
-    return Hdg(n, (var, fix))
-
-
 @pytest.mark.parametrize("which", ["walks", "shells", "anchors", "handmade"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_hdg_max_equals_python_reference(rng, which, dtype):
@@ -207,7 +190,7 @@ def test_hdg_max_equals_python_reference(rng, which, dtype):
     h = {"walks": lambda: select(indptr, indices, RandomWalkSelect(6, 3, 4), seed=2),
          "shells": lambda: select(indptr, indices, HopShellsSelect(2, cap=2), seed=2),
          "anchors": lambda: select(indptr, indices, AnchorsSelect(3, 4), seed=2),
-         "handmade": lambda: _handmade(rng, n)}[which]()
+         "handmade": lambda: handmade_hdg(rng, n)}[which]()
     got = aggregate(h, x, "max")
     ref = naive_aggregate_max(h, x.astype(np.float64))
     assert list(got) == h.channels() and set(got) == set(ref)
@@ -218,7 +201,7 @@ def test_hdg_max_equals_python_reference(rng, which, dtype):
 
 def test_hdg_max_skips_nan_like_fmax(rng):
     n = 30
-    h = _handmade(rng, n)
+    h = handmade_hdg(rng, n)
     x = rng.standard_normal((n, 3))
     x[rng.choice(n, 12, replace=False), rng.integers(0, 3, 12)] = np.nan
     x[5] = np.nan
@@ -230,7 +213,7 @@ def test_hdg_max_skips_nan_like_fmax(rng):
 
 def test_hdg_max_empty_parents_give_zero_and_empty_instances_take_no_part(rng):
     n = 20
-    h = _handmade(rng, n)
+    h = handmade_hdg(rng, n)
     x = -1.0 - rng.random((n, 3))                    # every feature negative: 0 only from "empty"
     got = aggregate(h, x, "max")["var"]
     assert (got[:3] == 0).all() and (got[3:][np.diff(h.roots[0].offsets)[3:] > 0] != 0).any()
