@@ -413,3 +413,25 @@ def handmade_hdg(rng, n):
     leaf2 = Level("fix_members", "vertices", n * 3, fanout=2, ids=rng.integers(0, n, n * 6))
     fix = Level("fix", "instances", n, fanout=3, combine="reduce", child=leaf2)
     return Hdg(n, (var, fix))
+
+
+def interrupted_slowly(mp, unit=("sym", 0, 2)):
+    """Patch (with ``mp``, a monkeypatch or its context) a precompute to stop with Ctrl-C once ``unit``
+    is marked finished, every hop it works on until then taking at least a second more (so its hop
+    seconds, kept for the resumed run, are told apart from a rerun's)."""
+    from gnnprep.core.output import ResumableOutput
+    from gnnprep.precompute.hop_loop import HopRun
+
+    mark, spent = ResumableOutput.mark, HopRun._spent
+
+    def mark_then_stop(self, done, h5file=None):
+        mark(self, done, h5file)
+        if tuple(done) == tuple(unit):
+            raise KeyboardInterrupt
+
+    def slow(self, k, t0, r0):
+        spent(self, k, t0, r0)
+        self.hop_seconds[k] += 1.0
+
+    mp.setattr(ResumableOutput, "mark", mark_then_stop)
+    mp.setattr(HopRun, "_spent", slow)

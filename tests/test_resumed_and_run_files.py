@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from fixtures import make_store, run, run_json, write_features
+from fixtures import interrupted_slowly, make_store, run, run_json, write_features
 
 from gnnprep.train.trainer import TrainConfig, train
 
@@ -68,31 +68,17 @@ def test_train_cli_json_and_summary_say_resumed(tmp_path, rng):
 
 
 def test_a_resumed_precompute_keeps_the_interrupted_runs_hop_seconds(tmp_path, rng, monkeypatch):
-    from gnnprep.core.output import ResumableOutput
     from gnnprep.info import describe
     from gnnprep.precompute.config import PrecomputeConfig
-    from gnnprep.precompute.hop_loop import HopRun
     from gnnprep.precompute.run import precompute
 
     graph = make_store(tmp_path, rng)[0]
     out = tmp_path / "f.h5"
     cfg = PrecomputeConfig(hops=3, device="cpu")
-    mark, spent = ResumableOutput.mark, HopRun._spent
-
-    def mark_then_stop(self, unit, h5file=None):   # Ctrl-C once hop 2 of the first column block is finished
-        mark(self, unit, h5file)
-        if tuple(unit) == ("sym", 0, 2):
-            raise KeyboardInterrupt
-
-    def slow(self, k, t0, r0):   # every hop the interrupted run works on takes at least a second
-        spent(self, k, t0, r0)
-        self.hop_seconds[k] += 1.0
-
-    monkeypatch.setattr(ResumableOutput, "mark", mark_then_stop)
-    monkeypatch.setattr(HopRun, "_spent", slow)
-    with pytest.raises(KeyboardInterrupt):
-        precompute(graph, out, cfg)
-    monkeypatch.undo()
+    with monkeypatch.context() as mp:
+        interrupted_slowly(mp)   # Ctrl-C once hop 2 of the first column block is finished, each hop >= 1 s
+        with pytest.raises(KeyboardInterrupt):
+            precompute(graph, out, cfg)
     report = precompute(graph, out, cfg)
     assert report.resumed_units >= 3 and all(s < 1.0 for s in report.hop_seconds)   # the report: this run's
     seconds = describe(out)["hop_seconds"]

@@ -20,7 +20,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from fixtures import make_store, run, torchrun
+from fixtures import interrupted_slowly, make_store, run, torchrun
 
 from gnnprep.core.distributed import Dist, RankFailed
 from gnnprep.core.errors import GnnprepError
@@ -514,28 +514,14 @@ def test_a_resumed_rank_keeps_the_interrupted_runs_hop_seconds(tmp_path, monkeyp
     """A sharded artifact's hop seconds, as a one-process one's, count the interrupted invocation's
     hops (they read as this invocation's alone: near 0 for hops a resumed rank had finished), and a
     rerun that reuses a complete shard keeps them; the report's are this invocation's."""
-    from gnnprep.core.output import ResumableOutput
     from gnnprep.info import describe
-    from gnnprep.precompute.hop_loop import HopRun
     from gnnprep.precompute.sharded import precompute_sharded
 
     store, *_ = make_store(tmp_path, np.random.default_rng(19), d=20)
     cfg = PrecomputeConfig(hops=3, operators=("sym",), blocks=(1, 1, 2), device="cpu")
     out = tmp_path / "f.h5"
-    mark, spent = ResumableOutput.mark, HopRun._spent
-
-    def mark_then_stop(self, unit, h5file=None):   # Ctrl-C once hop 2 of the first column block is finished
-        mark(self, unit, h5file)
-        if tuple(unit) == ("sym", 0, 2):
-            raise KeyboardInterrupt
-
-    def slow(self, k, t0, r0):   # every hop the interrupted run works on takes at least a second
-        spent(self, k, t0, r0)
-        self.hop_seconds[k] += 1.0
-
     with monkeypatch.context() as mp:
-        mp.setattr(ResumableOutput, "mark", mark_then_stop)
-        mp.setattr(HopRun, "_spent", slow)
+        interrupted_slowly(mp)   # Ctrl-C once hop 2 of the first column block is finished, each hop >= 1 s
         with pytest.raises(KeyboardInterrupt):
             precompute_sharded(store, out, cfg, OneRank(0, 1))
     report = precompute_sharded(store, out, cfg, OneRank(0, 1))
