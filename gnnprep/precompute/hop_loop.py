@@ -604,7 +604,7 @@ class HopRun:
         read by nobody here, so they are written around it as hops are without an HDG (a writer of
         their own, :class:`HopWriter` with the artifact's path, in the hops' pieces), each range's
         rows written before the next range is aggregated."""
-        from gnnprep.hdg.structure import aggregate, root_blocks
+        from gnnprep.hdg.structure import root_blocks
 
         config = self.config
         hdg = self.job.hdg if self.job.hdg_weight is None else self.job.hdg_weight[1]
@@ -620,14 +620,7 @@ class HopRun:
                 x = fa.read_columns_float32(self.f[fa.hop_path(k)], c0, c1)   # (float16: widened in pieces)
                 if c1 - c0 not in blocks:
                     blocks[c1 - c0] = root_blocks(hdg, c1 - c0, hdg_room(self.n, self.plan.width))
-                for r0, r1 in blocks[c1 - c0]:
-                    rows = aggregate(hdg, x, config.hdg_reduce, (r0, r1))
-                    for ch, arr in rows.items():
-                        ds = self.f[fa.channel_path(ch, k)]
-                        for p0, p1 in _pieces(r0, r1, self.step):
-                            self.writer.put(ds, p0, p1, c0, c1, arr[p0 - r0:p1 - r0])
-                    self.writer.wait()
-                    del rows, arr   # (the range's rows freed before the next range is aggregated)
+                write_channels(self.writer, self.f, hdg, x, config.hdg_reduce, k, (c0, c1), blocks[c1 - c0], self.step)
                 del x
                 self.f.flush()
                 self._mark(("hdg", j, k))
@@ -689,6 +682,25 @@ def predicted_with(job: Job) -> dict:
     ordered copy's S the page cache held (the rest counted at the disk's rate)."""
     profile = job.profile.measured if job.profile is not None else None
     return {"profile": profile, "page_cached": {k: None if v is None else round(v, 3) for k, v in job.page_cached.items()}}
+
+
+def write_channels(writer: HopWriter, f, hdg: Hdg, x: np.ndarray, reduce: str, k: int, columns: tuple[int, int],
+                   ranges: list[tuple[int, int]], step: int) -> None:
+    """``/channels/<c>/<k>`` of ``f`` in ``columns`` (of ``f``'s datasets) = HDG_c(x) (x: those columns of
+    hop k), aggregated node range by node range (:func:`gnnprep.hdg.structure.root_blocks`), each
+    range's rows queued to ``writer`` in pieces of ``step`` rows and written (and freed) before the next
+    range is aggregated: one (hop, column block) unit of a one-process run or of a rank's HDG file."""
+    from gnnprep.hdg.structure import aggregate
+
+    c0, c1 = columns
+    for r0, r1 in ranges:
+        rows = aggregate(hdg, x, reduce, (r0, r1))
+        for ch, arr in rows.items():
+            ds = f[fa.channel_path(ch, k)]
+            for p0, p1 in _pieces(r0, r1, step):
+                writer.put(ds, p0, p1, c0, c1, arr[p0 - r0:p1 - r0])
+        writer.wait()
+        del rows, arr
 
 
 def _pieces(r0: int, r1: int, step: int):

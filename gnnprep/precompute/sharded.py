@@ -56,11 +56,11 @@ from gnnprep.core.progress import Progress, Warn, no_progress, no_warning
 from gnnprep.graph.store import GraphStore
 from gnnprep.precompute import features as fa
 from gnnprep.precompute.config import PrecomputeConfig, PrecomputeReport
-from gnnprep.precompute.hop_loop import HopRun, hdg_room, operator_sources, seconds_list
+from gnnprep.precompute.hop_loop import HopRun, hdg_room, operator_sources, seconds_list, write_channels, write_step
+from gnnprep.precompute.hop_writer import HopWriter
 from gnnprep.precompute.operators import make_operator
 from gnnprep.precompute.plan import agree_width, column_blocks, keep_columns, rank_columns
 from gnnprep.precompute.run import prepare_job, run_key
-from gnnprep.sparse import half
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,7 @@ def _hdg_shard(store: GraphStore, job, hop_shard: Path, path: Path, shard: dict,
     column buffer, so the budget bounds this phase as it does there). Each (hop, block) is a
     resumable unit of its own file; a file complete from an earlier run is reused. Returns the
     shard entry: file, bytes, key, channels, resumed units, skipped."""
-    from gnnprep.hdg.structure import aggregate, root_blocks
+    from gnnprep.hdg.structure import root_blocks
 
     cfg = job.config
     n = store.num_nodes
@@ -184,28 +184,30 @@ def _hdg_shard(store: GraphStore, job, hop_shard: Path, path: Path, shard: dict,
     out.check_room(needed)
     hdg = job.hdg if job.hdg_weight is None else job.hdg_weight[1]
     resumed, total = len(out.done), len(cols) * (cfg.hops + 1)
+    step = write_step(n, width, len(cols), cfg.dtype)   # (the pieces of a one-process run's hop writes)
     with out.writing(needed):
-        with fa.writing_output(out.partial, resume=out.resumed) as f, fa.open_shard(hop_shard) as hops:
+        with fa.writing_output(out.partial, resume=out.resumed, direct=True) as f, fa.open_shard(hop_shard) as hops:
             if not out.resumed:
                 fa.create_hdg_shard_layout(f, channels, cfg.hops, n, s1 - s0, cfg.dtype, len(cols), width)
                 f.flush()
             done_units, ranges = set(out.done), {}
             progress("hdg units", len(done_units), total)
-            for k in range(cfg.hops + 1):
-                for j, (c0, c1) in enumerate(cols):
-                    if ("hdg", j, k) in done_units:
-                        continue
-                    x = fa.read_columns_float32(hops[fa.hop_path(k)], c0 - s0, c1 - s0)
-                    if c1 - c0 not in ranges:
-                        ranges[c1 - c0] = root_blocks(hdg, c1 - c0, hdg_room(n, width))
-                    for r0, r1 in ranges[c1 - c0]:
-                        rows = aggregate(hdg, x, cfg.hdg_reduce, (r0, r1))
-                        for ch, arr in rows.items():
-                            f[fa.channel_path(ch, k)][r0:r1, c0 - s0:c1 - s0] = half.to_dtype(arr, cfg.dtype)
-                        del rows, arr   # (freed before the next range is aggregated)
-                    del x
-                    out.mark(("hdg", j, k), f)
-                    progress("hdg units", len(out.done), total)
+            # written around the page cache, as a one-process run's channels (HopRun._hdg_channels)
+            writer = HopWriter(cfg.dtype, out.partial, fa.staged_bytes(n, width, len(cols), cfg.dtype, step))
+            try:
+                for k in range(cfg.hops + 1):
+                    for j, (c0, c1) in enumerate(cols):
+                        if ("hdg", j, k) in done_units:
+                            continue
+                        x = fa.read_columns_float32(hops[fa.hop_path(k)], c0 - s0, c1 - s0)
+                        if c1 - c0 not in ranges:
+                            ranges[c1 - c0] = root_blocks(hdg, c1 - c0, hdg_room(n, width))
+                        write_channels(writer, f, hdg, x, cfg.hdg_reduce, k, (c0 - s0, c1 - s0), ranges[c1 - c0], step)
+                        del x
+                        out.mark(("hdg", j, k), f)
+                        progress("hdg units", len(out.done), total)
+            finally:
+                writer.close()
             provenance = {"command": command or "precompute", "hdg": str(cfg.hdg), "hdg_reduce": cfg.hdg_reduce,
                           "hop_shard": hop_shard.name}
             fa.write_shard_root(f, provenance, {**shard, "key": key, "channels": list(channels)})

@@ -151,17 +151,6 @@ def copy_finite(src: np.ndarray, out: np.ndarray) -> bool:
     return bool(np.isfinite(out).all())
 
 
-def to_dtype(src: np.ndarray, dtype) -> np.ndarray:
-    """``src.astype(dtype)`` (no copy where it is already ``dtype``), float32 → float16 by
-    :func:`half_finite` (values past float16's range become inf, as numpy's cast makes them)."""
-    dtype = np.dtype(dtype)
-    if src.dtype == dtype:
-        return src
-    out = np.empty(src.shape, dtype=dtype)
-    copy_finite(src, out)
-    return out
-
-
 def warm_up() -> None:
     """Compile (or load from numba's cache) the kernels a float16 run uses."""
     x = np.ones((2, 2), dtype=np.float32)

@@ -505,8 +505,13 @@ def test_a_rank_aggregates_its_hdg_channels_in_node_ranges(tmp_path, monkeypatch
     monkeypatch.setattr(structure, "ROOT_STEP", 16)
     monkeypatch.setattr(structure, "root_blocks", lambda *a: cut.append(real(*a)) or cut[-1])
     monkeypatch.setattr(sharded, "hdg_room", lambda n, w: 500)
+    puts, real_put = [], sharded.HopWriter.put   # (the channels written around the page cache, as one process's)
+    monkeypatch.setattr(sharded.HopWriter, "put", lambda w, *item, **kw: puts.append(
+        (item[0].name, w.raw is not None) if item[0] != "sync" else ("", True)) or real_put(w, *item, **kw))
     sharded.precompute_sharded(store, out, cfg, OneRank(0, 1))
     assert cut and len(cut[0]) > 4
+    channel_puts = [direct for name, direct in puts if name.startswith("/channels/") and not name.startswith("/channels/sym/")]
+    assert len(channel_puts) > len(cut[0]) and all(channel_puts)
     assert assert_same_datasets(ref, out) >= 6
 
 
