@@ -32,6 +32,7 @@ import numpy as np
 from numba import njit, prange
 
 from gnnprep.sparse.csr_kernels import PLACE_CHUNK
+from gnnprep.sparse.prefetch import prefetch
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -204,8 +205,13 @@ def _smallest_keys(members, c, seed, v, hop, hk, hu):
     return hu[:c].copy()
 
 
+SHELL_PIECE = 4096       # in-list entries a shell search copies, then checks against its stamps (_shells)
+SHELL_AHEAD = 16         # ... prefetching the stamp of the entry this many on (0: none; passed per call)
+SHELL_ROWS_AHEAD = 8     # ... and the row pointer (and, half as far, the in-list) of the frontier node this many on
+
+
 @njit(parallel=True, nogil=True, cache=True)
-def _shells(indptr, indices, starts, k, cap, seed, stamp, bufs, counts, ids, offsets, fill, tag0):
+def _shells(indptr, indices, starts, k, cap, seed, stamp, bufs, counts, ids, offsets, fill, tag0, ahead):
     """Breadth-first shells 1..k of every start along the in-lists: counts[j·k + i] = |shell i+1 of
     starts[j]| (at most ``cap`` when cap ≥ 0); with ``fill`` the members go to ids[offsets[j·k + i]:]
     sorted by id — with a cap, the ``cap`` smallest keys of (start, member, hop) (ties: smaller id).
@@ -219,6 +225,7 @@ def _shells(indptr, indices, starts, k, cap, seed, stamp, bufs, counts, ids, off
         st = stamp[p]
         hk = np.empty(max(cap, 1), dtype=np.uint64)
         hu = np.empty(max(cap, 1), dtype=bufs.dtype)
+        piece = np.empty(SHELL_PIECE, dtype=indices.dtype)
         for j in range(p * per, min(s, (p + 1) * per)):
             v = starts[j]
             tag = tag0 + 2 * v + 1 + fill  # unique per (start, pass): the count and fill passes each start afresh
@@ -228,14 +235,38 @@ def _shells(indptr, indices, starts, k, cap, seed, stamp, bufs, counts, ids, off
             nc = 1
             for i in range(k):
                 nn = 0
-                for x in range(nc):
-                    w = cur[x]
-                    for e in range(indptr[w], indptr[w + 1]):
-                        u = indices[e]
+                x, e, e_end = 0, 0, 0
+                while True:
+                    # the frontier's in-list entries SHELL_PIECE at a time, copied in order, then
+                    # their stamps checked with the stamp ``ahead`` on prefetched (random reads
+                    # that waited one at a time; the same members in the same order)
+                    got = 0
+                    while got < SHELL_PIECE:
+                        if e == e_end:
+                            if x == nc:
+                                break
+                            if ahead and x + SHELL_ROWS_AHEAD < nc:
+                                prefetch(indptr, cur[x + SHELL_ROWS_AHEAD])
+                            if ahead and x + SHELL_ROWS_AHEAD // 2 < nc:   # (its row pointer prefetched before)
+                                prefetch(indices, indptr[cur[x + SHELL_ROWS_AHEAD // 2]])
+                            w = cur[x]
+                            x += 1
+                            e, e_end = indptr[w], indptr[w + 1]
+                            continue
+                        take = min(e_end - e, SHELL_PIECE - got)
+                        piece[got:got + take] = indices[e:e + take]
+                        got += take
+                        e += take
+                    for t in range(got):
+                        if ahead and t + ahead < got:
+                            prefetch(st, piece[t + ahead])
+                        u = piece[t]
                         if st[u] != tag:
                             st[u] = tag
                             nxt[nn] = u
                             nn += 1
+                    if got < SHELL_PIECE:
+                        break
                 c = nn if cap < 0 else min(nn, cap)
                 counts[j * k + i] = c
                 if fill and c > 0:
@@ -322,7 +353,7 @@ class ShellSearch:
         """|shell i| (at most ``cap`` when cap ≥ 0) of each start: [len(starts)·hops]."""
         counts = np.empty(len(starts) * hops, dtype=np.int64)
         _shells(self.indptr, self.indices, starts, hops, cap, seed64, self.stamp, self.bufs, counts,
-                self.bufs[0, 0, :0], counts, False, self._tags())
+                self.bufs[0, 0, :0], counts, False, self._tags(), SHELL_AHEAD)
         return counts
 
     def fill(self, starts: np.ndarray, hops: int, cap: int, seed64, counts: np.ndarray) -> np.ndarray:
@@ -331,7 +362,7 @@ class ShellSearch:
         np.cumsum(counts[:-1], out=offsets[1:])
         ids = np.empty(int(counts.sum()), dtype=self.bufs.dtype)
         _shells(self.indptr, self.indices, starts, hops, cap, seed64, self.stamp, self.bufs, counts, ids, offsets,
-                True, self._tags())
+                True, self._tags(), SHELL_AHEAD)
         return ids
 
     def capped(self, starts: np.ndarray, hops: int, cap: int, seed64) -> tuple[np.ndarray, np.ndarray]:
@@ -339,7 +370,7 @@ class ShellSearch:
         counts = np.empty(len(starts) * hops, dtype=np.int64)
         ids = np.empty(len(counts) * cap, dtype=self.bufs.dtype)
         _shells(self.indptr, self.indices, starts, hops, cap, seed64, self.stamp, self.bufs, counts, ids,
-                np.arange(len(counts), dtype=np.int64) * cap, True, self._tags())
+                np.arange(len(counts), dtype=np.int64) * cap, True, self._tags(), SHELL_AHEAD)
         return counts, ids.reshape(-1, cap)[np.arange(cap)[None, :] < counts[:, None]]
 
 
