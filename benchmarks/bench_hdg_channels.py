@@ -28,10 +28,7 @@ import argparse
 import functools
 import json
 import sys
-import tempfile
 from pathlib import Path
-
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import harness as H
@@ -56,26 +53,6 @@ def child(mode: str) -> None:
         hop_loop.HopWriter = lambda dtype, path=None, piece_bytes=0: real(dtype, None, piece_bytes)
 
 
-def same_datasets(a: Path, b: Path) -> bool | float:
-    """Whether every dataset under /hops and /channels of two features files is the same, byte for
-    byte; where one differs, the largest difference over all of them relative to the dataset's largest
-    value (the channels of another summation order)."""
-    import h5py
-
-    names: list[str] = []
-    with h5py.File(a, "r") as fa, h5py.File(b, "r") as fb:
-        fa.visititems(lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset)
-                      and name.startswith(("hops/", "channels/")) else None)
-        worst = 0.0
-        for name in names:
-            x, y = fa[name][...].astype(np.float64), fb[name][...].astype(np.float64)
-            if x.shape != y.shape:
-                return False
-            if not np.array_equal(x, y):
-                worst = max(worst, float(np.abs(x - y).max() / max(np.abs(x).max(), 1e-30)))
-        return True if worst == 0.0 else worst
-
-
 def main() -> None:
     if H.patched_child(child):
         return
@@ -90,26 +67,20 @@ def main() -> None:
     args = ap.parse_args()
     graph = Path(args.graph)
     print(H.machine_line())
-    modes = ("with", "without")
-    res: dict[str, list[dict]] = {m: [] for m in modes}
-    with tempfile.TemporaryDirectory(dir=graph.parent) as tmp:
-        for i in range(args.rounds):
-            for m in (modes if i % 2 == 0 else modes[::-1]):
-                out = Path(tmp) / f"{m}.h5"
-                H.clear_output(out)
-                got = H.run_json([sys.executable, __file__, "--child", f"{m}-{args.compare}", "precompute", str(graph), "--hdg", args.hdg,
-                                  "--hops", str(args.hops), "--rows", "all", "--device", "cpu", "--dtype", args.dtype,
-                                  "--memory-budget", args.budget, "-o", str(out), "--json"])
-                res[m].append({"hdg": got["report"]["hdg_seconds"], "wall": got["seconds"], "peak_rss": got["peak_rss"]})
-        same = same_datasets(Path(tmp) / "with.h5", Path(tmp) / "without.h5")
-    summary = {m: {**{k: {"best": round(min(r[k] for r in res[m]), 3), "median": round(H.median([r[k] for r in res[m]]), 3)}
-                      for k in ("hdg", "wall")}, "peak_rss": max(r["peak_rss"] for r in res[m])} for m in modes}
+
+    def run(mode: str, out: Path) -> dict:
+        got = H.run_json([sys.executable, __file__, "--child", f"{mode}-{args.compare}", "precompute", str(graph),
+                          "--hdg", args.hdg, "--hops", str(args.hops), "--rows", "all", "--device", "cpu",
+                          "--dtype", args.dtype, "--memory-budget", args.budget, "-o", str(out), "--json"])
+        return {"hdg": got["report"]["hdg_seconds"], "wall": got["seconds"], "peak_rss": got["peak_rss"]}
+
+    res, same = H.with_without(graph.parent, args.rounds, run)
+    summary, ratios = H.with_without_summary(res, ("hdg", "wall"))
+    modes = tuple(res)
     for m in modes:
         s = summary[m]
         print(f"{m:8s} {args.compare}: HDG channels {s['hdg']['best']:.2f} s best, {s['hdg']['median']:.2f} median; wall "
               f"{s['wall']['best']:.2f} / {s['wall']['median']:.2f} s; peak {H.gib(s['peak_rss'])}")
-    ratios = {f"{k}_{q}": round(summary["without"][k][q] / max(summary["with"][k][q], 1e-9), 3)
-              for k in ("hdg", "wall") for q in ("best", "median")}
     print("without / with: " + ", ".join(f"{k} {v:.2f}x" for k, v in ratios.items()) + f"; same output: {same}"
           + ("" if isinstance(same, bool) else " (largest relative difference)"))
     print(json.dumps({"graph": str(graph), "hdg": args.hdg, "compare": args.compare, "rounds": args.rounds, "summary": summary,

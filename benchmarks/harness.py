@@ -181,6 +181,55 @@ def clear_output(out: Path) -> None:
             p.unlink()
 
 
+def with_without(work: Path, rounds: int, run) -> tuple[dict[str, list[dict]], bool | float]:
+    """The runs of an A/B benchmark of a patched child (:func:`patched_child`): ``run(mode, out)``
+    (mode "with" or "without") runs once writing ``out`` (in a temporary folder under ``work``) and
+    returns its figures; each round runs both, the order reversed every other round. Returns
+    ({mode: [figures of each round]}, :func:`same_datasets` of the two last outputs)."""
+    import tempfile
+
+    modes = ("with", "without")
+    res: dict[str, list[dict]] = {m: [] for m in modes}
+    with tempfile.TemporaryDirectory(dir=work) as tmp:
+        for i in range(rounds):
+            for m in (modes if i % 2 == 0 else modes[::-1]):
+                out = Path(tmp) / f"{m}.h5"
+                clear_output(out)
+                res[m].append(run(m, out))
+        return res, same_datasets(Path(tmp) / "with.h5", Path(tmp) / "without.h5")
+
+
+def same_datasets(a: Path, b: Path, prefixes: tuple[str, ...] | None = None) -> bool | float:
+    """Whether every dataset of two HDF5 files (those whose names start with one of ``prefixes``,
+    if given) is the same, byte for byte; where one differs, the largest difference over all of
+    them relative to the dataset's largest value (False where shapes differ or a dataset is missing)."""
+    import h5py
+
+    names: list[str] = []
+    with h5py.File(a, "r") as fa, h5py.File(b, "r") as fb:
+        fa.visititems(lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset)
+                      and (prefixes is None or name.startswith(prefixes)) else None)
+        worst = 0.0
+        for name in names:
+            if name not in fb or fa[name].shape != fb[name].shape:
+                return False
+            x, y = fa[name][...], fb[name][...]
+            if not np.array_equal(x, y):
+                x, y = x.astype(np.float64), y.astype(np.float64)
+                worst = max(worst, float(np.abs(x - y).max() / max(np.abs(x).max(), 1e-30)))
+        return bool(names) if worst == 0.0 else worst
+
+
+def with_without_summary(res: dict[str, list[dict]], keys: tuple[str, ...]) -> tuple[dict, dict]:
+    """(summary, ratios) of :func:`with_without`'s runs: per mode each key's best and median and the
+    largest peak RSS; the ratios without / with of each key's best and median."""
+    summary = {m: {**{k: {"best": round(min(r[k] for r in rows), 3), "median": round(median([r[k] for r in rows]), 3)}
+                      for k in keys}, "peak_rss": max(r["peak_rss"] for r in rows)} for m, rows in res.items()}
+    ratios = {f"{k}_{q}": round(summary["without"][k][q] / max(summary["with"][k][q], 1e-9), 3)
+              for k in keys for q in ("best", "median")}
+    return summary, ratios
+
+
 # -- figures ---------------------------------------------------------------------------------------
 def median(xs) -> float:
     return statistics.median(list(xs))
