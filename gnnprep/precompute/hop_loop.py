@@ -604,23 +604,19 @@ class HopRun:
         read by nobody here, so they are written around it as hops are without an HDG (a writer of
         their own, :class:`HopWriter` with the artifact's path, in the hops' pieces), each range's
         rows written before the next range is aggregated."""
-        from gnnprep.hdg.structure import root_blocks
-
         config = self.config
         hdg = self.job.hdg if self.job.hdg_weight is None else self.job.hdg_weight[1]
         self.graph.release()   # (S and the hops' buffers: this phase reads the hops back from the file)
         self.writer.close()
         self.writer = HopWriter(config.dtype, self.out.partial,
                                 fa.staged_bytes(self.r, self.plan.width, self.plan.c, config.dtype, self.step))
-        blocks = {}
+        ranges = ChannelRanges(hdg, hdg_room(self.n, self.plan.width))
         for k in range(config.hops + 1):
             for j, (c0, c1) in enumerate(self.cols):
                 if ("hdg", j, k) in self.done:
                     continue
                 x = fa.read_columns_float32(self.f[fa.hop_path(k)], c0, c1)   # (float16: widened in pieces)
-                if c1 - c0 not in blocks:
-                    blocks[c1 - c0] = root_blocks(hdg, c1 - c0, hdg_room(self.n, self.plan.width))
-                write_channels(self.writer, self.f, hdg, x, config.hdg_reduce, k, (c0, c1), blocks[c1 - c0], self.step)
+                write_channels(self.writer, self.f, hdg, x, config.hdg_reduce, k, (c0, c1), ranges, self.step)
                 del x
                 self.f.flush()
                 self._mark(("hdg", j, k))
@@ -684,16 +680,31 @@ def predicted_with(job: Job) -> dict:
     return {"profile": profile, "page_cached": {k: None if v is None else round(v, 3) for k, v in job.page_cached.items()}}
 
 
+class ChannelRanges:
+    """The node ranges the HDG channels of a column block of w columns are aggregated in
+    (:func:`gnnprep.hdg.structure.root_blocks` within ``room`` bytes), cut once per width."""
+
+    def __init__(self, hdg: Hdg, room: int):
+        self.hdg, self.room, self.cut = hdg, room, {}
+
+    def __call__(self, width: int) -> list[tuple[int, int]]:
+        from gnnprep.hdg.structure import root_blocks
+
+        if width not in self.cut:
+            self.cut[width] = root_blocks(self.hdg, width, self.room)
+        return self.cut[width]
+
+
 def write_channels(writer: HopWriter, f, hdg: Hdg, x: np.ndarray, reduce: str, k: int, columns: tuple[int, int],
-                   ranges: list[tuple[int, int]], step: int) -> None:
+                   ranges: ChannelRanges, step: int) -> None:
     """``/channels/<c>/<k>`` of ``f`` in ``columns`` (of ``f``'s datasets) = HDG_c(x) (x: those columns of
-    hop k), aggregated node range by node range (:func:`gnnprep.hdg.structure.root_blocks`), each
-    range's rows queued to ``writer`` in pieces of ``step`` rows and written (and freed) before the next
-    range is aggregated: one (hop, column block) unit of a one-process run or of a rank's HDG file."""
+    hop k), aggregated node range by node range (``ranges``), each range's rows queued to ``writer``
+    in pieces of ``step`` rows and written (and freed) before the next range is aggregated: one (hop,
+    column block) unit of a one-process run or of a rank's HDG file."""
     from gnnprep.hdg.structure import aggregate
 
     c0, c1 = columns
-    for r0, r1 in ranges:
+    for r0, r1 in ranges(c1 - c0):
         rows = aggregate(hdg, x, reduce, (r0, r1))
         for ch, arr in rows.items():
             ds = f[fa.channel_path(ch, k)]

@@ -56,7 +56,15 @@ from gnnprep.core.progress import Progress, Warn, no_progress, no_warning
 from gnnprep.graph.store import GraphStore
 from gnnprep.precompute import features as fa
 from gnnprep.precompute.config import PrecomputeConfig, PrecomputeReport
-from gnnprep.precompute.hop_loop import HopRun, hdg_room, operator_sources, seconds_list, write_channels, write_step
+from gnnprep.precompute.hop_loop import (
+    ChannelRanges,
+    HopRun,
+    hdg_room,
+    operator_sources,
+    seconds_list,
+    write_channels,
+    write_step,
+)
 from gnnprep.precompute.hop_writer import HopWriter
 from gnnprep.precompute.operators import make_operator
 from gnnprep.precompute.plan import agree_width, column_blocks, keep_columns, rank_columns
@@ -165,8 +173,6 @@ def _hdg_shard(store: GraphStore, job, hop_shard: Path, path: Path, shard: dict,
     column buffer, so the budget bounds this phase as it does there). Each (hop, block) is a
     resumable unit of its own file; a file complete from an earlier run is reused. Returns the
     shard entry: file, bytes, key, channels, resumed units, skipped."""
-    from gnnprep.hdg.structure import root_blocks
-
     cfg = job.config
     n = store.num_nodes
     s0, s1 = shard["columns"]
@@ -190,7 +196,7 @@ def _hdg_shard(store: GraphStore, job, hop_shard: Path, path: Path, shard: dict,
             if not out.resumed:
                 fa.create_hdg_shard_layout(f, channels, cfg.hops, n, s1 - s0, cfg.dtype, len(cols), width)
                 f.flush()
-            done_units, ranges = set(out.done), {}
+            done_units, ranges = set(out.done), ChannelRanges(hdg, hdg_room(n, width))
             progress("hdg units", len(done_units), total)
             # written around the page cache, as a one-process run's channels (HopRun._hdg_channels)
             writer = HopWriter(cfg.dtype, out.partial, fa.staged_bytes(n, width, len(cols), cfg.dtype, step))
@@ -200,9 +206,7 @@ def _hdg_shard(store: GraphStore, job, hop_shard: Path, path: Path, shard: dict,
                         if ("hdg", j, k) in done_units:
                             continue
                         x = fa.read_columns_float32(hops[fa.hop_path(k)], c0 - s0, c1 - s0)
-                        if c1 - c0 not in ranges:
-                            ranges[c1 - c0] = root_blocks(hdg, c1 - c0, hdg_room(n, width))
-                        write_channels(writer, f, hdg, x, cfg.hdg_reduce, k, (c0 - s0, c1 - s0), ranges[c1 - c0], step)
+                        write_channels(writer, f, hdg, x, cfg.hdg_reduce, k, (c0 - s0, c1 - s0), ranges, step)
                         del x
                         out.mark(("hdg", j, k), f)
                         progress("hdg units", len(out.done), total)
